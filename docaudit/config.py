@@ -1,0 +1,82 @@
+"""Typed configuration with every default in one place (SPEC §1–5)."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+NORMS = ("none", "ratio_tf", "ratio_gp", "max_tf", "max_gp")
+FEATURES = ("agg", "hist")
+DTYPES = ("float32", "bfloat16", "float16")
+QUANTIZE = ("int8", "int4")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which target model to query and how. ``model=None`` is the embedded Gemma-3-270M."""
+
+    model: str | None = None
+    dtype: str = "float32"
+    device: str = "auto"
+    quantize: str | None = None
+    revision: str | None = None
+    trust_remote_code: bool = False
+
+
+@dataclass(frozen=True)
+class QueryConfig:
+    """Sliding-window querying (SPEC §1). ``stride = context - 1`` is the reference layout; smaller strides
+    overlap windows so every scored token has at least ``context - stride`` tokens of context."""
+
+    context: int = 128
+    stride: int | None = None
+    max_tokens: int | None = None
+    excerpt: str = "random"
+    seed: int = 0
+    batch_size: int | None = None
+    gp: bool = True
+
+    @property
+    def effective_stride(self) -> int:
+        return self.context - 1 if self.stride is None else self.stride
+
+    def key(self) -> dict:
+        """The fields that change the token statistics (batch size does not)."""
+        d = asdict(self)
+        d.pop("batch_size")
+        d["stride"] = self.effective_stride
+        return d
+
+
+@dataclass(frozen=True)
+class MetaConfig:
+    """The meta-classifier (SPEC §2–5). ``norm``/``features`` = "auto" chooses them by inner cross-validation
+    inside each training fold."""
+
+    norm: str = "auto"
+    features: str = "auto"
+    bins: int = 1000
+    folds: int = 5
+    inner_folds: int = 3
+    seed: int = 0
+    n_estimators: int = 500
+    max_depth: int = 5
+    min_samples_leaf: int = 3
+    maxnorm_eps: float = 1e-5
+    agg_token_count: bool = False
+    n_jobs: int = -1
+
+    def candidates(self) -> list[tuple[str, str]]:
+        """The (normalization, feature extractor) pairs this configuration may use."""
+        norms = NORMS if self.norm == "auto" else (self.norm,)
+        feats = FEATURES if self.features == "auto" else (self.features,)
+        return [(n, f) for n in norms for f in feats]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything ``docaudit train`` needs."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    query: QueryConfig = field(default_factory=QueryConfig)
+    meta: MetaConfig = field(default_factory=MetaConfig)
+    min_tokens: int = 0
+    raw: bool = False

