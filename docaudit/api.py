@@ -1,0 +1,184 @@
+"""The Python API behind the CLI: query documents, train and evaluate the meta-classifier, predict."""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import __version__
+from . import classifier as meta_classifier
+from .cache import StatsCache, atomic_write_text
+from .config import FEATURES, NORMS, ModelConfig, QueryConfig, TrainConfig
+from .data import Document, load_documents
+from .errors import DocauditError
+from .lm import LoadedModel, load_model
+from .metrics import chunk_folds, summarize
+from .querier import Querier
+from .report import format_summary, plot_roc, roc_frame
+from .stats import TokenStats
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CLASSIFIER = Path(__file__).resolve().parents[1] / "models" / "gemma3-270m-pg"
+
+
+def open_querier(model: ModelConfig | LoadedModel, query: QueryConfig, cache: bool = True) -> Querier:
+    """A querier over a model (loaded here unless given), caching its TokenStats."""
+    lm = model if isinstance(model, LoadedModel) else load_model(model)
+    return Querier(lm, query, StatsCache() if cache else None)
+
+
+def query_documents(querier: Querier, docs: list[Document], progress: bool = True) -> list[TokenStats]:
+    return querier.stats_many(((d.text, d.sha256) for d in docs), total=len(docs), progress=progress)
+
+
+def labelled_documents(members, nonmembers, raw: bool = False, progress: bool = True):
+    """Documents of both classes and their labels (1 = member)."""
+    pos = load_documents(members, raw=raw, progress=progress)
+    neg = load_documents(nonmembers, raw=raw, progress=progress)
+    return pos + neg, np.array([1] * len(pos) + [0] * len(neg))
+
+
+@dataclass
+class TrainResult:
+    """What ``train`` measured and saved."""
+
+    summary: dict
+    evaluation: meta_classifier.Evaluation
+    documents: list[Document]
+    skipped: list[str]
+    final_config: str
+    card: dict
+    out: Path | None = None
+    extras: dict = field(default_factory=dict)
+
+
+def _drop_short(docs, stats, labels, min_tokens):
+    keep = [i for i, s in enumerate(stats) if s.n_tokens >= min_tokens]
+    skipped = [docs[i].path for i in range(len(docs)) if i not in set(keep)]
+    return [docs[i] for i in keep], [stats[i] for i in keep], labels[keep], skipped
+
+
+def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | None = None,
+          model: LoadedModel | None = None, progress: bool = True) -> TrainResult:
+    """Query the documents, evaluate the meta-classifier on k-fold chunks, fit it on all documents and save it
+    (with its card: config, model identity, metrics) to ``out``."""
+    docs, labels = labelled_documents(members, nonmembers, config.raw, progress)
+    querier = open_querier(model or config.model, config.query)
+    stats = query_documents(querier, docs, progress)
+    docs, stats, labels, skipped = _drop_short(docs, stats, labels, config.min_tokens)
+    evaluation = meta_classifier.evaluate(stats, labels, config.meta, progress=progress)
+    estimator = meta_classifier.fit(stats, labels, config.meta)
+    card = {
+        "docaudit_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "model_identity": querier.lm.identity,
+        "model_config": asdict(querier.lm.config),
+        "tokenizer": querier.lm.tokenizer_hash,
+        "query": asdict(config.query),
+        "meta": asdict(config.meta),
+        "raw": config.raw,
+        "min_tokens": config.min_tokens,
+        "n_members": int(labels.sum()),
+        "n_nonmembers": int((labels == 0).sum()),
+        "n_skipped": len(skipped),
+        "configuration": meta_classifier.chosen(estimator),
+        "fold_configurations": evaluation.configs,
+        "metrics": evaluation.summary,
+        "fold_aucs": [f.auc for f in evaluation.folds],
+    }
+    result = TrainResult(evaluation.summary, evaluation, docs, skipped, card["configuration"], card, out)
+    if out is not None:
+        save_model_dir(Path(out), estimator, card, evaluation)
+    return result
+
+
+def save_model_dir(out: Path, estimator, card: dict, evaluation: meta_classifier.Evaluation) -> None:
+    """Write classifier, card, ROC CSV/PNG into a temporary directory, then swap it into place."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        meta_classifier.save_classifier(tmp, estimator, card)
+        curves = {f"fold {i + 1}": (evaluation.labels[evaluation.fold_of == i], evaluation.scores[evaluation.fold_of == i])
+                  for i in range(len(evaluation.folds))}
+        curves["pooled out-of-fold"] = (evaluation.labels, evaluation.scores)
+        frame = roc_frame(curves)
+        frame.to_csv(tmp / "roc.csv", index=False)
+        plot_roc(frame, tmp / "roc.png", title=f"docaudit meta-classifier ({card['configuration']})",
+                 highlight="pooled out-of-fold")
+        atomic_write_text(tmp / "card.md", model_card_markdown(card))
+        old = out.with_name(f".{out.name}.old")
+        if out.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def model_card_markdown(card: dict) -> str:
+    q, m = card["query"], card["meta"]
+    lines = [
+        f"# docaudit meta-classifier — {card['configuration']}",
+        "",
+        f"- target model: `{card['model_identity']}` ({card['model_config']['quantize'] or card['model_config']['dtype']})",
+        f"- query: context {q['context']}, stride {q['stride'] or q['context'] - 1}, "
+        f"max tokens {q['max_tokens'] or 'all'} ({q['excerpt']} excerpt, seed {q['seed']})",
+        f"- documents: {card['n_members']} members, {card['n_nonmembers']} non-members ({card['n_skipped']} skipped as too short)",
+        f"- selection: norm={m['norm']}, features={m['features']}; chosen per fold: {', '.join(card['fold_configurations'])}",
+        f"- {m['folds']}-fold chunks: {format_summary(card['metrics'])}",
+    ]
+    if "blind" in card:
+        lines.append(f"- model-free blind baseline on the same folds: AUC {card['blind']['blind_auc']:.3f}")
+    if card.get("warning"):
+        lines += ["", f"**Warning:** {card['warning']}"]
+    return "\n".join(lines) + "\n"
+
+
+def grid(members, nonmembers, config: TrainConfig = TrainConfig(), contexts=(32, 64, 128),
+         model: LoadedModel | None = None, progress: bool = True) -> pd.DataFrame:
+    """The paper's Table 1: every normalization × feature extractor × context, on the same folds, from one cache.
+    (This is a look at all configurations on the test folds; use ``train`` for an honest choice.)"""
+    docs, labels = labelled_documents(members, nonmembers, config.raw, progress)
+    lm = model or load_model(config.model)
+    folds = chunk_folds(labels, config.meta.folds, config.meta.seed)
+    rows = []
+    for context in contexts:
+        query = replace(config.query, context=context, stride=None if config.query.stride is None else min(config.query.stride, context - 1))
+        stats = query_documents(open_querier(lm, query), docs, progress)
+        for norm in NORMS:
+            for feats in FEATURES:
+                meta = replace(config.meta, norm=norm, features=feats)
+                ev = meta_classifier.evaluate(stats, labels, meta, folds=folds, progress=False)
+                rows.append({"context": context, "norm": norm, "features": feats, **summarize(ev.folds)})
+    return pd.DataFrame(rows)
+
+
+def predict(paths, classifier_dir: Path | None = None, model: ModelConfig | LoadedModel | None = None,
+            progress: bool = True) -> list[dict]:
+    """Membership probability of each document under a saved meta-classifier. Refuses a classifier made for a
+    different model than the one given."""
+    pipe, card = meta_classifier.load_classifier(Path(classifier_dir or DEFAULT_CLASSIFIER))
+    docs = load_documents(paths, raw=card.get("raw", False), progress=progress)
+    if model is None:
+        model = ModelConfig(**card["model_config"])
+    lm = model if isinstance(model, LoadedModel) else load_model(model)
+    if lm.identity != card["model_identity"]:
+        raise DocauditError(f"this classifier was trained for model {card['model_identity']}, "
+                            f"but the model given is {lm.identity}")
+    if lm.precision != (card["model_config"]["quantize"] or card["model_config"]["dtype"]):
+        log.warning("classifier trained on %s queries, predicting with %s",
+                    card["model_config"]["quantize"] or card["model_config"]["dtype"], lm.precision)
+    querier = open_querier(lm, QueryConfig(**card["query"]))
+    stats = query_documents(querier, docs, progress)
+    probs = pipe.predict_proba(meta_classifier.as_documents(stats))[:, 1]
+    return [{"file": d.path, "n_tokens": s.n_tokens, "membership_probability": float(p),
+             "prediction": "member" if p >= 0.5 else "non-member"} for d, s, p in zip(docs, stats, probs)]

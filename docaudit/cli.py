@@ -1,0 +1,159 @@
+"""The ``docaudit`` command line: a thin click layer over ``docaudit.api``."""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+
+from .config import DTYPES, FEATURES, NORMS, QUANTIZE, MetaConfig, ModelConfig, QueryConfig, TrainConfig
+from .errors import DocauditError
+
+
+def _quiet_libraries() -> None:
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+
+
+def friendly_errors(func):
+    """Turn DocauditError into a one-line message and a non-zero exit; interruption keeps the cache."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except DocauditError as e:
+            _close_progress_bars()
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            _close_progress_bars()
+            click.echo("interrupted: finished documents are cached; run the same command again to resume", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+def _close_progress_bars() -> None:
+    """End unfinished progress bars so the error message starts on its own line."""
+    from tqdm import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", [])):
+        bar.close()
+
+
+def model_options(func):
+    options = [
+        click.option("--model", default=None, help="Hub id, local HF directory or .gguf file (default: embedded Gemma-3-270M)."),
+        click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True),
+        click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:1 … (auto: CUDA when present)."),
+        click.option("--quantize", type=click.Choice(QUANTIZE), default=None, help="Load the model in int8/int4 (bitsandbytes)."),
+        click.option("--revision", default=None, help="Hub revision (branch, tag or commit)."),
+        click.option("--trust-remote-code", is_flag=True, help="Allow model code from the hub (off by default)."),
+    ]
+    return functools.reduce(lambda f, o: o(f), reversed(options), func)
+
+
+def query_options(func):
+    options = [
+        click.option("--context", default=128, show_default=True, help="Context length C of each window."),
+        click.option("--stride", default=None, type=int, help="Stride S (default C-1; smaller values overlap windows)."),
+        click.option("--max-tokens", default=None, type=int, help="Query only an excerpt of this many tokens per document."),
+        click.option("--excerpt", type=click.Choice(["random", "leading"]), default="random", show_default=True),
+        click.option("--batch-size", default=None, type=int, help="Windows per forward pass (default: automatic)."),
+    ]
+    return functools.reduce(lambda f, o: o(f), reversed(options), func)
+
+
+def model_config(kw) -> ModelConfig:
+    return ModelConfig(model=kw["model"], dtype=kw["dtype"], device=kw["device"], quantize=kw["quantize"],
+                       revision=kw["revision"], trust_remote_code=kw["trust_remote_code"])
+
+
+def query_config(kw) -> QueryConfig:
+    return QueryConfig(context=kw["context"], stride=kw["stride"], max_tokens=kw["max_tokens"],
+                       excerpt=kw["excerpt"], seed=kw["seed"], batch_size=kw["batch_size"])
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="docaudit")
+def main():
+    """docaudit: was this document in the training data of this language model?"""
+    _quiet_libraries()
+
+
+@main.command()
+@click.option("--members", multiple=True, required=True, type=click.Path(), help="Member documents (dir or .txt; repeatable).")
+@click.option("--nonmembers", multiple=True, required=True, type=click.Path(), help="Non-member documents (repeatable).")
+@model_options
+@query_options
+@click.option("--norm", type=click.Choice(("auto", *NORMS)), default="auto", show_default=True)
+@click.option("--features", type=click.Choice(("auto", *FEATURES)), default="auto", show_default=True)
+@click.option("--bins", default=1000, show_default=True, help="HistFE bins.")
+@click.option("--folds", default=5, show_default=True, help="k of the k-fold chunks.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--trees", default=500, show_default=True, help="Random-forest trees.")
+@click.option("--min-tokens", default=0, show_default=True, help="Skip documents with fewer tokens (paper: 5000).")
+@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@click.option("--grid", is_flag=True, help="Run the Table-1 grid (norms × features × contexts) and print it.")
+@click.option("--grid-contexts", default="32,64,128", show_default=True)
+@click.option("--out", type=click.Path(), default=None, help="Save the classifier here (e.g. models/NAME).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@friendly_errors
+def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tokens, raw, grid, grid_contexts, out, fmt, **kw):
+    """Evaluate the meta-classifier with k-fold chunks, then fit it on all documents and save it."""
+    from . import api
+
+    kw["seed"] = seed
+    config = TrainConfig(model=model_config(kw), query=query_config(kw), min_tokens=min_tokens, raw=raw,
+                         meta=MetaConfig(norm=norm, features=features, bins=bins, folds=folds, seed=seed, n_estimators=trees))
+    if grid:
+        contexts = [int(c) for c in grid_contexts.split(",")]
+        table = api.grid(members, nonmembers, config, contexts)
+        click.echo(table.to_json(orient="records") if fmt == "json" else table.to_string(index=False, float_format="%.3f"))
+        return
+    if out is None:
+        raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
+    result = api.train(members, nonmembers, config, Path(out))
+    if fmt == "json":
+        click.echo(json.dumps(result.card, indent=2))
+        return
+    from .report import format_summary
+
+    click.echo(f"documents: {result.card['n_members']} members, {result.card['n_nonmembers']} non-members"
+               + (f" ({len(result.skipped)} skipped: fewer than {min_tokens} tokens)" if result.skipped else ""))
+    click.echo(f"model: {result.card['model_identity']}")
+    click.echo(f"{folds}-fold chunks ({', '.join(result.evaluation.configs)}): {format_summary(result.summary)}")
+    if result.card.get("warning"):
+        click.echo(f"WARNING: {result.card['warning']}", err=True)
+    click.echo(f"saved {result.final_config} classifier to {out}")
+
+
+@main.command()
+@click.argument("documents", nargs=-1, required=True, type=click.Path())
+@click.option("--classifier", type=click.Path(), default=None, help="Saved classifier directory (default: the shipped one).")
+@model_options
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@friendly_errors
+def predict(documents, classifier, fmt, **kw):
+    """Membership probability for each document."""
+    from . import api
+
+    model = model_config(kw) if kw["model"] else None
+    rows = api.predict(documents, Path(classifier) if classifier else None, model)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    import pandas as pd
+
+    click.echo(pd.DataFrame(rows).to_string(index=False, float_format="%.3f"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""Token-level normalization (SPEC §2–3) as a scikit-learn estimator: dictionaries are fit on training
+documents only, then any document's true-token probabilities are turned into values x_t."""
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+
+from .config import NORMS
+from .errors import DocauditError
+
+
+def fill_unseen(values: np.ndarray) -> np.ndarray:
+    """Replace zero entries (tokens never seen) by half the smallest non-zero value."""
+    values = np.asarray(values, dtype=np.float64).copy()
+    nonzero = values[values > 0]
+    if nonzero.size == 0:
+        raise DocauditError("cannot build a normalization dictionary from documents without tokens")
+    values[values <= 0] = nonzero.min() / 2
+    return values
+
+
+def tf_dictionary(stats) -> np.ndarray:
+    """Token frequencies over the documents' tokens: count of v / total count."""
+    vocab = stats[0].vocab_size
+    counts = sum(np.bincount(s.token_ids, minlength=vocab)[:vocab].astype(np.float64) for s in stats)
+    return fill_unseen(counts / counts.sum())
+
+
+def gp_dictionary(stats) -> np.ndarray:
+    """General probability: the model's mean predicted distribution over all scored positions."""
+    if any(s.gp_sum is None for s in stats):
+        raise DocauditError("the GP dictionary needs softmax sums; query with gp=True")
+    total = sum(s.gp_sum for s in stats)
+    return fill_unseen(total / sum(s.n_scored for s in stats))
+
+
+class TokenNormalizer(BaseEstimator, TransformerMixin):
+    """Per-token values x_t from TokenStats (higher = less likely under the model, relative to the reference).
+
+    ``method``: none (-log p), ratio_tf / ratio_gp (-log(p / ref)), max_tf / max_gp
+    (-log((1 - (p_max - p)) / ref), numerator floored at ``eps``, which only bites when p_max - p ≈ 1).
+    """
+
+    def __init__(self, method: str = "max_tf", eps: float = 1e-5):
+        self.method = method
+        self.eps = eps
+
+    def fit(self, X, y=None):
+        if self.method not in NORMS:
+            raise DocauditError(f"unknown normalization '{self.method}' (choose from {', '.join(NORMS)})")
+        stats = list(X)
+        if self.method.endswith("_tf"):
+            self.reference_ = tf_dictionary(stats)
+        elif self.method.endswith("_gp"):
+            self.reference_ = gp_dictionary(stats)
+        else:
+            self.reference_ = None
+        return self
+
+    def transform(self, X) -> list[np.ndarray]:
+        return [self.values(s) for s in X]
+
+    def values(self, stats) -> np.ndarray:
+        logp = stats.logp.astype(np.float64)
+        if self.method == "none":
+            return -logp
+        log_ref = np.log(self.reference_[stats.targets])
+        if self.method.startswith("ratio"):
+            return -(logp - log_ref)
+        numerator = 1.0 - (np.exp(stats.max_logp.astype(np.float64)) - np.exp(logp))
+        return -(np.log(np.maximum(numerator, self.eps)) - log_ref)

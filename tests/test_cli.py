@@ -1,0 +1,114 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import corpus_ids, corpus_text
+from docaudit.cli import main
+
+FAST = ["--context", "16", "--trees", "20", "--bins", "20", "--norm", "max_tf", "--features", "hist", "--folds", "2"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, tiny_gpt2):
+    """A classifier trained once on good documents, for the predict checks."""
+    dirs = make_sets(tmp_path_factory.mktemp("sets"))
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    result = run("train", "--members", dirs["mem"], "--nonmembers", dirs["non"], "--model", tiny_gpt2, *FAST, "--out", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture()
+def sets(tmp_path):
+    return make_sets(tmp_path)
+
+
+def make_sets(tmp_path):
+    dirs = {}
+    for group, label in (("members", "mem"), ("nonmembers", "non")):
+        d = tmp_path / label
+        d.mkdir()
+        for book in corpus_ids(group, 4):
+            (d / f"{book}.txt").write_text(corpus_text(group, book, n_chars=1200))
+        dirs[label] = d
+    return dirs
+
+
+def run(*args):
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    return result
+
+
+def assert_clean_error(result, pattern):
+    assert result.exit_code != 0, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines and lines[-1].startswith("error: ") and pattern in lines[-1], result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
+    out = tmp_path / "models" / "tiny"
+    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "AUC" in result.output
+    assert {p.name for p in out.iterdir()} == {"classifier.skops", "card.json", "card.md", "roc.csv", "roc.png"}
+    card = json.loads((out / "card.json").read_text())
+    assert card["n_members"] == card["n_nonmembers"] == 4 and card["configuration"] == "max_tf+hist"
+
+    book = sorted(sets["mem"].iterdir())[0]
+    result = run("predict", "--classifier", out, "--model", tiny_gpt2, "--format", "json", book, sets["non"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert len(rows) == 5
+    for row in rows:
+        assert 0 <= row["membership_probability"] <= 1 and row["n_tokens"] > 1
+        assert row["prediction"] == ("member" if row["membership_probability"] >= 0.5 else "non-member")
+    # the card's own model is the default for --model
+    assert run("predict", "--classifier", out, book).exit_code == 0
+
+    assert_clean_error(run("predict", "--classifier", out, "--model", tiny_llama, book), "trained for model")
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("empty.txt", b"", "empty file"),
+    ("binary.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
+    ("latin1.txt", "caf\xe9 cr\xe8me br\xfbl\xe9e".encode("latin-1"), "UTF-8"),
+    ("boiler.txt", b"*** START OF THIS PROJECT GUTENBERG EBOOK X ***\n\n\n*** END OF THIS PROJECT GUTENBERG EBOOK X ***\n",
+     "no text left"),
+])
+def test_bad_documents_fail_cleanly(sets, tiny_gpt2, trained, tmp_path, name, content, message):
+    (sets["mem"] / name).write_bytes(content)
+    out = tmp_path / "out"
+    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST, "--out", out)
+    assert_clean_error(result, message)
+    assert not out.exists()
+    assert_clean_error(run("predict", "--classifier", trained, sets["mem"] / name), message)
+
+
+def test_unknown_models_fail_cleanly(sets, tmp_path):
+    base = ["train", "--members", sets["mem"], "--nonmembers", sets["non"], *FAST, "--out", tmp_path / "o"]
+    assert_clean_error(run(*base, "--model", tmp_path / "missing-dir"), "unknown model")
+    assert_clean_error(run(*base, "--model", tmp_path), "not a Hugging Face model")
+    assert_clean_error(run(*base, "--model", "no-such-org/no-such-model-xyz"), "unknown model")
+    assert not (tmp_path / "o").exists()
+
+
+def test_too_few_documents_for_folds(sets, tiny_gpt2, tmp_path):
+    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2,
+                 *FAST, "--folds", "5", "--out", tmp_path / "o")
+    assert_clean_error(result, "too few documents for 5 folds")
+    assert not (tmp_path / "o").exists()
+
+
+def test_short_document_is_one_window_and_min_tokens_skips(sets, tiny_gpt2, tmp_path):
+    (sets["mem"] / "short.txt").write_text("A short note.")
+    (sets["non"] / "short2.txt").write_text("Another short note.")
+    out = tmp_path / "o"
+    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST,
+                 "--out", out, "--min-tokens", "50")
+    assert result.exit_code == 0, result.output
+    assert "2 skipped" in result.output
+    ok = run("predict", "--classifier", out, "--format", "json", sets["mem"] / "short.txt")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)[0]["n_tokens"] < 16
