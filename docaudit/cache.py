@@ -39,8 +39,12 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
+STATS_VERSION = 2  # bump when the querier's definition of a statistic changes
+
+
 def stats_key(model_identity: dict, query_key: dict, text_sha256: str) -> str:
-    blob = json.dumps({"model": model_identity, "query": query_key, "text": text_sha256}, sort_keys=True)
+    blob = json.dumps({"v": STATS_VERSION, "model": model_identity, "query": query_key, "text": text_sha256},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

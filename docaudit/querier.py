@@ -23,19 +23,23 @@ from .stats import TokenStats, scored_spans
 log = logging.getLogger(__name__)
 
 TOKENS_PER_BATCH = {"cpu": 2048, "cuda": 32768}
-LOGIT_ELEMENTS_PER_CHUNK = {"cpu": 1 << 23, "cuda": 1 << 27}
+LOGIT_ELEMENTS_PER_CHUNK = {"cpu": 1 << 22, "cuda": 1 << 27}
 
 
-def position_stats(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Per-row statistics of next-token logits ``[P, V]`` (any dtype) for true tokens ``[P]``: log p of the true
-    token, log p_max, the Min-K%++ mean and standard deviation of log p under p, and the column sum of p (float64)."""
-    logp = logits.float()
-    logp = logp - torch.logsumexp(logp, dim=-1, keepdim=True)
-    p = logp.exp()
-    mu = (p * logp).sum(-1)
-    sigma = (p * (logp - mu[:, None]).square()).sum(-1).sqrt()
-    true = logp.gather(1, targets[:, None])[:, 0]
-    return true, logp.max(-1).values, mu, sigma, p.sum(0, dtype=torch.float64)
+def position_stats_(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Per-row statistics of next-token logits ``[P, V]`` for true tokens ``[P]``, computed in float32: log p of
+    the true token, log p_max, the Min-K%++ mean and standard deviation of log p under p, and the column sum of p.
+    Works in place on ``logits`` when they are float32 (few passes, two temporaries)."""
+    z = logits.float()
+    z.sub_(z.amax(-1, keepdim=True))
+    p = z.exp()
+    log_norm = p.sum(-1, keepdim=True).log_()
+    z.sub_(log_norm)
+    p.mul_(torch.exp(-log_norm))
+    mu = torch.linalg.vecdot(p, z)
+    centered = torch.sub(z, mu[:, None]).square_()
+    sigma = torch.linalg.vecdot(p, centered).sqrt_()
+    return z.gather(1, targets[:, None])[:, 0], -log_norm[:, 0], mu, sigma, p.sum(0)
 
 
 def split_model(model: torch.nn.Module) -> tuple[Callable, Callable]:
@@ -69,6 +73,16 @@ def split_model(model: torch.nn.Module) -> tuple[Callable, Callable]:
     return trunk, head_fn
 
 
+def bos_per_window(tokenizer) -> int | None:
+    """The BOS id when the tokenizer starts every encoding with it (e.g. Gemma, Llama), else None. Such models
+    expect it: each window is then queried as ``[BOS] + tokens``, which changes no scored position."""
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        return None
+    encoded = tokenizer("a", verbose=False)["input_ids"]
+    return bos if encoded and encoded[0] == bos else None
+
+
 def excerpt(ids: np.ndarray, max_tokens: int | None, mode: str, seed: int, text_sha256: str) -> np.ndarray:
     """The document's tokens, or a leading / seeded random excerpt of ``max_tokens`` of them."""
     if max_tokens is None or len(ids) <= max_tokens:
@@ -96,10 +110,12 @@ class Querier:
         self.batch_size = query.batch_size or max(1, TOKENS_PER_BATCH[kind] // query.context)
         self.chunk_rows = max(1, LOGIT_ELEMENTS_PER_CHUNK[kind] // lm.vocab_size)
         self._trunk, self._head = split_model(lm.model)
+        self.bos = bos_per_window(lm.tokenizer)
 
     def token_ids(self, text: str, text_sha256: str) -> np.ndarray:
-        """Tokenize once (the tokenizer's default special tokens, e.g. BOS) and apply the excerpt setting."""
-        ids = self.lm.tokenizer(text, verbose=False)["input_ids"]
+        """Tokenize the document once (without special tokens: a BOS, when the tokenizer uses one, is given to
+        every window instead) and apply the excerpt setting."""
+        ids = self.lm.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         q = self.query
         return excerpt(np.asarray(ids, dtype=np.int32), q.max_tokens, q.excerpt, q.seed, text_sha256)
 
@@ -143,18 +159,20 @@ class Querier:
         parts = []
         for batch in _batches(spans, self.batch_size):
             start, _, end = batch[0]
-            length = end - start
             windows = torch.stack([ids_t[s:e] for s, _, e in batch])
-            rows = np.concatenate([b * length + np.arange(f - 1 - s, e - 1 - s) for b, (s, f, e) in enumerate(batch)])
+            if self.bos is not None:
+                windows = torch.nn.functional.pad(windows, (1, 0), value=self.bos)
+            length, shift = windows.shape[1], int(self.bos is not None)
+            rows = np.concatenate([b * length + shift + np.arange(f - 1 - s, e - 1 - s) for b, (s, f, e) in enumerate(batch)])
             rows_t = torch.as_tensor(rows, device=self.device)
             hidden = self._trunk(windows).reshape(len(batch) * length, -1)[rows_t]
             targets = windows.reshape(-1)[rows_t + 1]
             for lo in range(0, len(rows), self.chunk_rows):
-                *values, psum = position_stats(self._head(hidden[lo : lo + self.chunk_rows]),
+                *values, psum = position_stats_(self._head(hidden[lo : lo + self.chunk_rows]),
                                                targets[lo : lo + self.chunk_rows])
                 parts.append(torch.stack(values))
                 if gp is not None:
-                    gp += psum
+                    gp += psum.double()
         logp, max_logp, mu, sigma = torch.cat(parts, dim=1).cpu().numpy()
         return TokenStats(
             token_ids=ids.astype(np.int32), logp=logp, max_logp=max_logp, mu=mu, sigma=sigma,

@@ -19,8 +19,9 @@ def corpus_ids(group: str, n: int) -> list[str]:
     return sorted(p.stem for p in (CORPUS / group).glob("*.txt"))[:n]
 
 
-def make_tokenizer(texts: list[str], vocab_size: int = 512):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+def make_tokenizer(texts: list[str], vocab_size: int = 512, add_bos: bool = False):
+    """A byte-level BPE tokenizer; with ``add_bos`` it starts every encoding with ``<s>`` (as Llama's does)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
@@ -29,6 +30,8 @@ def make_tokenizer(texts: list[str], vocab_size: int = 512):
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     tok.train_from_iterator(texts, trainer)
+    if add_bos:
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="<s>")
 
 
@@ -37,7 +40,7 @@ def make_model(tmp: Path, arch: str = "gpt2", vocab_size: int = 512, texts=None,
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     texts = texts or [corpus_text("members", b) for b in corpus_ids("members", 4)]
-    tokenizer = make_tokenizer(texts, vocab_size)
+    tokenizer = make_tokenizer(texts, vocab_size, add_bos=arch == "llama")
     torch.manual_seed(seed)
     if arch == "gpt2":
         model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=32, n_layer=2, n_head=2,

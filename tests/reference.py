@@ -5,10 +5,10 @@ import numpy as np
 import torch
 
 
-def naive_token_stats(model, ids, context: int, stride: int):
+def naive_token_stats(model, ids, context: int, stride: int, bos: int | None = None):
     """Reference-implementation style: one window at a time, the full softmax on the host in float64, a Python
     loop over tokens. Windows start at 0, S, 2S, ... and each token is scored by the first window that holds it
-    with at least one token of context before it."""
+    with at least one token of context before it; ``bos`` is put before every window."""
     n = len(ids)
     out = {k: [] for k in ("logp", "max_logp", "mu", "sigma")}
     gp = None
@@ -17,7 +17,9 @@ def naive_token_stats(model, ids, context: int, stride: int):
     while True:
         end = min(start + context, n)
         with torch.no_grad():
-            logits = model(torch.tensor([ids[start:end]], dtype=torch.long)).logits[0].double().numpy()
+            prefix = [] if bos is None else [bos]
+            logits = model(torch.tensor([prefix + ids[start:end]], dtype=torch.long)).logits[0].double().numpy()
+            logits = logits[len(prefix):]
         for t in range(max(scored_until, start + 1), end):
             z = logits[t - 1 - start]
             logp_all = z - (z.max() + np.log(np.exp(z - z.max()).sum()))

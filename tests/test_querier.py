@@ -24,7 +24,8 @@ def test_batched_stats_equal_naive_loop(lms, arch, context, stride, n_tokens):
     ids = querier.token_ids(text, "0" * 64)[:n_tokens]
     assert len(ids) == n_tokens
     stats = querier.compute(ids)
-    ref, gp = naive_token_stats(lm.model, ids.tolist(), context, stride)
+    assert (querier.bos is not None) == (arch == "llama")
+    ref, gp = naive_token_stats(lm.model, ids.tolist(), context, stride, querier.bos)
     assert stats.n_scored == n_tokens - 1
     for name in ("logp", "max_logp", "mu", "sigma"):
         np.testing.assert_allclose(getattr(stats, name), ref[name], atol=1e-5, rtol=0, err_msg=name)
@@ -34,7 +35,7 @@ def test_batched_stats_equal_naive_loop(lms, arch, context, stride, n_tokens):
 
 def test_windows_reproduce_single_forward_passes(lms):
     """Each window's slice of the stats equals a separate forward pass over that window."""
-    lm = lms["gpt2"]
+    lm = lms["llama"]
     querier = Querier(lm, QueryConfig(context=16, stride=15))
     ids = querier.token_ids(corpus_text("members", corpus_ids("members", 2)[1]), "1" * 64)[:70]
     stats = querier.compute(ids)
