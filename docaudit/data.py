@@ -1,75 +1,642 @@
-"""Documents: loading, Project Gutenberg boilerplate removal, hashing."""
+"""Documents: reading, Project Gutenberg boilerplate removal, normalization, hashing and filters.
+
+Every command that reads documents goes through :func:`load_documents`, so members and non-members are cleaned
+the same way. Cleaning (:func:`clean_text`) does, in order:
+
+1. **Character normalization** (:func:`normalize_chars`): CRLF/CR -> LF, Unicode NFC, curly quotes and
+   apostrophes -> ``'`` and ``"``, em dash / horizontal bar -> ``--`` and en/figure dash, hyphen variants and
+   minus -> ``-`` (the ASCII convention most Project Gutenberg texts already use, so both eras look alike),
+   ellipsis -> ``...``, non-breaking and other fixed-width spaces -> space, soft hyphens, zero-width characters and
+   byte-order marks removed. None of this changes a word.
+2. **Header and footer removal** (:func:`strip_gutenberg`): keep only the text between the ``*** START OF ...``
+   and ``*** END OF ...`` markers (all spellings found in PG files, markers wrapped over several lines, the older
+   "Small Print" license blocks), and cut the "End of the Project Gutenberg EBook of ..." closing line.
+3. **HTML markup** (only in files that are mostly markup, e.g. an HTML edition saved as ``.txt``): tags removed,
+   entities decoded.
+4. **Credits**: "Produced by ...", "E-text prepared by ...", "Transcribed from ... by ...", "This etext was
+   prepared by ...", "HTML version by ..." and "Note: Project Gutenberg also has an HTML version ..." paragraphs
+   near the beginning or end of the text.
+5. **Transcriber's notes**: bracketed ``[Transcriber's Note: ...]`` / ``{...}`` anywhere; note blocks headed
+   "Transcriber's Note(s)" near the beginning (up to the next section break: two or more blank lines or a
+   separator line); notes in the last few percent of the text (everything from the heading to the end: these are
+   lists of corrections); elsewhere, the paragraph holding the heading.
+6. **Markup of emphasis**: ``_italic_`` -> ``italic``, ``=bold=`` -> ``bold`` and ``~spaced~`` -> ``spaced`` (the
+   Distributed Proofreaders conventions, far more common in recent productions).
+7. **Bare markers**: lines holding only ``[Illustration]`` (or ``[Frontispiece]``, ``[Decoration]`` ...) without a
+   caption; captioned ``[Illustration: ...]`` lines are kept, their captions are words of the book.
+8. **Whitespace**: trailing whitespace stripped on every line, runs of three or more blank lines collapsed to one
+   blank line, leading and trailing blank lines removed. Indentation is kept (verse, tables).
+
+``raw=True`` skips all of it (the text is only decoded).
+"""
 from __future__ import annotations
 
+import bisect
+import csv
 import hashlib
+import html
+import logging
+import os
+import pathlib
 import re
+import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-
-from tqdm.auto import tqdm
 
 from .errors import DocauditError
 
-START = re.compile(r"^\*\*\* ?START OF (THIS|THE) PROJECT GUTENBERG.*$", re.M | re.I)
-END = re.compile(r"^\*\*\* ?END OF (THIS|THE) PROJECT GUTENBERG.*$", re.M | re.I)
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Document:
+    """One document: ``id`` is the file stem, ``text`` the cleaned (or raw) text, ``sha256`` the hash of
+    ``text.encode("utf-8")`` (the text actually used, so caches keyed on it follow the cleaning)."""
+
     id: str
     path: str
     text: str
     sha256: str
 
 
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# reading
+
+
 def read_text(path) -> str:
-    path = Path(path)
-    if not path.is_file():
-        raise DocauditError(f"{path}: no such file")
-    data = path.read_bytes()
-    if not data.strip():
-        raise DocauditError(f"{path}: empty file")
-    if b"\x00" in data:
-        raise DocauditError(f"{path}: binary file (contains NUL bytes)")
+    """Read a UTF-8 text file (a leading byte-order mark is dropped). Raises :class:`DocauditError` naming the file
+    when it is missing, not a file, empty, binary (NUL bytes) or not valid UTF-8."""
+    p = pathlib.Path(path)
+    if not p.exists():
+        raise DocauditError(f"{p}: no such file")
+    if not p.is_file():
+        raise DocauditError(f"{p}: not a file")
     try:
-        return data.decode("utf-8")
+        data = p.read_bytes()
+    except OSError as e:
+        raise DocauditError(f"{p}: cannot read ({e.strerror or e})") from None
+    if not data.strip():
+        raise DocauditError(f"{p}: empty file")
+    if b"\x00" in data:
+        raise DocauditError(f"{p}: binary file (contains NUL bytes), expected UTF-8 text")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise DocauditError(f"{path}: not valid UTF-8 text (byte {e.start})") from e
+        raise DocauditError(f"{p}: not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# character normalization
+
+_CHAR_MAP = {
+    # quotes and apostrophes
+    "\u2018": "'", "\u2019": "'", "\u201a": "'", "\u201b": "'", "\u2032": "'",
+    "\u201c": '"', "\u201d": '"', "\u201e": '"', "\u201f": '"', "\u2033": '"',
+    # dashes: em dash and horizontal bar -> "--"; en dash, figure dash, hyphens, minus -> "-"
+    "\u2014": "--", "\u2015": "--",
+    "\u2013": "-", "\u2012": "-", "\u2010": "-", "\u2011": "-", "\u2212": "-",
+    "\u2026": "...",
+    # spaces of fixed width -> space
+    "\u00a0": " ", "\u2007": " ", "\u2009": " ", "\u200a": " ", "\u202f": " ", "\u2002": " ", "\u2003": " ",
+    "\u2004": " ", "\u2005": " ", "\u2006": " ", "\u2008": " ", "\u205f": " ", "\u3000": " ",
+    # invisible characters
+    "\u00ad": "", "\u200b": "", "\u200c": "", "\u200d": "", "\u2060": "", "\ufeff": "",
+}
+_CHAR_RE = re.compile("[" + "".join(_CHAR_MAP) + "]")
+
+
+def normalize_newlines(text: str) -> str:
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def normalize_chars(text: str) -> str:
+    """Line endings to LF, NFC, and the character conventions listed in the module docstring."""
+    text = normalize_newlines(text)
+    if text.isascii():
+        return text
+    return _CHAR_RE.sub(lambda m: _CHAR_MAP[m.group()], unicodedata.normalize("NFC", text))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Project Gutenberg header and footer
+
+# "*** START OF THIS PROJECT GUTENBERG EBOOK X ***", "***START OF THE PROJECT GUTENBERG EBOOK X***",
+# "*** START OF THE PROJECT GUTENBERG EBOOK 74346 ***", "*** START: FULL LICENSE ***" is a footer start.
+_START_RE = re.compile(r"^\s*\*{3}\s*START\s+OF\s+(?:THE|THIS)\s+PROJECT\s+GUTENBERG\b", re.I)
+_END_RE = re.compile(r"^\s*\*{3}\s*END\s+OF\s+(?:THE|THIS)\s+PROJECT\s+GUTENBERG\b", re.I)
+# very old files put the "Small Print" license first: the header ends with "*END*THE SMALL PRINT! ... *END*"
+_SMALLPRINT_END_RE = re.compile(r"^\s*\*END\*?\s*THE\s+SMALL\s+PRINT", re.I)
+# footer starts that may come without an END marker
+_FOOTER_RE = re.compile(
+    r"^\s*(?:"
+    r"\*{3}\s*START\*\*\s*(?:THE\s+)?SMALL\s+PRINT"  # ***START**THE SMALL PRINT!**FOR PUBLIC DOMAIN EBOOKS**
+    r"|\*{3}\s*START:?\s+FULL\s+LICENSE"
+    r"|End\s+of\s+(?:the\s+|this\s+)?Project\s+Gutenberg"  # End of the Project Gutenberg EBook of ...
+    r"|End\s+of\s+Project\s+Gutenberg's"
+    r")",
+    re.I,
+)
+# a marker wrapped over several lines ends with "***"
+_MARKER_TAIL_RE = re.compile(r"\*{3}\s*$")
+
+
+def _marker_end(lines: list[str], i: int, limit: int = 4) -> int:
+    """Index of the last line of the marker starting at line ``i`` (markers with long titles wrap)."""
+    if _MARKER_TAIL_RE.search(lines[i]):
+        return i
+    for j in range(i + 1, min(i + 1 + limit, len(lines))):
+        if not lines[j].strip():
+            break
+        if _MARKER_TAIL_RE.search(lines[j]):
+            return j
+    return i
 
 
 def strip_gutenberg(text: str) -> str:
-    start, end = START.search(text), END.search(text)
-    return text[start.end() if start else 0 : end.start() if end else len(text)]
+    """Project Gutenberg header and footer removal only (the "first version" of the cleaning): keep the text
+    between the START and END markers, cut the "End of the Project Gutenberg EBook ..." line and license blocks.
+    Text without any marker is returned unchanged (line endings normalized to LF)."""
+    lines = normalize_newlines(text).split("\n")
+    start = 0
+    for i, line in enumerate(lines):
+        if _START_RE.match(line):
+            start = _marker_end(lines, i) + 1
+            break
+    else:
+        # no START marker: an old header ending with the Small Print, in the first half of the file
+        for i, line in enumerate(lines[: len(lines) // 2]):
+            if _SMALLPRINT_END_RE.match(line):
+                start = i + 1
+                break
+    end = len(lines)
+    for i in range(start, len(lines)):
+        if _END_RE.match(lines[i]) or _FOOTER_RE.match(lines[i]):
+            end = i
+            break
+    return "\n".join(lines[start:end]).strip("\n")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# HTML markup saved as text
+
+_TAG_RE = re.compile(
+    r"</?(?:p|br|div|span|h[1-6]|i|b|em|strong|pre|a|img|hr|table|tbody|thead|tr|td|th|blockquote|center|sup|sub"
+    r"|small|big|u|ul|ol|li|dl|dt|dd|body|html|head|title|style|font|cite|tt|ins|del|abbr|acronym)\b[^<>]*?/?>",
+    re.I,
+)
+
+_HTML_COMMENT_RE = re.compile(r"<!--.*?-->", re.S)
+
+
+def strip_html(text: str) -> str:
+    """Remove HTML tags and decode entities when the text is mostly markup (at least 50 tags and one per 2,000
+    characters); a few ``<i>`` in a plain text are removed too, but entities are then left alone."""
+    n_tags = len(_TAG_RE.findall(text))
+    if n_tags == 0:
+        return text
+    text = _HTML_COMMENT_RE.sub("", _TAG_RE.sub("", text))
+    if n_tags >= 50 and n_tags * 2000 >= len(text):
+        text = html.unescape(text)
+    return text
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# paragraphs: credits and transcriber's notes
+
+_CREDIT_RE = re.compile(
+    r"^\s*(?:"
+    r"(?:Produced|Prepared|Scanned|Proofread|Proofed|Digitized|Transcribed)\s+(?:by|from|for)\b"
+    r"|E-?text\s+(?:was\s+)?(?:prepared|produced|transcribed|scanned)\b"
+    r"|eBook\s+(?:was\s+)?(?:prepared|produced|transcribed)\s+by\b"
+    r"|This\s+(?:Project\s+Gutenberg\s+)?e-?(?:text|book)\s+(?:was|is)\s+(?:prepared|produced|transcribed|created|made)\b"
+    r"|This\s+(?:file|e-?text|e-?book)\s+was\s+(?:produced|prepared|created|made)\s+from\b"
+    r"|HTML\s+version\s+by\b"
+    r"|Note:\s+(?:Project\s+Gutenberg\s+also\s+has|Images\s+of\s+the\s+original)\b"
+    r"|Credits?\s*$"
+    r")",
+    re.I,
+)
+_CREDIT_FIRST_CHAR_RE = re.compile(r"^\s*[A-Z(]")  # a credit paragraph starts capitalized
+_PG_MENTION_RE = re.compile(
+    r"Project\s+Gutenberg|gutenberg\.(?:org|net)|pgdp\.net|Distributed\s+Proofread|archive\.org|https?://|www\.",
+    re.I,
+)
+_CREDIT_EDGE = 12  # credits are looked for among the first and last paragraphs only
+
+_TN_WORD = r"transcriber(?:'s|s'|s)?\s*(?:'s\s*)?(?:end-?)?notes?\b"
+_TN_HEAD_RE = re.compile(
+    r"^(?:" + _TN_WORD +
+    r"|(?:list\s+of\s+)?typographical\s+errors?\s+corrected\s+(?:by\s+the\s+(?:e-?text\s+)?transcriber|in\s+this\s+e-?text)"
+    r"|notes?\s+(?:by|from)\s+the\s+transcriber"
+    r"|(?:a\s+)?note\s+on\s+the\s+(?:text|transcription)\W*$"
+    r"|e-?text\s+editor'?s\s+bookmarks"
+    r")",
+    re.I,
+)
+_TN_QUICK_RE = re.compile(r"transcriber|typographical|note\s+on\s+the|editor'?s\s+bookmarks", re.I)
+_TN_BRACKET_RE = re.compile(r"[\[{]\s*" + _TN_WORD, re.I)
+_DECOR_RE = re.compile(r"^[\s|\[\]{}●○•*=#~+\-]*")
+_SEPARATOR_RE = re.compile(r"^\s*[-=#*_+~|.·•●]{3,}[-=#*_+~|.·•●\s]*$|^\s*(?:\*\s+){2,}\*\s*$")
+_BOX_BORDER_RE = re.compile(r"^\s*\+[-=+]+\+\s*$")
+_BOX_LINE_RE = re.compile(r"^\s*\|")
+_NOTE_VOCAB_RE = re.compile(
+    r"\b(?:denoted|underscores?|italics?|bold|small\s+cap|typographical|typos?|corrected|changed|changes|retained|"
+    r"hyphenat\w*|spelling|e-?books?|e-?texts?|transcri\w*|public\s+domain|cover\s+art|HTML|plain\s+text|"
+    r"original\s+(?:book|edition|text|publication)|silently|standardi[sz]ed|inconsisten\w*|printer'?s\s+errors?)\b",
+    re.I,
+)
+_BACK_MATTER_RE = re.compile(r"^\s*(?:FOOTNOTES?|ENDNOTES|NOTES|INDEX|APPENDIX|GLOSSARY)\b[\s.:]*$")
+_TRAIL_FRACTION = 0.05  # a note heading in the last 5% of the text ...
+_TRAIL_MAX_CHARS = 30_000  # ... with at most this much text after it: the rest of the text is the note
+_LEAD_LINES = 250  # note headings within the first lines: a block up to the next section break
+_LEAD_FRACTION = 0.03
+_BLOCK_MAX_LINES = 80
+_BLOCK_MAX_CHARS = 8_000
+
+
+def _remove_bracketed_notes(text: str) -> str:
+    """``[Transcriber's Note: ...]`` and ``{Transcriber's note: ...}`` anywhere, up to the matching bracket (or the
+    end of the paragraph when the bracket does not close within a few thousand characters)."""
+    out, pos = [], 0
+    for m in _TN_BRACKET_RE.finditer(text):
+        if m.start() < pos:
+            continue
+        open_ch = text[m.start()]
+        close_ch = "]" if open_ch == "[" else "}"
+        depth, end = 0, None
+        for k in range(m.start(), min(len(text), m.start() + 5000)):
+            c = text[k]
+            if c == open_ch:
+                depth += 1
+            elif c == close_ch:
+                depth -= 1
+                if depth == 0:
+                    end = k + 1
+                    break
+            elif c == "\n" and text.startswith("\n\n\n", k):  # a section break: the bracket never closed
+                break
+        if end is None:
+            para = text.find("\n\n", m.end())
+            end = len(text) if para < 0 else para
+        out.append(text[pos : m.start()])
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _is_blank(line: str) -> bool:
+    return not line.strip()
+
+
+def _note_block_end(lines: list[str], i: int) -> int:
+    """Exclusive end of a note block starting at heading line ``i``: the next run of two or more blank lines or a
+    separator line; a boxed note (``| ... |`` lines) ends with its box."""
+    n = len(lines)
+    if _BOX_LINE_RE.match(lines[i]):
+        j = i + 1
+        while j < n and (_BOX_LINE_RE.match(lines[j]) or _BOX_BORDER_RE.match(lines[j])):
+            j += 1
+        return j
+    j = i + 1
+    while j < n and _is_blank(lines[j]):  # blank lines right after the heading belong to the note
+        j += 1
+    blanks = 0
+    while j < n:
+        if _is_blank(lines[j]):
+            blanks += 1
+            if blanks >= 2:
+                return j - blanks + 1
+        else:
+            if _SEPARATOR_RE.match(lines[j]) or _BOX_BORDER_RE.match(lines[j]):
+                return j - blanks
+            blanks = 0
+        j += 1
+    return n
+
+
+def _note_paragraphs_end(lines: list[str], i: int) -> int:
+    """Exclusive end of a note at heading ``i`` that has no short section of its own: the heading's paragraph and
+    the following paragraphs (single blank lines apart) as long as they read like a note about the edition."""
+    a, b = _paragraph_bounds(lines, i)
+    end = b
+    while True:
+        j = end
+        while j < len(lines) and _is_blank(lines[j]):
+            j += 1
+        if j >= len(lines) or j - end >= 2:
+            return end
+        _, nb = _paragraph_bounds(lines, j)
+        if not _NOTE_VOCAB_RE.search(" ".join(lines[j:nb])):
+            return end
+        end = nb
+
+
+def _trailing_note_end(lines: list[str], i: int) -> int:
+    """A note near the end runs to the end of the text, unless a section of the book proper (footnotes, index,
+    appendix) follows it after a section break."""
+    blanks = 0
+    for j in range(i + 1, len(lines)):
+        if _is_blank(lines[j]):
+            blanks += 1
+            continue
+        if blanks >= 2 and _BACK_MATTER_RE.match(lines[j]):
+            return j - blanks
+        blanks = 0
+    return len(lines)
+
+
+def _paragraph_bounds(lines: list[str], i: int) -> tuple[int, int]:
+    a = i
+    while a > 0 and not _is_blank(lines[a - 1]):
+        a -= 1
+    b = i
+    while b < len(lines) and not _is_blank(lines[b]):
+        b += 1
+    return a, b
+
+
+def _drop_adjacent_separators(lines: list[str], keep: list[bool], a: int, b: int) -> None:
+    """Also drop a separator or box border directly before ``a`` / after ``b`` (blank lines in between allowed)."""
+    for step, k in ((-1, a - 1), (1, b)):
+        seen = 0
+        while 0 <= k < len(lines) and _is_blank(lines[k]) and seen < 3:
+            k += step
+            seen += 1
+        if 0 <= k < len(lines) and (_SEPARATOR_RE.match(lines[k]) or _BOX_BORDER_RE.match(lines[k])):
+            keep[k] = False
+
+
+def remove_transcriber_notes(text: str) -> str:
+    """Remove transcriber's notes (see the module docstring for the rules)."""
+    text = _remove_bracketed_notes(text)
+    lines = text.split("\n")
+    n_chars = len(text)
+    keep = [True] * len(lines)
+    offsets, pos = [], 0
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line) + 1
+    candidates = sorted({bisect.bisect_right(offsets, m.start()) - 1 for m in _TN_QUICK_RE.finditer(text)})
+    done = 0  # lines before this index are already handled
+    for i in candidates:
+        if i < done or not keep[i] or not _TN_HEAD_RE.match(_DECOR_RE.sub("", lines[i])):
+            continue
+        remaining = n_chars - offsets[i]
+        if offsets[i] >= (1 - _TRAIL_FRACTION) * n_chars and remaining <= _TRAIL_MAX_CHARS:
+            a, b = i, _trailing_note_end(lines, i)
+        elif i < _LEAD_LINES or offsets[i] <= _LEAD_FRACTION * n_chars:
+            a, b = i, _note_block_end(lines, i)
+            if b - a > _BLOCK_MAX_LINES or sum(len(x) for x in lines[a:b]) > _BLOCK_MAX_CHARS:
+                a, b = i, _note_paragraphs_end(lines, i)
+            if _BOX_LINE_RE.match(lines[i]):  # the box's top border
+                k = i - 1
+                while k >= 0 and _BOX_LINE_RE.match(lines[k]):
+                    k -= 1
+                a = k + 1 if k < 0 or not _BOX_BORDER_RE.match(lines[k]) else k
+        else:
+            a, b = _paragraph_bounds(lines, i)
+        for k in range(a, b):
+            keep[k] = False
+        _drop_adjacent_separators(lines, keep, a, b)
+        done = b
+    return "\n".join(line for line, k in zip(lines, keep) if k)
+
+
+def _paragraph_spans(lines: list[str]) -> list[tuple[int, int]]:
+    spans, i, n = [], 0, len(lines)
+    while i < n:
+        if _is_blank(lines[i]):
+            i += 1
+            continue
+        j = i
+        while j < n and not _is_blank(lines[j]):
+            j += 1
+        spans.append((i, j))
+        i = j
+    return spans
+
+
+def remove_credits(text: str) -> str:
+    """Drop producer/transcriber credit paragraphs and paragraphs naming Project Gutenberg or its proofreading
+    sites among the first and last paragraphs of the text."""
+    lines = text.split("\n")
+    spans = _paragraph_spans(lines)
+    if not spans:
+        return text
+    edge = set(range(min(_CREDIT_EDGE, len(spans)))) | set(range(max(0, len(spans) - _CREDIT_EDGE), len(spans)))
+    keep = [True] * len(lines)
+    for idx in sorted(edge):
+        a, b = spans[idx]
+        first = lines[a]
+        para = " ".join(x.strip() for x in lines[a:b])
+        if (_CREDIT_RE.match(first) and _CREDIT_FIRST_CHAR_RE.match(first)) or _PG_MENTION_RE.search(para):
+            for k in range(a, b):
+                keep[k] = False
+    return "\n".join(line for line, k in zip(lines, keep) if k)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# emphasis markup and whitespace
+
+# an underscore opening emphasis follows a non-word character and precedes a non-space; a closing one mirrors it.
+# Runs of two or more underscores (blanks to fill in, rules) and snake_case are left alone.
+# (the patterns start with the literal character so that the regex engine can scan for it quickly)
+_US_OPEN_RE = re.compile(r"_(?<![\w_]_)(?=[^\s_])")
+_US_CLOSE_RE = re.compile(r"_(?<=[^\s_]_)(?![\w_])")
+_BOLD_RE = re.compile(r"=(?<![\w=]=)([^\s=](?:[^=\n]{0,200}?[^\s=])?)=(?![\w=])")
+_SPACED_RE = re.compile(r"~(?<![\w~]~)([^\s~](?:[^~\n]{0,200}?[^\s~])?)~(?![\w~])")
+_TRAILING_WS_RE = re.compile(r"[ \t\f\v]+$", re.M)
+_BLANK_RUN_RE = re.compile(r"\n{4,}")  # three or more blank lines
+
+
+def strip_emphasis(text: str) -> str:
+    """``_italic_`` -> ``italic``, ``=bold=`` -> ``bold``, ``~spaced~`` -> ``spaced``."""
+    if "_" in text:
+        text = _US_OPEN_RE.sub("", text)
+        text = _US_CLOSE_RE.sub("", text)
+    if "=" in text:
+        text = _BOLD_RE.sub(r"\1", text)
+    return _SPACED_RE.sub(r"\1", text) if "~" in text else text
+
+
+def normalize_whitespace(text: str) -> str:
+    """Trailing whitespace, runs of 3+ blank lines, and blank or separator-only lines at either end (the latter
+    can be left behind where a note or credit was cut)."""
+    text = _TRAILING_WS_RE.sub("", text)
+    text = _BLANK_RUN_RE.sub("\n\n", text)
+    lines = text.strip("\n").split("\n")
+    a, b = 0, len(lines)
+    while a < b and (_is_blank(lines[a]) or _SEPARATOR_RE.match(lines[a])):
+        a += 1
+    while b > a and (_is_blank(lines[b - 1]) or _SEPARATOR_RE.match(lines[b - 1])):
+        b -= 1
+    return "\n".join(lines[a:b])
+
+
+_BARE_MARKER_RE = re.compile(
+    r"^[ \t]*\[(?:Illustration|Frontispiece|Decoration|Image|Picture|Logo)s?\][ \t]*(?:\n|\Z)", re.I | re.M
+)
+
+
+def remove_bare_markers(text: str) -> str:
+    """Lines holding only a caption-less ``[Illustration]``-style marker (no words of the book)."""
+    return _BARE_MARKER_RE.sub("", text) if "[" in text else text
 
 
 def clean_text(text: str) -> str:
-    text = strip_gutenberg(text.replace("\r\n", "\n").replace("\r", "\n"))
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
+    """The full cleaning used by every command that reads documents (see the module docstring)."""
+    text = normalize_chars(text)
+    text = strip_gutenberg(text)
+    text = normalize_chars(strip_html(text))  # again: decoded entities may be curly quotes or dashes
+    text = remove_credits(text)
+    text = remove_transcriber_notes(text)
+    text = remove_bare_markers(text)
+    text = strip_emphasis(text)
+    return normalize_whitespace(text)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# documents
 
 
 def load_document(path, raw: bool = False) -> Document:
-    text = read_text(path)
+    """Read and (unless ``raw``) clean one file. Raises :class:`DocauditError` when nothing is left."""
+    p = pathlib.Path(path)
+    text = read_text(p)
     if not raw:
         text = clean_text(text)
     if not text.strip():
-        raise DocauditError(f"{path}: no text left after cleaning")
-    return Document(Path(path).stem, str(path), text, hashlib.sha256(text.encode("utf-8")).hexdigest())
+        raise DocauditError(f"{p}: no text left after cleaning" if not raw else f"{p}: empty file")
+    return Document(id=p.stem, path=str(p), text=text, sha256=sha256_text(text))
 
 
-def expand_paths(paths) -> list[Path]:
-    out = []
-    for p in map(Path, paths):
+def expand_paths(paths) -> list[pathlib.Path]:
+    """Files as given; a directory expands to its ``*.txt`` files (not recursive), sorted by name. Raises
+    :class:`DocauditError` for a path that does not exist or a directory without ``.txt`` files. A path given
+    twice is kept once."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[pathlib.Path] = []
+    seen: set[pathlib.Path] = set()
+    for raw_path in paths:
+        p = pathlib.Path(raw_path)
         if p.is_dir():
-            files = sorted(p.glob("*.txt"))
+            files = sorted(f for f in p.iterdir() if f.suffix == ".txt" and f.is_file())
             if not files:
-                raise DocauditError(f"{p}: directory holds no .txt files")
-            out.extend(files)
+                raise DocauditError(f"{p}: directory has no .txt files")
         elif p.exists():
-            out.append(p)
+            files = [p]
         else:
             raise DocauditError(f"{p}: no such file or directory")
+        for f in files:
+            key = f.resolve()
+            if key not in seen:
+                seen.add(key)
+                out.append(f)
     return out
 
 
 def load_documents(paths, raw: bool = False, progress: bool = False) -> list[Document]:
-    return [load_document(p, raw) for p in tqdm(expand_paths(paths), desc="reading", disable=not progress)]
+    """:func:`expand_paths` then :func:`load_document` on each file, with a tqdm bar when ``progress``."""
+    files = expand_paths(paths)
+    if progress:
+        from tqdm.auto import tqdm
+
+        files_iter = tqdm(files, desc="reading documents", unit="doc")
+    else:
+        files_iter = files
+    return [load_document(f, raw=raw) for f in files_iter]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# filters
+
+STOPWORDS_EN = frozenset(
+    "the and of to a in that is was he it with for as his".split()
+)
+ENGLISH_MIN_SHARE = 0.15
+_WORD_RE = re.compile(r"[a-z]+")
+
+
+def word_count(text: str) -> int:
+    return len(text.split())
+
+
+def stopword_share(text: str, stopwords: frozenset[str] = STOPWORDS_EN) -> float:
+    """Share of ``stopwords`` among the word tokens of the lowercased text (0 for a text without words)."""
+    words = _WORD_RE.findall(text.lower())
+    if not words:
+        return 0.0
+    return sum(w in stopwords for w in words) / len(words)
+
+
+def is_english(text: str) -> bool:
+    """The corpus README's check: share of 15 English function words above 0.15."""
+    return stopword_share(text) > ENGLISH_MIN_SHARE
+
+
+def _manifest_years(manifest) -> dict[str, int]:
+    """``{id: publication year}`` from a manifest path, a mapping ``id -> row`` or an iterable of rows (mappings or
+    objects with ``id`` and ``pub_year``)."""
+    if manifest is None:
+        return {}
+    if isinstance(manifest, (str, os.PathLike)):
+        with open(manifest, newline="", encoding="utf-8") as fh:
+            rows = list(csv.DictReader(fh))
+    elif isinstance(manifest, Mapping):
+        rows = [dict(row, id=key) if isinstance(row, Mapping) else row for key, row in manifest.items()]
+    else:
+        rows = list(manifest)
+    years = {}
+    for row in rows:
+        get = row.get if isinstance(row, Mapping) else (lambda k, r=row: getattr(r, k, None))
+        value = get("pub_year")
+        if value not in (None, ""):
+            try:
+                years[str(get("id"))] = int(float(value))
+            except (TypeError, ValueError):
+                raise DocauditError(f"manifest: bad pub_year {value!r} for id {get('id')}") from None
+    return years
+
+
+def filter_documents(
+    docs: Iterable[Document],
+    min_words: int | None = None,
+    language: str | None = "en",
+    years: tuple[int, int] | None = None,
+    manifest=None,
+) -> tuple[list[Document], dict[str, str]]:
+    """Keep the documents that pass every filter; returns ``(kept, skipped)`` with ``skipped = {id: reason}``.
+
+    - ``min_words``: at least this many whitespace-separated words (the token-count filter lives with the model);
+    - ``language``: ``"en"`` (stopword-share check) or None for no check;
+    - ``years=(lo, hi)``: publication year within ``[lo, hi]``, read from ``manifest`` (path, mapping or rows with
+      ``id`` and ``pub_year``); a document without a known year is kept.
+    """
+    if language not in (None, "en"):
+        raise DocauditError(f"language filter: only 'en' is supported, got {language!r}")
+    if years is not None:
+        lo, hi = years
+        if lo > hi:
+            raise DocauditError(f"year range: {lo} > {hi}")
+    pub_years = _manifest_years(manifest)
+    kept, skipped = [], {}
+    for doc in docs:
+        reason = None
+        if min_words is not None and (n := word_count(doc.text)) < min_words:
+            reason = f"too short: {n} words < {min_words}"
+        elif language == "en" and not is_english(doc.text):
+            reason = f"not English: stopword share {stopword_share(doc.text):.3f} <= {ENGLISH_MIN_SHARE}"
+        elif years is not None and doc.id in pub_years and not (years[0] <= pub_years[doc.id] <= years[1]):
+            reason = f"published {pub_years[doc.id]}, outside {years[0]}-{years[1]}"
+        if reason is None:
+            kept.append(doc)
+        else:
+            skipped[doc.id] = reason
+            log.info("skipping %s: %s", doc.id, reason)
+    return kept, skipped
