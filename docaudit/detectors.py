@@ -134,11 +134,11 @@ class MaskedNeighbors:
         self.model, self.tokenizer = model.eval(), tokenizer
         self.n, self.mask_ratio, self.seed = n, mask_ratio, seed
         self.device = next(model.parameters()).device
+        self.prefix, self.suffix = _special_wrap(tokenizer)
         limit = getattr(model.config, "max_position_embeddings", None) or 512
-        n_special = len(tokenizer.build_inputs_with_special_tokens([]))
-        self.chunk = max(1, min(limit, 512) - n_special - 2)  # RoBERTa's positions start at 2
+        # RoBERTa's positions start at 2: keep two positions spare
+        self.chunk = max(1, min(limit, 512) - len(self.prefix) - len(self.suffix) - 2)
         self.banned = sorted(set(tokenizer.all_special_ids))
-        self.prefix = _prefix_len(tokenizer)
 
     def __call__(self, text: str) -> list[str]:
         import torch
@@ -160,24 +160,26 @@ class MaskedNeighbors:
             for j in range(self.n):
                 chunk = ids[lo:hi].copy()
                 chunk[masks[j] - lo] = self.tokenizer.mask_token_id
-                rows.append(self.tokenizer.build_inputs_with_special_tokens(chunk.tolist()))
+                rows.append(self.prefix + chunk.tolist() + self.suffix)
             with torch.inference_mode():
                 logits = self.model(input_ids=torch.tensor(rows, device=self.device)).logits.float()
-            logits[..., self.banned] = -torch.inf
-            for j in range(self.n):
-                if not len(masks[j]):
-                    continue
-                at = torch.as_tensor(masks[j] - lo + self.prefix, device=self.device)
-                z = logits[j, at]
-                z[torch.arange(len(at)), torch.as_tensor(ids[masks[j]], device=self.device)] = -torch.inf
-                variants[j, masks[j]] = z.argmax(-1).cpu().numpy()
+                logits[..., self.banned] = -torch.inf
+                for j in range(self.n):
+                    if len(masks[j]):
+                        z = logits[j, torch.as_tensor(masks[j] - lo + len(self.prefix), device=self.device)]
+                        z[torch.arange(len(z)), torch.as_tensor(ids[masks[j]], device=self.device)] = -torch.inf
+                        variants[j, masks[j]] = z.argmax(-1).cpu().numpy()
         return [self.tokenizer.decode(v.tolist(), clean_up_tokenization_spaces=False) for v in variants]
 
 
-def _prefix_len(tokenizer) -> int:
-    """Number of special tokens a masked LM's tokenizer puts before a single sequence."""
-    marker = tokenizer.mask_token_id
-    return tokenizer.build_inputs_with_special_tokens([marker]).index(marker)
+def _special_wrap(tokenizer) -> tuple[list[int], list[int]]:
+    """The special token ids a tokenizer puts before and after one sequence (e.g. ``[CLS]`` and ``[SEP]``)."""
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a", add_special_tokens=True)["input_ids"]
+    for i in range(len(full) - len(plain) + 1):
+        if full[i : i + len(plain)] == plain:
+            return full[:i], full[i + len(plain):]
+    return [], []
 
 
 def load_masked_lm(spec: str, config: DetectorConfig = DetectorConfig(), device: str = "auto") -> MaskedNeighbors:
