@@ -227,13 +227,22 @@ def _epoch_offset(seed: int, epoch: int, context: int) -> int:
 def _blocks(stream: torch.Tensor, context: int, offset: int, pad_id: int):
     """Cut the stream into blocks of ``context`` tokens, the first one being ``stream[:offset]`` when ``offset``
     > 0; short blocks are right-padded and their padding masked out of attention and loss."""
-    pieces = ([stream[:offset]] if offset else []) + list(torch.split(stream[offset:], context))
-    pieces = [p for p in pieces if len(p)]
-    input_ids = torch.full((len(pieces), context), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(pieces), context), dtype=torch.long)
-    for i, p in enumerate(pieces):
-        input_ids[i, : len(p)] = p
-        attention[i, : len(p)] = 1
+    def padded(piece):
+        ids = torch.full((1, context), pad_id, dtype=torch.long)
+        ids[0, : len(piece)] = piece
+        mask = torch.zeros((1, context), dtype=torch.long)
+        mask[0, : len(piece)] = 1
+        return ids, mask
+
+    rest = stream[offset:]
+    n_full = len(rest) // context
+    blocks = [(rest[: n_full * context].view(n_full, context), torch.ones((n_full, context), dtype=torch.long))]
+    if offset:
+        blocks.insert(0, padded(stream[:offset]))
+    if len(rest) > n_full * context:
+        blocks.append(padded(rest[n_full * context :]))
+    input_ids = torch.cat([b[0] for b in blocks])
+    attention = torch.cat([b[1] for b in blocks])
     labels = input_ids.masked_fill(attention == 0, -100)
     return input_ids, attention, labels
 
@@ -473,9 +482,9 @@ def train_target(
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         scheduler.load_state_dict(saved["scheduler"])
-        torch.set_rng_state(saved["rng"]["torch"])
+        torch.set_rng_state(saved["rng"]["torch"].cpu())
         if "cuda" in saved["rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
+            torch.cuda.set_rng_state_all([r.cpu() for r in saved["rng"]["cuda"]])
         random.setstate(saved["python_rng"])
         start_epoch, history, segments = state["epochs_done"], state["history"], state["segments"]
         if state["total_steps"] != total_steps:
