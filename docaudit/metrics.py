@@ -29,8 +29,8 @@ def chunk_folds(labels, k: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndar
 
 
 def tpr_at_fpr(labels, scores, target_fpr: float) -> float:
-    """Largest TPR over the ROC points whose FPR is at most ``target_fpr``."""
-    fpr, tpr, _ = roc_curve(labels, scores)
+    """Largest TPR over all ROC points (none dropped) whose FPR is at most ``target_fpr``."""
+    fpr, tpr, _ = roc_curve(labels, scores, drop_intermediate=False)
     ok = fpr <= target_fpr + 1e-12
     return float(tpr[ok].max()) if ok.any() else 0.0
 

@@ -67,3 +67,15 @@ def test_hist_bins_fit_on_training_values_and_clip_outliers():
     np.testing.assert_allclose(hist.edges_, [0, 2, 4, 6, 8, 10])
     # -5 clips into the first bin, 11 into the last; nothing is dropped
     np.testing.assert_allclose(hist.transform([np.array([-5.0, 1.0, 3.0, 11.0])])[0], [0.5, 0.25, 0, 0, 0.25])
+
+
+def test_tpr_at_fpr_keeps_collinear_roc_points():
+    from docaudit.metrics import tpr_at_fpr
+
+    # ROC points (0,0) (0,.5) (.25,.5) (.5,.5) (.5,1) (1,1): (.25,.5) lies on a straight segment that
+    # drop_intermediate would remove; with a 25% FPR budget the best TPR is 0.5 either way, but at
+    # 30% the exact answer must still be 0.5 and at 50% it must be 1.0.
+    labels = [1, 1, 0, 0, 1, 1, 0, 0]
+    scores = [9, 9, 8, 7, 6, 6, 1, 1]
+    assert tpr_at_fpr(labels, scores, 0.25) == 0.5
+    assert tpr_at_fpr(labels, scores, 0.5) == 1.0
