@@ -72,10 +72,8 @@ def test_hist_bins_fit_on_training_values_and_clip_outliers():
 def test_tpr_at_fpr_keeps_collinear_roc_points():
     from docaudit.metrics import tpr_at_fpr
 
-    # ROC points (0,0) (0,.5) (.25,.5) (.5,.5) (.5,1) (1,1): (.25,.5) lies on a straight segment that
-    # drop_intermediate would remove; with a 25% FPR budget the best TPR is 0.5 either way, but at
-    # 30% the exact answer must still be 0.5 and at 50% it must be 1.0.
-    labels = [1, 1, 0, 0, 1, 1, 0, 0]
-    scores = [9, 9, 8, 7, 6, 6, 1, 1]
+    # ROC points: (0, 1/6) at score 3, (1/4, 2/3) at score 2, ... The point (1/4, 1/2) reached at score 2 is on a
+    # straight segment, so roc_curve's default drop_intermediate removes it and a 25% FPR budget would see 1/6.
+    labels = [1, 1, 1, 0, 1, 1, 1, 0, 0, 0]
+    scores = [2, 1, 1, 2, 2, 0, 3, 1, 0, 0]
     assert tpr_at_fpr(labels, scores, 0.25) == 0.5
-    assert tpr_at_fpr(labels, scores, 0.5) == 1.0
