@@ -29,8 +29,8 @@ def chunk_folds(labels, k: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndar
 
 
 def tpr_at_fpr(labels, scores, target_fpr: float) -> float:
-    """Largest TPR over the ROC points whose FPR is at most ``target_fpr``."""
-    fpr, tpr, _ = roc_curve(labels, scores)
+    """Largest TPR over all ROC points (none dropped) whose FPR is at most ``target_fpr``."""
+    fpr, tpr, _ = roc_curve(labels, scores, drop_intermediate=False)
     ok = fpr <= target_fpr + 1e-12
     return float(tpr[ok].max()) if ok.any() else 0.0
 
@@ -68,3 +68,111 @@ def roc_table(labels, scores):
 
     fpr, tpr, thr = roc_curve(labels, scores)
     return pd.DataFrame({"fpr": fpr, "tpr": tpr, "threshold": thr})
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# uncertainty over documents
+
+from typing import NamedTuple  # noqa: E402
+
+
+class Interval(NamedTuple):
+    """A point estimate with a ``1 - alpha`` percentile bootstrap interval ``[lo, hi]``."""
+
+    point: float
+    lo: float
+    hi: float
+
+
+def _metric_key(fpr: float) -> str:
+    return f"tpr_at_{round(fpr * 100)}fpr"
+
+
+def _bootstrap_auc(pos: np.ndarray, neg: np.ndarray) -> np.ndarray:
+    """AUC of each row of resampled member scores ``pos`` [B, n1] against non-member scores ``neg`` [B, n0]
+    (Mann-Whitney with average ranks for ties; equal to ``roc_auc_score``)."""
+    from scipy.stats import rankdata
+
+    n1, n0 = pos.shape[1], neg.shape[1]
+    ranks = rankdata(np.concatenate([pos, neg], axis=1), axis=1)
+    return (ranks[:, :n1].sum(axis=1) - n1 * (n1 + 1) / 2.0) / (n1 * n0)
+
+
+def _bootstrap_tpr(pos: np.ndarray, neg: np.ndarray, target_fpr: float) -> np.ndarray:
+    """Per row: the largest TPR over all ROC points with FPR <= ``target_fpr`` (every threshold counted; a ROC
+    curve thinned by ``roc_curve``'s ``drop_intermediate`` can miss the best point on a straight segment).
+    At most ``k = floor(target_fpr * n0)`` non-members may score at or above the threshold, so the best threshold
+    sits just above the (k+1)-th largest non-member score ``v`` and the TPR is the share of members above ``v``."""
+    n0 = neg.shape[1]
+    k = int(np.floor(n0 * (target_fpr + 1e-12)))
+    if k >= n0:
+        return np.ones(pos.shape[0])
+    v = np.sort(neg, axis=1)[:, n0 - 1 - k]
+    return (pos > v[:, None]).mean(axis=1)
+
+
+def bootstrap_ci(labels, scores, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> dict[str, Interval]:
+    """Stratified bootstrap over documents of AUC and TPR at each of ``LOW_FPRS``.
+
+    Members and non-members are resampled separately with replacement (each resample keeps the class sizes),
+    ``n_boot`` times with a seeded generator; the interval is the ``alpha/2`` and ``1 - alpha/2`` percentiles of the
+    resampled metric (percentile bootstrap), the point estimate the metric on the given documents. Returns
+    ``{"auc": Interval, "tpr_at_10fpr": Interval, "tpr_at_1fpr": Interval}``; each ``Interval`` is a
+    ``(point, lo, hi)`` tuple; point and resamples use the same exact definitions (AUC by average ranks, TPR as the
+    largest over all ROC points with FPR <= the target). The interval covers the variation from which documents happened to be evaluated,
+    not that from refitting a classifier. TPR at 1% FPR needs at least 100 non-members to mean anything beyond
+    "FPR 0".
+    """
+    labels = np.asarray(labels).astype(int)
+    scores = np.asarray(scores, dtype=np.float64)
+    if labels.shape != scores.shape or labels.ndim != 1:
+        raise DocauditError(f"labels and scores must be 1-d of the same length, got {labels.shape} and {scores.shape}")
+    if not np.isfinite(scores).all():
+        raise DocauditError("scores contain NaN or infinite values; cannot bootstrap")
+    pos, neg = scores[labels == 1], scores[labels == 0]
+    if len(pos) < 2 or len(neg) < 2:
+        raise DocauditError(
+            f"a bootstrap interval needs at least 2 members and 2 non-members, got {len(pos)} and {len(neg)}"
+        )
+    if n_boot < 1 or not 0.0 < alpha < 1.0:
+        raise DocauditError(f"need n_boot >= 1 and 0 < alpha < 1, got n_boot={n_boot}, alpha={alpha}")
+    point_auc = float(_bootstrap_auc(pos[None], neg[None])[0])
+    point_tpr = {f: float(_bootstrap_tpr(pos[None], neg[None], f)[0]) for f in LOW_FPRS}
+    rng = np.random.default_rng(seed)
+    out: dict[str, Interval] = {}
+    # resample in batches to bound memory for large document sets
+    batch = max(1, min(n_boot, int(2e7 // (len(pos) + len(neg)))))
+    aucs, tprs = [], {f: [] for f in LOW_FPRS}
+    for start in range(0, n_boot, batch):
+        b = min(batch, n_boot - start)
+        bp = pos[rng.integers(0, len(pos), size=(b, len(pos)))]
+        bn = neg[rng.integers(0, len(neg), size=(b, len(neg)))]
+        aucs.append(_bootstrap_auc(bp, bn))
+        for f in LOW_FPRS:
+            tprs[f].append(_bootstrap_tpr(bp, bn, f))
+    q = (alpha / 2.0, 1.0 - alpha / 2.0)
+    lo, hi = np.quantile(np.concatenate(aucs), q)
+    out["auc"] = Interval(point_auc, float(lo), float(hi))
+    for f in LOW_FPRS:
+        lo, hi = np.quantile(np.concatenate(tprs[f]), q)
+        out[_metric_key(f)] = Interval(point_tpr[f], float(lo), float(hi))
+    return out
+
+
+def pooled_oof_ci(fold_results, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> dict[str, Interval]:
+    """Bootstrap intervals on the pooled out-of-fold scores of a k-fold evaluation.
+
+    ``fold_results``: one ``(labels, scores)`` pair per fold, the scores of that fold's held-out documents (each
+    document is held out exactly once over the folds). The pairs are concatenated and passed to
+    ``bootstrap_ci``: the point estimates are the metrics of the pooled out-of-fold predictions, and the interval
+    is over documents of the pooled out-of-fold predictions (members and non-members resampled separately). It
+    treats the k fitted models as one scoring rule: it does not include the variation from refitting on other
+    training documents, and it assumes the folds' scores are on a comparable scale (true for the same method
+    trained on equal-sized folds; the per-fold mean ± std of ``summarize`` is reported beside it).
+    """
+    fold_results = list(fold_results)
+    if not fold_results:
+        raise DocauditError("no folds to pool")
+    labels = np.concatenate([np.asarray(lab).ravel() for lab, _ in fold_results])
+    scores = np.concatenate([np.asarray(sc, dtype=np.float64).ravel() for _, sc in fold_results])
+    return bootstrap_ci(labels, scores, n_boot=n_boot, alpha=alpha, seed=seed)

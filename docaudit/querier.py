@@ -73,6 +73,12 @@ def split_model(model: torch.nn.Module) -> tuple[Callable, Callable]:
     return trunk, head_fn
 
 
+def max_positions(model) -> int | None:
+    """The longest input the model accepts, when its config says."""
+    config = model.config
+    return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+
+
 def bos_per_window(tokenizer) -> int | None:
     """The BOS id when the tokenizer starts every encoding with it (e.g. Gemma, Llama), else None. Such models
     expect it: each window is then queried as ``[BOS] + tokens``, which changes no scored position."""
@@ -111,6 +117,11 @@ class Querier:
         self.chunk_rows = max(1, LOGIT_ELEMENTS_PER_CHUNK[kind] // lm.vocab_size)
         self._trunk, self._head = split_model(lm.model)
         self.bos = bos_per_window(lm.tokenizer)
+        window = query.context + (self.bos is not None)
+        limit = max_positions(lm.model)
+        if limit is not None and window > limit:
+            raise DocauditError(f"context {query.context}{' + BOS' if self.bos is not None else ''} exceeds the "
+                                f"model's {limit} positions; use --context {limit - (self.bos is not None)} or less")
 
     def token_ids(self, text: str, text_sha256: str) -> np.ndarray:
         """Tokenize the document once (without special tokens: a BOS, when the tokenizer uses one, is given to

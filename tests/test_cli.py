@@ -95,6 +95,12 @@ def test_unknown_models_fail_cleanly(sets, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_context_longer_than_the_model_accepts(sets, tiny_gpt2, tmp_path):
+    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2,
+                 *FAST, "--context", "300", "--out", tmp_path / "o")
+    assert_clean_error(result, "exceeds the model's 256 positions")
+
+
 def test_too_few_documents_for_folds(sets, tiny_gpt2, tmp_path):
     result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2,
                  *FAST, "--folds", "5", "--out", tmp_path / "o")

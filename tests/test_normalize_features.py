@@ -67,3 +67,13 @@ def test_hist_bins_fit_on_training_values_and_clip_outliers():
     np.testing.assert_allclose(hist.edges_, [0, 2, 4, 6, 8, 10])
     # -5 clips into the first bin, 11 into the last; nothing is dropped
     np.testing.assert_allclose(hist.transform([np.array([-5.0, 1.0, 3.0, 11.0])])[0], [0.5, 0.25, 0, 0, 0.25])
+
+
+def test_tpr_at_fpr_keeps_collinear_roc_points():
+    from docaudit.metrics import tpr_at_fpr
+
+    # ROC points: (0, 1/6) at score 3, (1/4, 2/3) at score 2, ... The point (1/4, 1/2) reached at score 2 is on a
+    # straight segment, so roc_curve's default drop_intermediate removes it and a 25% FPR budget would see 1/6.
+    labels = [1, 1, 1, 0, 1, 1, 1, 0, 0, 0]
+    scores = [2, 1, 1, 2, 2, 0, 3, 1, 0, 0]
+    assert tpr_at_fpr(labels, scores, 0.25) == 0.5

@@ -1,0 +1,58 @@
+"""The controlled mini experiment: a tiny model trained on a random half of real book excerpts. Membership holds
+by construction, so the meta-classifier must find it, and must find nothing once the labels are shuffled."""
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from labtarget import TINY, excerpts, single_thread
+
+from docaudit import classifier
+from docaudit.api import labelled_documents, open_querier, query_documents
+from docaudit.cli import main
+from docaudit.config import MetaConfig, ModelConfig, QueryConfig
+from docaudit.lab import split_members, train_target
+
+N_DOCS = 40
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory):
+    texts = excerpts(N_DOCS)
+    split = split_members(list(texts), seed=1)
+    root = tmp_path_factory.mktemp("controlled")
+    for label in ("members", "nonmembers"):
+        (root / label).mkdir()
+    for book, text in texts.items():
+        (root / ("members" if split[book] else "nonmembers") / f"{book}.txt").write_text(text)
+    members = [texts[b] for b in sorted(texts) if split[b]]
+    with single_thread():
+        model = train_target(members, list(texts.values()), root / "target", TINY, progress=False)
+    return root, model
+
+
+def test_meta_classifier_detects_memorized_members(experiment):
+    root, model = experiment
+    result = CliRunner().invoke(main, ["train", "--members", root / "members", "--nonmembers", root / "nonmembers",
+                                       "--model", model, "--context", "63", "--folds", "4", "--trees", "100",
+                                       "--bins", "50", "--out", root / "clf", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    metrics = json.loads(result.stdout)["metrics"]
+    print("controlled AUC", metrics)
+    assert metrics["auc_mean"] >= 0.9
+
+
+def test_shuffled_labels_stay_near_chance(experiment):
+    """Same documents and model, labels permuted at random: no signal is left to find. With 20 + 20 documents the
+    AUC of a 4-fold mean under the null has a standard deviation of about 0.09 (Mann-Whitney variance
+    (n1 + n2 + 1) / (12 n1 n2) over the pooled documents); averaging three permutations brings it to about 0.05,
+    so the 0.5 ± 0.2 band is about four standard deviations wide."""
+    root, model = experiment
+    docs, labels = labelled_documents([root / "members"], [root / "nonmembers"], progress=False)
+    stats = query_documents(open_querier(ModelConfig(model=str(model)), QueryConfig(context=63)), docs, progress=False)
+    meta = MetaConfig(folds=4, n_estimators=100, bins=50)
+    rng = np.random.default_rng(0)
+    aucs = [classifier.evaluate(stats, rng.permutation(labels), meta, progress=False).summary["auc_mean"]
+            for _ in range(3)]
+    print("shuffled AUCs", aucs)
+    assert abs(np.mean(aucs) - 0.5) <= 0.2

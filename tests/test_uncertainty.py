@@ -1,0 +1,115 @@
+import time
+
+import numpy as np
+import pytest
+from labtarget import TINY, mean_logp, single_thread, tiny_target
+from sklearn.metrics import roc_auc_score, roc_curve
+
+from docaudit.dataset_test import dataset_test
+from docaudit.errors import DocauditError
+from docaudit.metrics import LOW_FPRS, bootstrap_ci, pooled_oof_ci
+
+
+def _scores(n_pos, n_neg, shift=1.0, seed=0):
+    rng = np.random.default_rng(seed)
+    labels = np.r_[np.ones(n_pos, int), np.zeros(n_neg, int)]
+    return labels, np.r_[rng.normal(shift, 1, n_pos), rng.normal(0, 1, n_neg)]
+
+
+def test_bootstrap_contains_point_and_is_seeded():
+    labels, scores = _scores(60, 60)
+    ci = bootstrap_ci(labels, scores, n_boot=500, seed=1)
+    assert set(ci) == {"auc", "tpr_at_10fpr", "tpr_at_1fpr"}
+    for point, lo, hi in ci.values():
+        assert lo <= point <= hi
+    assert ci["auc"].point == pytest.approx(roc_auc_score(labels, scores))
+    assert ci == bootstrap_ci(labels, scores, n_boot=500, seed=1)
+    assert ci != bootstrap_ci(labels, scores, n_boot=500, seed=2)
+
+
+def test_bootstrap_tpr_uses_every_roc_point():
+    # ties in a coarse score make straight ROC segments; the best point on them must not be skipped
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        labels, scores = _scores(25, 21, seed=int(rng.integers(1 << 30)))
+        scores = np.round(scores, 1)
+        ci = bootstrap_ci(labels, scores, n_boot=2)
+        fpr, tpr, _ = roc_curve(labels, scores, drop_intermediate=False)
+        for f in LOW_FPRS:
+            assert ci[f"tpr_at_{round(f * 100)}fpr"].point == pytest.approx(tpr[fpr <= f + 1e-12].max())
+
+
+def test_bootstrap_narrows_with_more_documents_and_is_fast():
+    small = bootstrap_ci(*_scores(30, 30), seed=0)
+    t0 = time.perf_counter()
+    large = bootstrap_ci(*_scores(300, 300), seed=0)
+    assert time.perf_counter() - t0 < 5.0  # about 0.1 s unloaded
+    width = lambda iv: iv.hi - iv.lo  # noqa: E731
+    assert width(large["auc"]) < 0.5 * width(small["auc"])
+    assert width(large["tpr_at_10fpr"]) < width(small["tpr_at_10fpr"])
+
+
+def test_pooled_out_of_fold():
+    labels, scores = _scores(50, 50)
+    folds = [(labels[i::5], scores[i::5]) for i in range(5)]
+    pooled = pooled_oof_ci(folds, n_boot=200)
+    order = np.concatenate([np.arange(i, 100, 5) for i in range(5)])
+    assert pooled == bootstrap_ci(labels[order], scores[order], n_boot=200)
+    with pytest.raises(DocauditError):
+        bootstrap_ci([1, 0, 0], [0.1, 0.2, 0.3])
+    with pytest.raises(DocauditError):
+        pooled_oof_ci([])
+
+
+def test_dataset_test_detects_shift():
+    rng = np.random.default_rng(0)
+    suspect = rng.normal(size=(40, 3))
+    suspect[:, 0] += 1.5  # one detector sees the memorized set
+    nonmember = rng.normal(size=(40, 3))
+    res = dataset_test(suspect, nonmember)
+    assert res.p_value < 0.01 and res.effect > 0 and res.statistic > 0
+    assert (res.n_suspect, res.n_nonmember, res.n_splits, len(res.split_p_values)) == (40, 40, 10, 10)
+    assert res.p_value == pytest.approx(min(1.0, 2 * np.median(res.split_p_values)))
+    assert "not proof" in res.meaning and "same distribution" in res.meaning
+    assert dataset_test(suspect, nonmember) == res
+
+
+def test_dataset_test_null_is_not_systematically_small():
+    single, combined = [], []
+    for seed in range(40):
+        rng = np.random.default_rng(100 + seed)
+        a, b = rng.normal(size=(24, 2)), rng.normal(size=(24, 2))
+        single.append(dataset_test(a, b, seed=seed, n_splits=1).p_value)
+        if seed < 10:
+            combined.append(dataset_test(a, b, seed=seed, n_splits=5).p_value)
+    single = np.array(single)
+    # roughly uniform: few small values, mean near 1/2
+    assert (single < 0.05).sum() <= 6 and 0.3 < single.mean() < 0.7
+    assert min(combined) > 0.05
+
+
+def test_dataset_test_errors():
+    with pytest.raises(DocauditError, match="at least 4"):
+        dataset_test(np.zeros((3, 2)), np.zeros((10, 2)))
+    with pytest.raises(DocauditError, match="different numbers of features"):
+        dataset_test(np.zeros((10, 2)), np.zeros((10, 3)))
+    with pytest.raises(DocauditError, match="NaN"):
+        dataset_test(np.full((10, 1), np.nan), np.zeros((10, 1)))
+    # constant scores carry no evidence
+    assert dataset_test(np.ones(8), np.ones(8)).p_value == 1.0
+
+
+def test_dataset_test_on_a_trained_target():
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model_dir, members, nonmembers = tiny_target()
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    with single_thread():
+        m = mean_logp(model, tok, members, TINY.context, TINY.max_tokens)
+        n = mean_logp(model, tok, nonmembers, TINY.context, TINY.max_tokens)
+    trained = dataset_test(m, n)
+    assert trained.p_value < 0.01 and trained.effect > 0
+    half = len(n) // 2
+    null = dataset_test(n[:half], n[half:])
+    assert null.p_value > 0.05
