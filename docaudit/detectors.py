@@ -40,7 +40,7 @@ import numpy as np
 from .config import DetectorConfig, ModelConfig, QueryConfig
 from .errors import DocauditError
 from .lm import LoadedModel, load_model
-from .querier import Querier, bos_per_window
+from .querier import Querier, bos_per_window, max_positions
 
 log = logging.getLogger(__name__)
 
@@ -333,9 +333,8 @@ class Detector:
 def single_pass_context(lm: LoadedModel, cap: int = SINGLE_PASS_CAP) -> int:
     """The largest context a query of ``lm`` can use in one window: the model's positions (less one for a BOS
     put before every window), at most ``cap``."""
-    cfg = getattr(lm.model.config, "get_text_config", lambda: lm.model.config)()
-    limit = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None) or cap
-    return max(2, min(int(limit), cap) - (bos_per_window(lm.tokenizer) is not None))
+    limit = min(max_positions(lm.model) or cap, cap)
+    return max(2, limit - (bos_per_window(lm.tokenizer) is not None))
 
 
 def build_detector(lm: LoadedModel, query: QueryConfig, methods=None, config: DetectorConfig = DetectorConfig(),

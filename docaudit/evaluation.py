@@ -7,6 +7,9 @@ Each (method, level) gets, for every fold, the AUC and TPR at 10% / 1% FPR on th
 - ``<detector>`` / ``sequence``, ``doc_avg``, ``doc_threshold``: see :mod:`docaudit.scaling` (only
   ``doc_threshold`` learns something, tau, on the training chunks; the others score the test chunk as is);
 - ``blind`` / ``<kind>``: the model-free baseline of :mod:`docaudit.blind` when that module is installed.
+
+Document-level rows also carry the pooled out-of-fold AUC with a 95% stratified bootstrap interval over documents
+(``pooled_auc``, ``pooled_auc_lo``, ``pooled_auc_hi``), which does not include the variation from refitting.
 """
 from __future__ import annotations
 
@@ -24,7 +27,7 @@ from . import classifier as meta_classifier
 from .config import DetectorConfig, MetaConfig, ModelConfig, QueryConfig, ScalingConfig
 from .detectors import METHODS, build_detector, single_pass_context
 from .lm import LoadedModel, load_model
-from .metrics import FoldMetrics, LOW_FPRS, chunk_folds, fold_metrics, summarize
+from .metrics import LOW_FPRS, FoldMetrics, bootstrap_ci, chunk_folds, fold_metrics, summarize
 from .scaling import LEVELS, sequence_scores
 
 log = logging.getLogger(__name__)
@@ -96,6 +99,8 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
             fold_rows += per
             curves[(method, level)] = (np.concatenate(ys), np.concatenate(ss))
 
+    for row in summary_rows:
+        row |= _pooled_interval(*curves[(row["method"], row["level"])]) if row["level"] != "sequence" else {}
     blind_status = _blind_rows(docs, labels, splits, blind_kinds, summary_rows, fold_rows) if blind else "off"
     info = {
         "model_identity": lm.identity,
@@ -117,6 +122,12 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
         "wall_seconds": round(time.time() - started, 1),
     }
     return MethodsEvaluation(pd.DataFrame(summary_rows), pd.DataFrame(fold_rows), curves, info)
+
+
+def _pooled_interval(labels, scores) -> dict:
+    """Pooled out-of-fold AUC of the documents with its 95% stratified bootstrap interval (``metrics.bootstrap_ci``)."""
+    ci = bootstrap_ci(labels, scores)["auc"]
+    return {"pooled_auc": ci.point, "pooled_auc_lo": ci.lo, "pooled_auc_hi": ci.hi}
 
 
 def _blind_rows(docs, labels, splits, kinds, summary_rows, fold_rows) -> str:

@@ -87,7 +87,8 @@ def mean_std(mean: float, std: float, percent: bool = False) -> str:
 
 
 def format_methods_table(table: pd.DataFrame) -> str:
-    """Rows per method × level, the paper's Table 4 layout: mean ± std of AUC and TPR at 10% and 1% FPR over folds."""
+    """Rows per method × level, the paper's Table 4 layout: mean ± std of AUC and TPR at 10% and 1% FPR over folds
+    (and, where present, the pooled out-of-fold AUC with its bootstrap interval)."""
     shown = pd.DataFrame({
         "method": table["method"],
         "level": table["level"],
@@ -95,6 +96,9 @@ def format_methods_table(table: pd.DataFrame) -> str:
         "TPR@10%FPR": [mean_std(m, s, True) for m, s in zip(table.tpr_at_10fpr_mean, table.tpr_at_10fpr_std)],
         "TPR@1%FPR": [mean_std(m, s, True) for m, s in zip(table.tpr_at_1fpr_mean, table.tpr_at_1fpr_std)],
     })
+    if "pooled_auc" in table:
+        shown["pooled AUC [95% CI]"] = ["" if pd.isna(p) else f"{p:.3f} [{lo:.3f}, {hi:.3f}]"
+                                        for p, lo, hi in zip(table.pooled_auc, table.pooled_auc_lo, table.pooled_auc_hi)]
     return shown.to_string(index=False)
 
 
