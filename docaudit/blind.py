@@ -97,7 +97,7 @@ class DocFreqSelector(TransformerMixin, BaseEstimator):
         return sparse.csr_matrix(X)[:, self.columns_]
 
 
-_YEAR_RE = re.compile(r"(?<![\d.,])(1[5-9]\d\d|20[0-2]\d)(?![\d,]|\.\d)")
+_YEAR_RE = re.compile(r"(?<![\d.,])(1[5-9]\d\d|20[0-2]\d)(?!\d|[.,]\d)")
 _DECADES = np.arange(1500, 2030, 10)
 MODERN_YEAR = 1919
 
@@ -136,7 +136,7 @@ def make_pipeline(kind: str, seed: int = 0) -> Pipeline:
             ("features", ngram_hasher()),
             ("select", DocFreqSelector(min_df=2, max_features=50_000)),
             ("tfidf", TfidfTransformer(sublinear_tf=True)),
-            ("clf", LogisticRegression(C=10.0, max_iter=2000)),
+            ("clf", LogisticRegression(C=10.0, solver="liblinear", dual=True, max_iter=1000, random_state=seed)),
         ])
     if kind == "nb":
         return Pipeline([
