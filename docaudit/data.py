@@ -226,6 +226,10 @@ _PG_MENTION_RE = re.compile(
     r"Project\s+Gutenberg|gutenberg\.(?:org|net)|pgdp\.net|Distributed\s+Proofread|archive\.org|https?://|www\.",
     re.I,
 )
+_LICENSE_PARA_RE = re.compile(
+    r"legal\s+small\s+print|small\s+print!|project\s+gutenberg(?:-tm)?\s+licen[cs]e|gutenberg\s+literary\s+archive",
+    re.I,
+)
 _CREDIT_EDGE = 12  # credits are looked for among the first and last paragraphs only
 
 _TN_WORD = r"transcriber(?:'s|s'|s)?\s*(?:'s\s*)?(?:end-?)?notes?\b"
@@ -423,20 +427,26 @@ def _paragraph_spans(lines: list[str]) -> list[tuple[int, int]]:
 
 def remove_credits(text: str) -> str:
     """Drop producer/transcriber credit paragraphs and paragraphs naming Project Gutenberg or its proofreading
-    sites among the first and last paragraphs of the text."""
+    sites among the first and last paragraphs of the text, and paragraphs quoting the PG license anywhere."""
     lines = text.split("\n")
     spans = _paragraph_spans(lines)
     if not spans:
         return text
-    edge = set(range(min(_CREDIT_EDGE, len(spans)))) | set(range(max(0, len(spans) - _CREDIT_EDGE), len(spans)))
+    drop = set(range(min(_CREDIT_EDGE, len(spans)))) | set(range(max(0, len(spans) - _CREDIT_EDGE), len(spans)))
+    drop = {
+        idx for idx in drop
+        if (_CREDIT_RE.match(lines[spans[idx][0]]) and _CREDIT_FIRST_CHAR_RE.match(lines[spans[idx][0]]))
+        or _PG_MENTION_RE.search(" ".join(x.strip() for x in lines[spans[idx][0] : spans[idx][1]]))
+    }
+    if _LICENSE_PARA_RE.search(text):
+        for idx, (a, b) in enumerate(spans):
+            if idx not in drop and _LICENSE_PARA_RE.search(" ".join(x.strip() for x in lines[a:b])):
+                drop.add(idx)
     keep = [True] * len(lines)
-    for idx in sorted(edge):
+    for idx in drop:
         a, b = spans[idx]
-        first = lines[a]
-        para = " ".join(x.strip() for x in lines[a:b])
-        if (_CREDIT_RE.match(first) and _CREDIT_FIRST_CHAR_RE.match(first)) or _PG_MENTION_RE.search(para):
-            for k in range(a, b):
-                keep[k] = False
+        for k in range(a, b):
+            keep[k] = False
     return "\n".join(line for line, k in zip(lines, keep) if k)
 
 

@@ -35,7 +35,7 @@ def make_tokenizer(texts: list[str], vocab_size: int = 512, add_bos: bool = Fals
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="<s>")
 
 
-def make_model(tmp: Path, arch: str = "gpt2", vocab_size: int = 512, texts=None, seed: int = 0) -> Path:
+def make_model(tmp: Path, arch: str = "gpt2", vocab_size: int = 512, texts=None, seed: int = 0, width: int = 32) -> Path:
     """Save a tiny randomly initialised causal LM with its tokenizer as a local HF directory."""
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
@@ -43,10 +43,10 @@ def make_model(tmp: Path, arch: str = "gpt2", vocab_size: int = 512, texts=None,
     tokenizer = make_tokenizer(texts, vocab_size, add_bos=arch == "llama")
     torch.manual_seed(seed)
     if arch == "gpt2":
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=32, n_layer=2, n_head=2,
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=width, n_layer=2, n_head=2,
                                                     bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id))
     else:
-        model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=width, intermediate_size=2 * width,
                                              num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
                                              max_position_embeddings=256, bos_token_id=tokenizer.bos_token_id,
                                              eos_token_id=tokenizer.eos_token_id))
