@@ -194,16 +194,20 @@ METHOD_HELP = ("Comma-separated: loss, zlib, lowercase, ref, mink, minkpp, pac, 
 @click.option("--bins", default=1000, show_default=True, help="HistFE bins.")
 @click.option("--trees", default=500, show_default=True, help="Random-forest trees.")
 @click.option("--meta/--no-meta", default=True, show_default=True, help="Include the meta-classifier.")
+@click.option("--blind/--no-blind", default=True, show_default=True,
+              help="Include the model-free baselines (tfidf, nb, dates) on the same folds.")
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
 @click.option("--out", type=click.Path(), default=None, help="Write evaluation.csv/.json, roc.csv and roc.png here.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, features, bins, trees, meta, raw, out, fmt, **kw):
+def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, features, bins, trees, meta, blind, raw, out,
+             fmt, **kw):
     """The meta-classifier and sequence-level detectors side by side on the same k-fold chunks.
 
     Detectors are scaled to documents three ways (paper sec. 6.2): `sequence` (AUC over sampled windows of
     --context tokens), `doc_avg` (mean sequence score) and `doc_threshold` (share of sequences above a threshold
     chosen on the training chunks). Prints mean ± std over folds of AUC and TPR at 10% / 1% FPR."""
+    from .blind import KINDS as BLIND_KINDS
     from .evaluation import evaluate_methods, evaluation_json, write_evaluation
     from .report import format_auc_pivot, format_methods_table
 
@@ -212,9 +216,12 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
         members, nonmembers, model=model_config(kw), query=query_config(kw), methods=methods,
         detector=detector_config(kw), scaling=ScalingConfig(n_sequences=sequences, seed=seed),
         meta=MetaConfig(norm=norm, features=features, bins=bins, n_estimators=trees) if meta else None,
-        folds=folds, seed=seed, raw=raw, ref_model=ref_config(kw), neighbor_model=kw["neighbor_model"])
+        folds=folds, seed=seed, raw=raw, ref_model=ref_config(kw), neighbor_model=kw["neighbor_model"],
+        blind_kinds=None if not blind else BLIND_KINDS)
     if out is not None:
         write_evaluation(result, Path(out))
+    if result.info["warning"]:
+        click.echo(result.info["warning"], err=True)
     if fmt == "json":
         click.echo(json.dumps(evaluation_json(result), indent=2))
         return

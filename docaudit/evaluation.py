@@ -6,7 +6,8 @@ Each (method, level) gets, for every fold, the AUC and TPR at 10% / 1% FPR on th
 - ``meta_classifier`` / ``document``: the random-forest pipeline trained on the other chunks (``classifier.evaluate``);
 - ``<detector>`` / ``sequence``, ``doc_avg``, ``doc_threshold``: see :mod:`docaudit.scaling` (only
   ``doc_threshold`` learns something, tau, on the training chunks; the others score the test chunk as is);
-- ``blind`` / ``<kind>``: the model-free baseline of :mod:`docaudit.blind` when that module is installed.
+- ``blind`` / ``<kind>``: the model-free baselines of :mod:`docaudit.blind` (``tfidf``, ``nb``, ``dates``), fitted
+  on the training chunks; ``info["warning"]`` holds its distribution-shift warning when it separates the sets.
 
 Document-level rows also carry the pooled out-of-fold AUC with a 95% stratified bootstrap interval over documents
 (``pooled_auc``, ``pooled_auc_lo``, ``pooled_auc_hi``), which does not include the variation from refitting.
@@ -24,6 +25,8 @@ import numpy as np
 import pandas as pd
 
 from . import classifier as meta_classifier
+from .blind import KINDS as BLIND_KINDS
+from .blind import evaluate_blind, shift_warning
 from .config import DetectorConfig, MetaConfig, ModelConfig, QueryConfig, ScalingConfig
 from .detectors import METHODS, build_detector, single_pass_context
 from .lm import LoadedModel, load_model
@@ -50,7 +53,7 @@ def _rows(method: str, level: str, folds: list[FoldMetrics], n_test: list[int]):
     fold_rows = [{"method": method, "level": level, "fold": i, "n_test": n, "auc": f.auc,
                   **{f"tpr_at_{round(p * 100)}fpr": f.tpr_at[p] for p in LOW_FPRS}}
                  for i, (f, n) in enumerate(zip(folds, n_test))]
-    title = METHODS[method].title if method in METHODS else method
+    title = METHODS[method].title if method in METHODS else {"blind": "Blind (model-free)"}.get(method, method)
     return {"method": method, "title": title, "level": level, **summarize(folds), "n_folds": len(folds)}, fold_rows
 
 
@@ -59,11 +62,12 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
                      detector: DetectorConfig = DetectorConfig(), scaling: ScalingConfig = ScalingConfig(),
                      meta: MetaConfig | None = MetaConfig(), folds: int = 5, seed: int = 0, raw: bool = False,
                      ref_model: ModelConfig | LoadedModel | None = None, neighbor_model=None,
-                     levels: Sequence[str] = tuple(LEVELS), blind: bool = True, blind_kinds: Sequence[str] | None = None,
+                     levels: Sequence[str] = tuple(LEVELS), blind_kinds: Sequence[str] | None = BLIND_KINDS,
                      progress: bool = True) -> MethodsEvaluation:
-    """Evaluate the meta-classifier (unless ``meta`` is None) and every selected detector at every level on the
-    same ``folds`` chunks (seeded by ``seed``). Documents are queried once with ``query`` (the cache is shared
-    with ``train``); the sequences are that query's windows."""
+    """Evaluate the meta-classifier (unless ``meta`` is None), every selected detector at every level and the
+    model-free baselines ``blind_kinds`` (none when empty or None) on the same ``folds`` chunks (seeded by
+    ``seed``). Documents are queried once with ``query`` (the cache is shared with ``train``); the sequences are
+    that query's windows."""
     from .api import labelled_documents, open_querier, query_documents
 
     started = time.time()
@@ -99,9 +103,18 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
             fold_rows += per
             curves[(method, level)] = (np.concatenate(ys), np.concatenate(ss))
 
+    blind_auc = None
+    if blind_kinds:
+        blind = evaluate_blind([d.text for d in docs], labels, splits, kinds=tuple(blind_kinds), seed=seed)
+        for kind, entry in blind["kinds"].items():
+            row, per = _rows("blind", kind, entry["folds"], n_test)
+            summary_rows.append(row)
+            fold_rows += per
+            curves[("blind", kind)] = (labels, entry["scores"])
+        blind_auc = blind["blind_auc"]
     for row in summary_rows:
         row |= _pooled_interval(*curves[(row["method"], row["level"])]) if row["level"] != "sequence" else {}
-    blind_status = _blind_rows(docs, labels, splits, blind_kinds, summary_rows, fold_rows) if blind else "off"
+    best = max((r["auc_mean"] for r in summary_rows if r["method"] != "blind"), default=None)
     info = {
         "model_identity": lm.identity,
         "model_config": asdict(lm.config),
@@ -118,7 +131,8 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
         "seed": seed,
         "fold_test_documents": [[docs[i].id for i in test] for _, test in splits],
         "sequences_per_document": np.bincount(seq.doc, minlength=len(docs)).tolist(),
-        "blind": blind_status,
+        "blind_auc": blind_auc,
+        "warning": shift_warning(blind_auc, best),
         "wall_seconds": round(time.time() - started, 1),
     }
     return MethodsEvaluation(pd.DataFrame(summary_rows), pd.DataFrame(fold_rows), curves, info)
@@ -130,44 +144,21 @@ def _pooled_interval(labels, scores) -> dict:
     return {"pooled_auc": ci.point, "pooled_auc_lo": ci.lo, "pooled_auc_hi": ci.hi}
 
 
-def _blind_rows(docs, labels, splits, kinds, summary_rows, fold_rows) -> str:
-    """Add the model-free baseline's rows (method ``blind``, level = its kind) on the same folds, when
-    :mod:`docaudit.blind` is installed: ``evaluate_blind(texts, labels, folds, kinds)`` returns
-    ``{"blind_auc": float, kind: {"folds": [...], "summary": {...}}}``; ``kinds=None`` means its defaults."""
-    try:
-        from .blind import evaluate_blind
-    except ImportError:
-        log.info("docaudit.blind is not available: no model-free baseline row")
-        return "unavailable"
-    result = evaluate_blind([d.text for d in docs], labels, splits, kinds)
-    for kind, entry in result.items():
-        if not isinstance(entry, dict) or "summary" not in entry:
-            continue
-        summary_rows.append({"method": "blind", "title": "Blind (model-free)", "level": kind, **entry["summary"],
-                             "n_folds": len(entry.get("folds", []))})
-        for i, f in enumerate(entry.get("folds", [])):
-            auc = f.get("auc") if isinstance(f, dict) else getattr(f, "auc", None)
-            fold_rows.append({"method": "blind", "level": kind, "fold": i, "n_test": len(splits[i][1]), "auc": auc})
-    return f"blind_auc={result.get('blind_auc')}"
-
-
 def roc_panels(result: MethodsEvaluation) -> dict[str, pd.DataFrame]:
-    """ROC frames per level; the document-level rows (meta-classifier) are drawn on every document panel."""
+    """ROC frames, one per scaling level: the detectors at that level; the document panels (``doc_avg``,
+    ``doc_threshold``) also show the document-level rows (meta-classifier, blind baselines)."""
     from .report import roc_frame
 
-    levels = list(dict.fromkeys(level for _, level in result.curves))
-    doc_wide = {key: c for key, c in result.curves.items() if key[1] == "document"}
+    def name(method, level):
+        return f"{method}:{level}" if method == "blind" else method
+
+    doc_wide = {name(m, lv): c for (m, lv), c in result.curves.items() if lv not in LEVELS}
     panels = {}
-    for level in levels:
-        if level == "document":
-            continue
-        chosen = {m: c for (m, lv), c in result.curves.items() if lv == level}
-        if level != "sequence":
-            chosen |= {m: c for (m, _), c in doc_wide.items()}
-        panels[level] = roc_frame(chosen)
-    if not panels and doc_wide:
-        panels["document"] = roc_frame({m: c for (m, _), c in doc_wide.items()})
-    return panels
+    for level in LEVELS:
+        chosen = {name(m, lv): c for (m, lv), c in result.curves.items() if lv == level}
+        if chosen:
+            panels[level] = roc_frame(chosen | (doc_wide if level != "sequence" else {}))
+    return panels or {"document": roc_frame(doc_wide)}
 
 
 def _jsonable(value):

@@ -24,7 +24,8 @@ def test_evaluate_end_to_end(tiny_gpt2, tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     rows = {(r["method"], r["level"]): r for r in report["methods"]}
-    assert set(rows) == {("meta_classifier", "document")} | {(m, lv) for m in METHODS for lv in LEVELS}
+    blind = {("blind", kind) for kind in ("tfidf", "nb", "dates")}
+    assert set(rows) == {("meta_classifier", "document")} | {(m, lv) for m in METHODS for lv in LEVELS} | blind
     for row in rows.values():
         assert {"method", "level", "auc_mean", "auc_std", "tpr_at_10fpr_mean", "tpr_at_1fpr_mean"} <= set(row)
         assert 0 <= row["auc_mean"] <= 1 and len(row["fold_aucs"]) == 2
@@ -40,12 +41,13 @@ def test_evaluate_end_to_end(tiny_gpt2, tmp_path):
         assert row["fold_n_test"] == ([2 * n for n in n_test] if level == "sequence" else n_test), (method, level)
     assert {p.name for p in out.iterdir()} == {"evaluation.csv", "evaluation_folds.csv", "evaluation.json", "roc.csv", "roc.png"}
     table = pd.read_csv(out / "evaluation.csv")
-    assert len(table) == 1 + len(METHODS) * len(LEVELS)
+    assert len(table) == 1 + len(METHODS) * len(LEVELS) + len(blind)
+    assert table.pooled_auc.notna().sum() == 1 + len(METHODS) * 2 + len(blind)  # every document-level row
 
     text = run(*args[:-2])  # same run from the cache, printed as the table
     assert text.exit_code == 0, text.output
     assert "TPR@10%FPR" in text.stdout and "doc_threshold" in text.stdout and "meta_classifier" in text.stdout
-    assert text.stdout.count(" ± ") >= 3 * (1 + len(METHODS) * len(LEVELS))
+    assert text.stdout.count(" ± ") >= 3 * (1 + len(METHODS) * len(LEVELS) + len(blind))
 
 
 def make_books(tmp_path, n_chars=1500):
