@@ -16,6 +16,8 @@ from docaudit.lm import load_model
 from docaudit.scaling import (LEVELS, accuracy_threshold, fpr_threshold, level_doc_threshold, sample_windows,
                               sequence_scores)
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 TOL = dict(rel=1e-4, abs=1e-5)
 
 
@@ -171,3 +173,4 @@ def test_score_cli_json_fields(tiny_gpt2, tmp_path):
     csv = CliRunner().invoke(main, ["score", "--model", str(tiny_gpt2), "--methods", "loss,mink", "--format", "csv",
                                     str(tmp_path / "d0.txt")])
     assert csv.exit_code == 0 and csv.stdout.splitlines()[0] == "file,n_tokens,loss,mink"
+

@@ -10,6 +10,8 @@ from docaudit.contamination import wilson_interval
 from docaudit.metrics import chunk_folds
 from test_cli import assert_clean_error, make_sets, run
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 METHODS = ["loss", "zlib", "lowercase", "mink", "minkpp", "pac"]
 LEVELS = ["sequence", "doc_avg", "doc_threshold"]
 
@@ -118,3 +120,4 @@ def test_wilson_interval():
     lo, hi = wilson_interval(10, 20)
     assert lo == pytest.approx(1 - hi) and lo < 0.5 < hi
     assert wilson_interval(20, 20)[1] == 1.0
+
