@@ -295,6 +295,8 @@ def report(books, calibrate_members, calibrate_nonmembers, method, snippets, sni
         neighbor_model=kw["neighbor_model"])
     write_contamination_report(result, Path(out))
     info = result.info
+    if info.get("warning"):
+        click.echo(info["warning"], err=True)
     click.echo(f"threshold {result.threshold:.4g} ({info['threshold_rule']}); calibration snippet AUC "
                f"{info['calibration_auc']:.3f}, accuracy {info['calibration_accuracy']:.1%}")
     shown = result.books.assign(contamination_rate=result.books.contamination_rate.map("{:.1%}".format),

@@ -13,6 +13,8 @@
 4. Audit: a book's contamination rate is the share of its snippets scoring above ``tau``, with a Wilson score
    interval for a binomial proportion at ``confidence`` (95% by default). The interval treats snippets as
    independent draws and ``tau`` as fixed: it ignores the overlap of snippets and the calibration's own noise.
+   When the calibration snippets' AUC is below 0.60, ``info["warning"]`` says that the rates mostly reflect where
+   the threshold falls rather than membership.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from .scaling import accuracy_threshold, fpr_threshold
 log = logging.getLogger(__name__)
 
 _WORD = re.compile(r"\S+")
+CALIBRATION_AUC_ALERT = 0.60  # below this the calibration snippets barely separate and the rates mean little
 
 
 def book_snippets(doc: Document, n: int, words: int, seed: int = 0) -> list[tuple[int, str]]:
@@ -166,6 +169,10 @@ def contamination_report(books, calibrate_members, calibrate_nonmembers, model: 
         "n_calibration_nonmembers": len(groups["non-member"]),
         "wall_seconds": round(time.time() - started, 1),
     }
+    if info["calibration_auc"] < CALIBRATION_AUC_ALERT:
+        info["warning"] = (f"WARNING: the calibration snippets are barely separated ({METHODS[method].title} AUC "
+                           f"{info['calibration_auc']:.3f} < {CALIBRATION_AUC_ALERT:.2f}): the contamination rates "
+                           "reflect where the threshold falls, not membership.")
     return ContaminationReport(audited, calibration, snip, tau, info)
 
 
@@ -224,14 +231,16 @@ def _html(report: ContaminationReport, images: Path) -> str:
                      "threshold as fixed"),
     ]
     items = "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in settings)
+    warning = f'<p class="warning">{html.escape(info["warning"])}</p>' if info.get("warning") else ""
     img = lambda name, alt: f'<img alt="{alt}" src="{png_data_uri(images / name)}">'  # noqa: E731
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>docaudit contamination report</title>
 <style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}
 table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}
-th{{background:#f0f0f0}}td:first-child,th:first-child{{text-align:left}}img{{max-width:48%;margin:4px}}</style>
+th{{background:#f0f0f0}}.warning{{color:#b00;font-weight:bold}}td:first-child,th:first-child{{text-align:left}}img{{max-width:48%;margin:4px}}</style>
 </head><body>
 <h1>Contamination rates per book</h1>
+{warning}
 <ul>{items}</ul>
 <h2>Audited books ({info['n_books']}), by contamination rate</h2>
 {html_table(books)}

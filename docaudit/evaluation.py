@@ -93,15 +93,11 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
     for method in scorer.methods:
         values = seq.scores[method]
         for level in levels:
-            results, ys, ss, sizes = [], [], [], []
-            for train, test in splits:
-                y, s = LEVELS[level](values, seq.doc, labels, train, test)
-                results.append(fold_metrics(y, s))
-                ys.append(y), ss.append(s), sizes.append(len(y))
-            row, per = _rows(method, level, results, sizes)
+            tested = [LEVELS[level](values, seq.doc, labels, train, test) for train, test in splits]
+            row, per = _rows(method, level, [fold_metrics(y, s) for y, s in tested], [len(y) for y, _ in tested])
             summary_rows.append(row)
             fold_rows += per
-            curves[(method, level)] = (np.concatenate(ys), np.concatenate(ss))
+            curves[(method, level)] = (np.concatenate([y for y, _ in tested]), np.concatenate([s for _, s in tested]))
 
     blind_auc = None
     if blind_kinds:

@@ -84,7 +84,9 @@ def test_report_end_to_end(tiny_gpt2, tmp_path):
     assert table.contamination_rate.between(0, 1).all()
     assert (table.ci_low <= table.contamination_rate).all() and (table.contamination_rate <= table.ci_high).all()
     assert list(table.contamination_rate) == sorted(table.contamination_rate, reverse=True)
+    warned = json.loads((out / "report.json").read_text())["info"]["calibration_auc"] < 0.6
     page = (out / "report.html").read_text()
+    assert ("barely separated" in result.stderr) == warned == ("barely separated" in page)
     assert page.count("data:image/png;base64,") == 3 and "src=\"rates.png\"" not in page
     for book in table.book:
         assert str(book) in page
