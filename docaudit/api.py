@@ -14,6 +14,7 @@ import pandas as pd
 
 from . import __version__
 from . import classifier as meta_classifier
+from .blind import evaluate_blind, shift_warning
 from .cache import StatsCache, atomic_write_text
 from .config import FEATURES, NORMS, ModelConfig, QueryConfig, TrainConfig
 from .data import Document, load_documents
@@ -74,7 +75,9 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
     querier = open_querier(model or config.model, config.query)
     stats = query_documents(querier, docs, progress)
     docs, stats, labels, skipped = _drop_short(docs, stats, labels, config.min_tokens)
-    evaluation = meta_classifier.evaluate(stats, labels, config.meta, progress=progress)
+    folds = chunk_folds(labels, config.meta.folds, config.meta.seed)
+    evaluation = meta_classifier.evaluate(stats, labels, config.meta, folds=folds, progress=progress)
+    blind = evaluate_blind([d.text for d in docs], labels, folds, seed=config.meta.seed)
     estimator = meta_classifier.fit(stats, labels, config.meta)
     card = {
         "docaudit_version": __version__,
@@ -93,11 +96,19 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
         "fold_configurations": evaluation.configs,
         "metrics": evaluation.summary,
         "fold_aucs": [f.auc for f in evaluation.folds],
+        "blind": blind_card(blind),
+        "warning": shift_warning(blind["blind_auc"], evaluation.summary["auc_mean"]),
     }
     result = TrainResult(evaluation.summary, evaluation, docs, skipped, card["configuration"], card, out)
     if out is not None:
         save_model_dir(Path(out), estimator, card, evaluation)
     return result
+
+
+def blind_card(blind: dict) -> dict:
+    """The JSON-ready part of a blind-baseline result: best AUC and each kind's summary."""
+    return {"blind_auc": blind["blind_auc"], "best_kind": blind["best_kind"],
+            "kinds": {kind: v["summary"] for kind, v in blind["kinds"].items()}}
 
 
 def save_model_dir(out: Path, estimator, card: dict, evaluation: meta_classifier.Evaluation) -> None:
@@ -137,9 +148,10 @@ def model_card_markdown(card: dict) -> str:
         f"- {m['folds']}-fold chunks: {format_summary(card['metrics'])}",
     ]
     if "blind" in card:
-        lines.append(f"- model-free blind baseline on the same folds: AUC {card['blind']['blind_auc']:.3f}")
+        lines.append(f"- model-free blind baseline on the same folds: AUC {card['blind']['blind_auc']:.3f} "
+                     f"({card['blind']['best_kind']})")
     if card.get("warning"):
-        lines += ["", f"**Warning:** {card['warning']}"]
+        lines += ["", f"**{card['warning']}**"]
     return "\n".join(lines) + "\n"
 
 

@@ -130,8 +130,10 @@ def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tok
                + (f" ({len(result.skipped)} skipped: fewer than {min_tokens} tokens)" if result.skipped else ""))
     click.echo(f"model: {result.card['model_identity']}")
     click.echo(f"{folds}-fold chunks ({', '.join(result.evaluation.configs)}): {format_summary(result.summary)}")
-    if result.card.get("warning"):
-        click.echo(f"WARNING: {result.card['warning']}", err=True)
+    blind = result.card["blind"]
+    click.echo(f"blind baseline (no model, same folds): AUC {blind['blind_auc']:.3f} ({blind['best_kind']})")
+    if result.card["warning"]:
+        click.echo(result.card["warning"], err=True)
     click.echo(f"saved {result.final_config} classifier to {out}")
 
 
@@ -153,6 +155,31 @@ def predict(documents, classifier, fmt, **kw):
     import pandas as pd
 
     click.echo(pd.DataFrame(rows).to_string(index=False, float_format="%.3f"))
+
+
+@main.group()
+def data():
+    """Inspect document sets before querying a model."""
+
+
+@data.command("check")
+@click.argument("set_a", type=click.Path())
+@click.argument("set_b", type=click.Path())
+@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate (to see what cleaning removes).")
+@click.option("--folds", default=5, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@friendly_errors
+def data_check(set_a, set_b, raw, folds, seed, fmt):
+    """Compare two document sets (counts, lengths, years, leftover boilerplate) and run the blind baseline."""
+    from .data import load_documents
+    from .datacheck import check_sets, format_check
+
+    result = check_sets(load_documents([set_a], raw=raw, progress=True), load_documents([set_b], raw=raw, progress=True),
+                        folds=folds, seed=seed, progress=True)
+    click.echo(json.dumps(result, indent=2) if fmt == "json" else format_check(result))
+    if result["warning"] and fmt != "json":
+        click.echo(result["warning"], err=True)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
     assert {p.name for p in out.iterdir()} == {"classifier.skops", "card.json", "card.md", "roc.csv", "roc.png"}
     card = json.loads((out / "card.json").read_text())
     assert card["n_members"] == card["n_nonmembers"] == 4 and card["configuration"] == "max_tf+hist"
+    assert 0 <= card["blind"]["blind_auc"] <= 1 and "blind baseline" in result.output
 
     book = sorted(sets["mem"].iterdir())[0]
     result = run("predict", "--classifier", out, "--model", tiny_gpt2, "--format", "json", book, sets["non"])
