@@ -2,9 +2,6 @@
 from __future__ import annotations
 
 import logging
-import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,7 +19,7 @@ from .errors import DocauditError
 from .lm import LoadedModel, load_model
 from .metrics import chunk_folds, summarize
 from .querier import Querier
-from .report import format_summary, plot_roc, roc_frame
+from .report import format_summary, plot_roc, roc_frame, staged_dir
 from .stats import TokenStats
 
 log = logging.getLogger(__name__)
@@ -113,9 +110,7 @@ def blind_card(blind: dict) -> dict:
 
 def save_model_dir(out: Path, estimator, card: dict, evaluation: meta_classifier.Evaluation) -> None:
     """Write classifier, card, ROC CSV/PNG into a temporary directory, then swap it into place."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    try:
+    with staged_dir(out) as tmp:
         meta_classifier.save_classifier(tmp, estimator, card)
         curves = {f"fold {i + 1}": (evaluation.labels[evaluation.fold_of == i], evaluation.scores[evaluation.fold_of == i])
                   for i in range(len(evaluation.folds))}
@@ -125,14 +120,6 @@ def save_model_dir(out: Path, estimator, card: dict, evaluation: meta_classifier
         plot_roc(frame, tmp / "roc.png", title=f"docaudit meta-classifier ({card['configuration']})",
                  highlight="pooled out-of-fold")
         atomic_write_text(tmp / "card.md", model_card_markdown(card))
-        old = out.with_name(f".{out.name}.old")
-        if out.exists():
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def model_card_markdown(card: dict) -> str:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from .config import DTYPES, FEATURES, NORMS, QUANTIZE, MetaConfig, ModelConfig, QueryConfig, TrainConfig
+from .config import (DTYPES, FEATURES, NORMS, QUANTIZE, DetectorConfig, MetaConfig, ModelConfig, QueryConfig,
+                     ScalingConfig, TrainConfig)
 from .errors import DocauditError
 
 
@@ -182,6 +183,7 @@ def predict(documents, classifier, fmt, **kw):
 def lab(corpus, out, docs, base_model, methods, folds, quantize_list, dtype_list, fmt, **target):
     """Randomized controlled experiment: train a target on a random half of a pool, then evaluate on true labels."""
     from .lab import TargetConfig, run_lab
+    from .report import format_methods_table
 
     precisions = [p for p in f"{dtype_list},{quantize_list}".split(",") if p]
     result = run_lab(corpus, Path(out), TargetConfig(**target), base_model, methods.split(",") if methods else None,
@@ -256,6 +258,152 @@ def data_check(set_a, set_b, raw, folds, seed, fmt):
     click.echo(json.dumps(result, indent=2) if fmt == "json" else format_check(result))
     if result["warning"] and fmt != "json":
         click.echo(result["warning"], err=True)
+
+def detector_options(func):
+    options = [
+        click.option("--k", "k", default=0.2, show_default=True, help="Share of tokens averaged by Min-K% and Min-K%++."),
+        click.option("--pac-copies", default=5, show_default=True, help="PAC: augmented copies per text."),
+        click.option("--ref-model", default=None, help="Reference model for method 'ref' (same forms as --model)."),
+        click.option("--neighbor-model", default=None, help="Masked LM (HF directory or hub id) for method 'neighbor'."),
+    ]
+    return functools.reduce(lambda f, o: o(f), reversed(options), func)
+
+
+def detector_config(kw) -> DetectorConfig:
+    return DetectorConfig(k=kw["k"], pac_copies=kw["pac_copies"], seed=kw["seed"])
+
+
+def ref_config(kw) -> ModelConfig | None:
+    return None if kw["ref_model"] is None else ModelConfig(model=kw["ref_model"], dtype=kw["dtype"], device=kw["device"],
+                                                             revision=None, trust_remote_code=kw["trust_remote_code"])
+
+
+METHOD_HELP = ("Comma-separated: loss, zlib, lowercase, ref, mink, minkpp, pac, neighbor (default: "
+               "loss,zlib,lowercase,mink,minkpp,pac, plus ref / neighbor when their model is given).")
+
+
+@main.command()
+@click.option("--members", multiple=True, required=True, type=click.Path(), help="Member documents (dir or .txt; repeatable).")
+@click.option("--nonmembers", multiple=True, required=True, type=click.Path(), help="Non-member documents (repeatable).")
+@model_options
+@query_options
+@click.option("--methods", default=None, help=METHOD_HELP)
+@detector_options
+@click.option("--sequences", default=40, show_default=True, help="Sequences (windows of --context tokens) sampled per document.")
+@click.option("--folds", default=5, show_default=True, help="k of the k-fold chunks shared by every method.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--norm", type=click.Choice(("auto", *NORMS)), default="auto", show_default=True, help="Meta-classifier normalization.")
+@click.option("--features", type=click.Choice(("auto", *FEATURES)), default="auto", show_default=True)
+@click.option("--bins", default=1000, show_default=True, help="HistFE bins.")
+@click.option("--trees", default=500, show_default=True, help="Random-forest trees.")
+@click.option("--meta/--no-meta", default=True, show_default=True, help="Include the meta-classifier.")
+@click.option("--blind/--no-blind", default=True, show_default=True,
+              help="Include the model-free baselines (tfidf, nb, dates) on the same folds.")
+@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@click.option("--out", type=click.Path(), default=None, help="Write evaluation.csv/.json, roc.csv and roc.png here.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@friendly_errors
+def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, features, bins, trees, meta, blind, raw, out,
+             fmt, **kw):
+    """The meta-classifier and sequence-level detectors side by side on the same k-fold chunks.
+
+    Detectors are scaled to documents three ways (paper sec. 6.2): `sequence` (AUC over sampled windows of
+    --context tokens), `doc_avg` (mean sequence score) and `doc_threshold` (share of sequences above a threshold
+    chosen on the training chunks). Prints mean ± std over folds of AUC and TPR at 10% / 1% FPR."""
+    from .blind import KINDS as BLIND_KINDS
+    from .evaluation import evaluate_methods, evaluation_json, write_evaluation
+    from .report import format_auc_pivot, format_methods_table
+
+    kw["seed"] = seed
+    result = evaluate_methods(
+        members, nonmembers, model=model_config(kw), query=query_config(kw), methods=methods,
+        detector=detector_config(kw), scaling=ScalingConfig(n_sequences=sequences, seed=seed),
+        meta=MetaConfig(norm=norm, features=features, bins=bins, n_estimators=trees) if meta else None,
+        folds=folds, seed=seed, raw=raw, ref_model=ref_config(kw), neighbor_model=kw["neighbor_model"],
+        blind_kinds=None if not blind else BLIND_KINDS)
+    if out is not None:
+        write_evaluation(result, Path(out))
+    if result.info["warning"]:
+        click.echo(result.info["warning"], err=True)
+    if fmt == "json":
+        click.echo(json.dumps(evaluation_json(result), indent=2))
+        return
+    info = result.info
+    click.echo(f"{info['n_members']} members, {info['n_nonmembers']} non-members; {folds}-fold chunks; "
+               f"model {info['model_identity']}; {sequences} sequences of {info['query']['context']} tokens per document")
+    click.echo(format_methods_table(result.table))
+    click.echo("\nAUC by level:")
+    click.echo(format_auc_pivot(result.table))
+    click.echo(f"\nwall time {info['wall_seconds']} s" + (f"; wrote {out}" if out else ""))
+
+
+@main.command()
+@click.argument("documents", nargs=-1, required=True, type=click.Path())
+@model_options
+@query_options
+@click.option("--methods", default=None, help=METHOD_HELP)
+@detector_options
+@click.option("--seed", default=0, show_default=True, help="Seed of the augmentations (PAC, neighbours).")
+@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
+@friendly_errors
+def score(documents, methods, seed, raw, fmt, **kw):
+    """Raw membership scores per document, higher = more member-like.
+
+    A document with fewer tokens than --context is one window, scored in one forward pass: its numbers are the
+    sequence-level definitions exactly. A longer document is scored over all its windows' tokens (each window an
+    independent pass; text methods' extra passes likewise over the whole lowercased / augmented text)."""
+    from .detectors import score_documents
+
+    kw["seed"] = seed
+    rows = score_documents(documents, model_config(kw), methods, detector_config(kw), query_config(kw),
+                           ref_config(kw), kw["neighbor_model"], raw=raw)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+        return
+    import pandas as pd
+
+    click.echo(pd.DataFrame(rows).to_csv(index=False), nl=False)
+
+
+@main.command()
+@click.argument("books", nargs=-1, required=True, type=click.Path())
+@click.option("--calibrate-members", multiple=True, type=click.Path(), help="Books known to be members (dir or .txt; repeatable).")
+@click.option("--calibrate-nonmembers", multiple=True, type=click.Path(), help="Books known to be non-members (repeatable).")
+@model_options
+@click.option("--method", default="minkpp", show_default=True, help="One of loss, zlib, lowercase, ref, mink, minkpp, pac, neighbor.")
+@detector_options
+@click.option("--snippets", default=100, show_default=True, help="Random snippets per book.")
+@click.option("--snippet-words", default=512, show_default=True, help="Words per snippet.")
+@click.option("--target-fpr", type=float, default=None, help="Choose the threshold for this FPR on non-member snippets "
+              "(default: maximize snippet accuracy).")
+@click.option("--max-context", default=2048, show_default=True, help="Largest window: a snippet is scored in one "
+              "window of min(model positions, this) tokens, over several windows when longer.")
+@click.option("--confidence", default=0.95, show_default=True, help="Level of the Wilson interval of each rate.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@click.option("--out", type=click.Path(), required=True, help="Write report.csv, report.html and the plots here.")
+@friendly_errors
+def report(books, calibrate_members, calibrate_nonmembers, method, snippets, snippet_words, target_fpr, max_context,
+           confidence, seed, raw, out, **kw):
+    """Contamination rate per book: the share of its random snippets scoring over a threshold calibrated on known
+    member and non-member books (Min-K% Prob paper, sec. 5), with a Wilson interval."""
+    from .contamination import contamination_report, write_contamination_report
+
+    kw["seed"] = seed
+    result = contamination_report(
+        books, calibrate_members, calibrate_nonmembers, model_config(kw), method=method, snippets=snippets,
+        snippet_words=snippet_words, target_fpr=target_fpr, detector=detector_config(kw), seed=seed,
+        max_context=max_context, confidence=confidence, raw=raw, ref_model=ref_config(kw),
+        neighbor_model=kw["neighbor_model"])
+    write_contamination_report(result, Path(out))
+    info = result.info
+    click.echo(f"threshold {result.threshold:.4g} ({info['threshold_rule']}); calibration snippet AUC "
+               f"{info['calibration_auc']:.3f}, accuracy {info['calibration_accuracy']:.1%}")
+    shown = result.books.assign(contamination_rate=result.books.contamination_rate.map("{:.1%}".format),
+                                ci=[f"[{lo:.1%}, {hi:.1%}]" for lo, hi in zip(result.books.ci_low, result.books.ci_high)])
+    click.echo(shown[["book", "n_snippets", "contamination_rate", "ci"]].to_string(index=False))
+    click.echo(f"wall time {info['wall_seconds']} s; wrote {out}/report.html")
 
 
 if __name__ == "__main__":

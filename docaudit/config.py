@@ -80,3 +80,29 @@ class TrainConfig:
     meta: MetaConfig = field(default_factory=MetaConfig)
     min_tokens: int = 0
     raw: bool = False
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """Sequence-level detectors (SPEC §6). ``k``: share of tokens averaged by Min-K% Prob and Min-K%++;
+    PAC: top ``pac_k1`` and bottom ``pac_k2`` shares, ``pac_copies`` augmented copies with
+    ``max(1, int(pac_swap_ratio * n_words))`` swaps each; Neighborhood: ``neighbors`` neighbours, each with
+    ``max(1, int(neighbor_mask_ratio * n_tokens))`` masked-LM replacements. ``seed`` seeds every augmentation."""
+
+    k: float = 0.2
+    pac_k1: float = 0.05
+    pac_k2: float = 0.3
+    pac_copies: int = 5
+    pac_swap_ratio: float = 0.3
+    neighbors: int = 5
+    neighbor_mask_ratio: float = 0.15
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    """Document-level scaling of sequence scores (paper sec. 6.2): ``n_sequences`` windows sampled per document
+    (seeded), each window one sequence of the query context's length."""
+
+    n_sequences: int = 40
+    seed: int = 0

@@ -68,3 +68,12 @@ def tiny_gpt2(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory) -> Path:
     return make_model(tmp_path_factory.mktemp("llama"), "llama")
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Torch on one thread for a module's tests: tiny models run far faster so on a shared, busy machine."""
+    from labtarget import single_thread
+
+    with single_thread():
+        yield

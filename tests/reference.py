@@ -35,3 +35,88 @@ def naive_token_stats(model, ids, context: int, stride: int, bos: int | None = N
             break
         start += stride
     return {k: np.array(v) for k, v in out.items()}, gp
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# sequence-level scores, computed directly from the model's logits (one forward pass over the whole sequence)
+
+
+def token_ids(tokenizer, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def full_softmax_rows(model, ids, bos: int | None = None):
+    """Per scored token t >= 1 (predicting ids[t] from ids[:t], with ``bos`` in front when given): the full
+    log-softmax over the vocabulary in float64, one row per token, and the true token's id."""
+    prefix = [] if bos is None else [bos]
+    with torch.no_grad():
+        logits = model(torch.tensor([prefix + list(ids)])).logits[0].double()
+    logits = logits[len(prefix):]
+    return [(torch.log_softmax(logits[t - 1], -1).numpy(), ids[t]) for t in range(1, len(ids))]
+
+
+def loss_by_labels(model, ids) -> float:
+    """The Hugging Face loss: mean cross-entropy over ids[1:] (models without a BOS)."""
+    with torch.no_grad():
+        return float(model(torch.tensor([list(ids)]), labels=torch.tensor([list(ids)])).loss)
+
+
+def loss_with_bos(model, ids, bos) -> float:
+    """Mean cross-entropy over ids[1:] with ``bos`` put in front (the first text token is context only)."""
+    return -float(np.mean([row[y] for row, y in full_softmax_rows(model, ids, bos)]))
+
+
+def lowest(values, share):
+    values = sorted(values)
+    return float(np.mean(values[: max(1, int(share * len(values)))]))
+
+
+def mink_prob(model, ids, share=0.2, bos=None):
+    return lowest([row[y] for row, y in full_softmax_rows(model, ids, bos)], share)
+
+
+def mink_plus_plus(model, ids, share=0.2, bos=None):
+    """Per token: (log p(y) - E_p[log p]) / std_p[log p] from the full softmax, in a Python loop."""
+    values = []
+    for row, y in full_softmax_rows(model, ids, bos):
+        p = np.exp(row)
+        mu = sum(pi * li for pi, li in zip(p, row))
+        var = sum(pi * (li - mu) ** 2 for pi, li in zip(p, row))
+        values.append((row[y] - mu) / np.sqrt(var) if var > 0 else 0.0)
+    return lowest(values, share)
+
+
+def zlib_score(loss: float, text: str) -> float:
+    """Negated loss over the zlib-compressed size in bytes."""
+    import zlib
+
+    return -loss / len(zlib.compress(text.encode("utf-8")))
+
+
+def swapped(text: str, copy: int, seed: int, swap_ratio: float) -> str:
+    """PAC's augmentation as documented: words are the non-space runs, whitespace stays in place; rng seeded with
+    (seed, copy, first 12 hex digits of the text's SHA-256); positions a then offsets b drawn in two calls."""
+    import hashlib
+    import re
+
+    parts = re.split(r"(\s+)", text)
+    words = [i for i, p in enumerate(parts) if p.strip()]
+    n = len(words)
+    m = max(1, int(swap_ratio * n))
+    rng = np.random.default_rng([seed, copy, int(hashlib.sha256(text.encode()).hexdigest()[:12], 16)])
+    a = rng.integers(0, n, m)
+    b = rng.integers(1, n, m)
+    for x, off in zip(a, b):
+        i, j = words[x], words[(x + off) % n]
+        parts[i], parts[j] = parts[j], parts[i]
+    return "".join(parts)
+
+
+def pac(model, tokenizer, text, seed=0, copies=5, swap_ratio=0.3, k1=0.05, k2=0.3, bos=None):
+    def polarized(t):
+        lp = sorted(row[y] for row, y in full_softmax_rows(model, token_ids(tokenizer, t), bos))
+        top = lp[::-1][: max(1, int(k1 * len(lp)))]
+        bottom = lp[: max(1, int(k2 * len(lp)))]
+        return float(np.mean(top) - np.mean(bottom))
+
+    return polarized(text) - float(np.mean([polarized(swapped(text, c, seed, swap_ratio)) for c in range(copies)]))

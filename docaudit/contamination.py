@@ -1,0 +1,244 @@
+"""Per-book contamination rates (Min-K% Prob paper, sec. 5; SPEC §7).
+
+1. Snippets: from each book, ``snippets`` random runs of ``snippet_words`` consecutive words (whitespace-separated;
+   the snippet is the book's text from the first word's start to the last word's end, so line breaks are kept).
+   Start words are drawn without replacement, seeded by the seed and the book's hash; a book with fewer possible
+   starts than ``snippets`` gives one snippet per start. Snippets of one book may overlap.
+2. Scoring: each snippet is its own text, queried through the cached querier in one window when it fits: the
+   context is the model's maximum positions capped at ``max_context`` (2048 by default). A snippet with more
+   tokens than that is scored over its windows (counted in ``info["snippets_over_context"]``).
+3. Calibration: snippets of known member and known non-member books; the threshold ``tau`` maximizes the snippet
+   accuracy of "``score > tau`` is a member" (``scaling.accuracy_threshold``), or with ``target_fpr`` it is the
+   lowest ``tau`` whose false-positive rate on the non-member snippets is at most that (``scaling.fpr_threshold``).
+4. Audit: a book's contamination rate is the share of its snippets scoring above ``tau``, with a Wilson score
+   interval for a binomial proportion at ``confidence`` (95% by default). The interval treats snippets as
+   independent draws and ``tau`` as fixed: it ignores the overlap of snippets and the calibration's own noise.
+"""
+from __future__ import annotations
+
+import html
+import logging
+import math
+import re
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from statistics import NormalDist
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from .config import DetectorConfig, ModelConfig, QueryConfig
+from .data import Document, load_documents
+from .detectors import METHODS, Detector, build_detector, single_pass_context
+from .errors import DocauditError
+from .lm import LoadedModel, load_model
+from .scaling import accuracy_threshold, fpr_threshold
+
+log = logging.getLogger(__name__)
+
+_WORD = re.compile(r"\S+")
+
+
+def book_snippets(doc: Document, n: int, words: int, seed: int = 0) -> list[tuple[int, str]]:
+    """``(start word, text)`` of up to ``n`` random snippets of ``words`` consecutive words of a book."""
+    spans = [m.span() for m in _WORD.finditer(doc.text)]
+    if len(spans) < words:
+        raise DocauditError(f"{doc.path}: too short for one snippet of {words} words (it has {len(spans)} words)")
+    n_starts = len(spans) - words + 1
+    rng = np.random.default_rng([seed, int(doc.sha256[:12], 16)])
+    starts = np.sort(rng.choice(n_starts, size=min(n, n_starts), replace=False))
+    return [(int(s), doc.text[spans[s][0] : spans[s + words - 1][1]]) for s in starts]
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``k / n``; it always contains ``k / n``."""
+    if n == 0:
+        return 0.0, 1.0
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    p = k / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, min(center - half, p)), min(1.0, max(center + half, p))
+
+
+@dataclass
+class ContaminationReport:
+    """``books``: audited books (rate and interval), sorted by rate; ``calibration``: the same per calibration
+    book, with its label; ``snippets``: every snippet score; ``threshold``; ``info``: settings and calibration
+    metrics."""
+
+    books: pd.DataFrame
+    calibration: pd.DataFrame
+    snippets: pd.DataFrame
+    threshold: float
+    info: dict
+
+
+def _score_books(detector: Detector, method: str, docs: list[Document], role: str, n: int, words: int, seed: int,
+                 progress: bool) -> list[dict]:
+    rows = []
+    for doc in tqdm(docs, desc=f"{role} books", unit="book", disable=not progress):
+        for i, (start, text) in enumerate(tqdm(book_snippets(doc, n, words, seed), desc=doc.id, unit="snippet",
+                                               leave=False, disable=not progress)):
+            stats = detector.target.stats(text)
+            score = detector.score(stats.logp, stats.mu, stats.sigma, text)[method]
+            rows.append({"role": role, "book": doc.id, "file": doc.path, "snippet": i, "start_word": start,
+                         "n_tokens": stats.n_tokens, "score": score})
+    return rows
+
+
+def _rates(snippets: pd.DataFrame, tau: float, confidence: float) -> pd.DataFrame:
+    rows = []
+    for (book, file), part in snippets.groupby(["book", "file"], sort=False):
+        k, n = int((part.score > tau).sum()), len(part)
+        lo, hi = wilson_interval(k, n, confidence)
+        rows.append({"book": book, "file": file, "n_snippets": n, "n_above": k, "contamination_rate": k / n,
+                     "ci_low": lo, "ci_high": hi, "mean_score": float(part.score.mean())})
+    return pd.DataFrame(rows)
+
+
+def contamination_report(books, calibrate_members, calibrate_nonmembers, model: ModelConfig | LoadedModel = ModelConfig(),
+                         method: str = "minkpp", snippets: int = 100, snippet_words: int = 512,
+                         target_fpr: float | None = None, detector: DetectorConfig = DetectorConfig(), seed: int = 0,
+                         max_context: int = 2048, confidence: float = 0.95, raw: bool = False,
+                         ref_model: ModelConfig | LoadedModel | None = None, neighbor_model=None,
+                         progress: bool = True) -> ContaminationReport:
+    """Calibrate a snippet threshold on known member and non-member books, then measure each audited book's
+    contamination rate (see the module docstring). Every input is checked before the model is loaded."""
+    from sklearn.metrics import roc_auc_score
+
+    started = time.time()
+    if method not in METHODS:
+        raise DocauditError(f"unknown method '{method}': choose from {', '.join(METHODS)}")
+    if snippets < 1 or snippet_words < 1:
+        raise DocauditError(f"need at least one snippet of at least one word (got {snippets} of {snippet_words})")
+    if not 0 < confidence < 1:
+        raise DocauditError(f"confidence must be in (0, 1), got {confidence}")
+    groups = {}
+    for role, paths in (("member", calibrate_members), ("non-member", calibrate_nonmembers), ("audited", books)):
+        if not paths:
+            what = "books to audit" if role == "audited" else f"calibration books of class {role}"
+            raise DocauditError(f"no {what} given")
+        groups[role] = load_documents(paths, raw=raw, progress=False)
+        for doc in groups[role]:
+            book_snippets(doc, 1, snippet_words, seed)  # fails early on a book too short for one snippet
+
+    lm = model if isinstance(model, LoadedModel) else load_model(model)
+    query = QueryConfig(context=min(max_context, single_pass_context(lm)), seed=seed, gp=False)
+    scorer = build_detector(lm, query, [method], detector, ref_model if method == "ref" else None,
+                            neighbor_model if method == "neighbor" else None)
+    scored = {role: _score_books(scorer, method, docs, role, snippets, snippet_words, seed, progress)
+              for role, docs in groups.items()}
+    snip = pd.DataFrame([r for rows in scored.values() for r in rows])
+
+    cal = snip[snip.role != "audited"]
+    y = (cal.role == "member").to_numpy().astype(int)
+    tau = fpr_threshold(cal.score[y == 0], target_fpr) if target_fpr is not None else accuracy_threshold(cal.score, y)
+    called = (cal.score > tau).to_numpy()
+    calibration = pd.concat([_rates(cal[cal.role == r], tau, confidence).assign(label=r) for r in ("member", "non-member")],
+                            ignore_index=True)
+    audited = _rates(snip[snip.role == "audited"], tau, confidence).sort_values("contamination_rate", ascending=False,
+                                                                               kind="stable").reset_index(drop=True)
+    info = {
+        "model_identity": lm.identity,
+        "model_config": asdict(lm.config),
+        "method": method,
+        "method_title": METHODS[method].title,
+        "detector": asdict(detector),
+        "snippets_per_book": snippets,
+        "snippet_words": snippet_words,
+        "seed": seed,
+        "context": scorer.target.query.context,
+        "snippets_over_context": int((snip.n_tokens > scorer.target.query.context).sum()),
+        "threshold_rule": f"target FPR {target_fpr}" if target_fpr is not None else "max snippet accuracy",
+        "threshold": tau,
+        "calibration_auc": float(roc_auc_score(y, cal.score)),
+        "calibration_accuracy": float((called == y.astype(bool)).mean()),
+        "calibration_tpr": float(called[y == 1].mean()),
+        "calibration_fpr": float(called[y == 0].mean()),
+        "confidence": confidence,
+        "interval": "Wilson score",
+        "n_books": len(groups["audited"]),
+        "n_calibration_members": len(groups["member"]),
+        "n_calibration_nonmembers": len(groups["non-member"]),
+        "wall_seconds": round(time.time() - started, 1),
+    }
+    return ContaminationReport(audited, calibration, snip, tau, info)
+
+
+def write_contamination_report(report: ContaminationReport, out: Path) -> None:
+    """``report.csv``, ``calibration.csv``, ``snippets.csv``, ``report.json``, ``rates.png``, ``calibration_roc.png``,
+    ``calibration_scores.png`` and a self-contained ``report.html`` (PNGs embedded), written whole or not at all."""
+    import json
+
+    from .report import plot_histogram, plot_roc, roc_frame, staged_dir
+
+    info = report.info
+    with staged_dir(Path(out)) as tmp:
+        report.books.to_csv(tmp / "report.csv", index=False)
+        report.calibration.to_csv(tmp / "calibration.csv", index=False)
+        report.snippets.to_csv(tmp / "snippets.csv", index=False)
+        tau = report.threshold
+        (tmp / "report.json").write_text(json.dumps(
+            {"info": info | {"threshold": tau if math.isfinite(tau) else str(tau)},
+             "books": report.books.to_dict(orient="records")}, indent=2))
+        cal_mean = report.calibration.groupby("label").contamination_rate.mean()
+        plot_histogram(report.books.contamination_rate, tmp / "rates.png", "contamination rate of the audited books",
+                       "share of snippets over the threshold",
+                       marks={f"calibration {k}s (mean)": v for k, v in cal_mean.items()})
+        cal = report.snippets[report.snippets.role != "audited"]
+        y = (cal.role == "member").to_numpy().astype(int)
+        plot_roc(roc_frame({"calibration snippets": (y, cal.score.to_numpy())}), tmp / "calibration_roc.png",
+                 title=f"calibration ROC ({info['method_title']}, AUC {info['calibration_auc']:.3f})")
+        scores = report.snippets.score
+        lo, hi = float(scores.min()), float(scores.max())
+        plot_histogram({"members": cal.score[y == 1], "non-members": cal.score[y == 0]}, tmp / "calibration_scores.png",
+                       "calibration snippet scores", info["method_title"], bins=30,
+                       range_=(lo, hi if hi > lo else lo + 1), marks={"threshold": tau} if math.isfinite(tau) else None)
+        (tmp / "report.html").write_text(_html(report, tmp), encoding="utf-8")
+
+
+def _html(report: ContaminationReport, images: Path) -> str:
+    from .report import html_table, png_data_uri
+
+    info = report.info
+    books = report.books.drop(columns=["file"]).assign(
+        interval=[f"[{lo:.1%}, {hi:.1%}]" for lo, hi in zip(report.books.ci_low, report.books.ci_high)],
+        contamination_rate=[f"{r:.1%}" for r in report.books.contamination_rate],
+    )[["book", "contamination_rate", "interval", "n_above", "n_snippets", "mean_score"]]
+    calibration = report.calibration.drop(columns=["file"])[["label", "book", "contamination_rate", "ci_low", "ci_high",
+                                                              "n_snippets", "mean_score"]]
+    settings = [
+        ("model", info["model_identity"]),
+        ("method", info["method_title"]),
+        ("snippets", f"{info['snippets_per_book']} per book of {info['snippet_words']} words (context {info['context']} "
+                     f"tokens; {info['snippets_over_context']} snippets longer, scored over several windows)"),
+        ("threshold", f"{report.threshold:.4g} ({info['threshold_rule']})"),
+        ("calibration", f"{info['n_calibration_members']} member and {info['n_calibration_nonmembers']} non-member books; "
+                        f"snippet AUC {info['calibration_auc']:.3f}, accuracy {info['calibration_accuracy']:.1%}, "
+                        f"TPR {info['calibration_tpr']:.1%}, FPR {info['calibration_fpr']:.1%}"),
+        ("interval", f"{info['interval']} at {info['confidence']:.0%}, treating snippets as independent and the "
+                     "threshold as fixed"),
+    ]
+    items = "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in settings)
+    img = lambda name, alt: f'<img alt="{alt}" src="{png_data_uri(images / name)}">'  # noqa: E731
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>docaudit contamination report</title>
+<style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}
+table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}
+th{{background:#f0f0f0}}td:first-child,th:first-child{{text-align:left}}img{{max-width:48%;margin:4px}}</style>
+</head><body>
+<h1>Contamination rates per book</h1>
+<ul>{items}</ul>
+<h2>Audited books ({info['n_books']}), by contamination rate</h2>
+{html_table(books)}
+<div>{img("rates.png", "histogram of contamination rates")}{img("calibration_roc.png", "calibration ROC")}</div>
+<h2>Calibration</h2>
+<div>{img("calibration_scores.png", "calibration snippet scores")}</div>
+{html_table(calibration)}
+<p>Generated by docaudit in {info['wall_seconds']} s.</p>
+</body></html>
+"""

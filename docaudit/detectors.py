@@ -1,0 +1,382 @@
+"""Sequence-level membership scores (SPEC §6), every one oriented so that **higher = more member-like**.
+
+A score is computed from a *view* of one sequence: the target model's per-token ``logp``, ``mu`` and ``sigma``
+(TokenStats arrays, or a slice of them for one querier window), the sequence's text where a method needs it, and
+the log-probabilities of the extra passes the method needs (texts derived from the sequence, queried through a
+Querier and therefore cached like any document). With ``L(x) = -mean(logp)``, the cross-entropy loss in nats per
+scored token of text ``x``:
+
+- ``loss``: ``mean(logp) = -L(x)``.
+- ``zlib``: ``-L(x) / Z(x)`` with ``Z(x) = len(zlib.compress(x.encode("utf-8")))`` (bytes, default compression
+  level), i.e. ``mean(logp) / Z``: the loss divided by the zlib entropy (Carlini et al.), negated. Always <= 0;
+  for equal ``Z`` a lower loss gives a higher score.
+- ``lowercase``: ``L(x.lower()) / L(x)``, the ratio of the loss on the lowercased text to the loss on the
+  original (extra pass: the lowercased text). A memorized text has a low loss only in its original casing.
+- ``ref``: ``L_ref(x) - L(x)``, the reference model's loss minus the target's (a difference, not a ratio; each
+  loss is per token of its own model's tokenization, so the two models need not share a tokenizer).
+- ``mink``: Min-K% Prob, the mean of the lowest ``max(1, int(k * n))`` values of ``logp``.
+- ``minkpp``: Min-K%++, per token ``(logp - mu) / sigma`` (0 where ``sigma == 0``: a flat or one-hot
+  distribution says nothing), then the mean of the lowest ``max(1, int(k * n))``.
+- ``pac``: ``PD(x) - mean_i PD(aug_i(x))`` with the polarized distance ``PD = mean(top max(1, int(k1 n)) logp) -
+  mean(bottom max(1, int(k2 n)) logp)`` and ``N`` augmented copies (extra passes), see :func:`swap_words`. The
+  sign is the paper's (Ye et al., eq. 6). Caution: on a small model that memorized its members
+  (``scripts/controlled_experiment.py``) members have a flat, high log-p profile (small PD) and their swapped
+  copies lose probability at the swaps (larger PD), so this score ranks members *lowest* there.
+- ``neighbor``: ``mean_j L(nb_j(x)) - L(x)``: mean loss of masked-LM neighbours (extra passes) minus the loss,
+  see :class:`MaskedNeighbors`. Optional: needs a masked language model.
+
+For a text that fits one window of the querier (fewer tokens than the context), the view is a single forward
+pass and the scores are exactly the sequence-level definitions; a longer text is scored over all its windows'
+tokens (each window scored independently, SPEC §1).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import zlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from .config import DetectorConfig, ModelConfig, QueryConfig
+from .errors import DocauditError
+from .lm import LoadedModel, load_model
+from .querier import Querier, bos_per_window, max_positions
+
+log = logging.getLogger(__name__)
+
+SINGLE_PASS_CAP = 2048
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# token-level building blocks
+
+
+def n_of(share: float, n: int) -> int:
+    """How many of ``n`` values a share selects: ``max(1, int(share * n))``."""
+    return max(1, int(share * n))
+
+
+def lowest_mean(values: np.ndarray, share: float) -> float:
+    """Mean of the lowest ``max(1, int(share * n))`` values."""
+    values = np.asarray(values, dtype=np.float64)
+    k = n_of(share, len(values))
+    return float(np.partition(values, k - 1)[:k].mean())
+
+
+def highest_mean(values: np.ndarray, share: float) -> float:
+    """Mean of the highest ``max(1, int(share * n))`` values."""
+    return -lowest_mean(-np.asarray(values, dtype=np.float64), share)
+
+
+def minkpp_tokens(logp: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """Min-K%++ per token: ``(logp - mu) / sigma``, 0 where ``sigma == 0``."""
+    logp, mu, sigma = (np.asarray(a, dtype=np.float64) for a in (logp, mu, sigma))
+    out = np.zeros_like(logp)
+    ok = sigma > 0
+    out[ok] = (logp[ok] - mu[ok]) / sigma[ok]
+    return out
+
+
+def polarized_distance(logp: np.ndarray, k1: float, k2: float) -> float:
+    """PAC's polarized distance: mean of the top ``k1`` share of ``logp`` minus mean of the bottom ``k2`` share."""
+    return highest_mean(logp, k1) - lowest_mean(logp, k2)
+
+
+_SPACE = re.compile(r"(\s+)")
+
+
+def text_seed(text: str) -> int:
+    """A 48-bit integer from the text's SHA-256, so seeded augmentations depend on the text, not on call order."""
+    return int(hashlib.sha256(text.encode("utf-8")).hexdigest()[:12], 16)
+
+
+def swap_words(text: str, n_swaps: int, rng: np.random.Generator) -> str:
+    """``n_swaps`` random swaps of two words (whitespace-separated; whitespace is kept in place). Swap ``s``
+    exchanges the words at positions ``a[s]`` and ``(a[s] + b[s]) % n`` with ``a = rng.integers(0, n, n_swaps)``
+    and then ``b = rng.integers(1, n, n_swaps)``: two distinct positions, uniform over ordered pairs. A text of
+    fewer than two words is returned unchanged."""
+    parts = _SPACE.split(text)
+    words = [i for i, p in enumerate(parts) if p and not p.isspace()]
+    n = len(words)
+    if n < 2 or n_swaps < 1:
+        return text
+    first = rng.integers(0, n, n_swaps)
+    second = (first + rng.integers(1, n, n_swaps)) % n
+    for a, b in zip(first, second):
+        i, j = words[a], words[b]
+        parts[i], parts[j] = parts[j], parts[i]
+    return "".join(parts)
+
+
+def pac_copies(text: str, config: DetectorConfig) -> list[str]:
+    """PAC's augmented copies: copy ``c`` (0-based) makes ``max(1, int(pac_swap_ratio * n_words))`` swaps with
+    ``np.random.default_rng([seed, c, text_seed(text)])``."""
+    n_words = sum(1 for p in _SPACE.split(text) if p and not p.isspace())
+    n_swaps = n_of(config.pac_swap_ratio, n_words)
+    seed = text_seed(text)
+    return [swap_words(text, n_swaps, np.random.default_rng([config.seed, c, seed])) for c in range(config.pac_copies)]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Neighborhood: masked-LM neighbours
+
+
+class MaskedNeighbors:
+    """Neighbours of a text made with a masked language model (Mattern et al., simplified and deterministic):
+    neighbour ``j`` masks ``max(1, int(mask_ratio * n))`` of the text's ``n`` masked-LM tokens at positions drawn
+    with ``np.random.default_rng([seed, j, text_seed(text)])`` and puts at each the masked LM's most likely token
+    other than the original one (special tokens excluded), all positions of one model input at once. Texts longer
+    than the masked LM's input are processed in consecutive chunks."""
+
+    def __init__(self, model, tokenizer, n: int = 5, mask_ratio: float = 0.15, seed: int = 0):
+        if tokenizer.mask_token_id is None:
+            raise DocauditError("the neighbour model's tokenizer has no mask token (need a masked language model)")
+        self.model, self.tokenizer = model.eval(), tokenizer
+        self.n, self.mask_ratio, self.seed = n, mask_ratio, seed
+        self.device = next(model.parameters()).device
+        self.prefix, self.suffix = _special_wrap(tokenizer)
+        limit = getattr(model.config, "max_position_embeddings", None) or 512
+        # RoBERTa's positions start at 2: keep two positions spare
+        self.chunk = max(1, min(limit, 512) - len(self.prefix) - len(self.suffix) - 2)
+        self.banned = sorted(set(tokenizer.all_special_ids))
+
+    def __call__(self, text: str) -> list[str]:
+        import torch
+
+        ids = np.asarray(self.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"], dtype=np.int64)
+        if len(ids) == 0:
+            return [text] * self.n
+        m = min(len(ids), n_of(self.mask_ratio, len(ids)))
+        seed = text_seed(text)
+        positions = [np.random.default_rng([self.seed, j, seed]).choice(len(ids), size=m, replace=False)
+                     for j in range(self.n)]
+        variants = np.tile(ids, (self.n, 1))
+        for lo in range(0, len(ids), self.chunk):
+            hi = min(lo + self.chunk, len(ids))
+            masks = [np.sort(p[(p >= lo) & (p < hi)]) for p in positions]
+            if not any(len(p) for p in masks):
+                continue
+            rows = []
+            for j in range(self.n):
+                chunk = ids[lo:hi].copy()
+                chunk[masks[j] - lo] = self.tokenizer.mask_token_id
+                rows.append(self.prefix + chunk.tolist() + self.suffix)
+            with torch.inference_mode():
+                logits = self.model(input_ids=torch.tensor(rows, device=self.device)).logits.float()
+                logits[..., self.banned] = -torch.inf
+                for j in range(self.n):
+                    if len(masks[j]):
+                        z = logits[j, torch.as_tensor(masks[j] - lo + len(self.prefix), device=self.device)]
+                        z[torch.arange(len(z)), torch.as_tensor(ids[masks[j]], device=self.device)] = -torch.inf
+                        variants[j, masks[j]] = z.argmax(-1).cpu().numpy()
+        return [self.tokenizer.decode(v.tolist(), clean_up_tokenization_spaces=False) for v in variants]
+
+
+def _special_wrap(tokenizer) -> tuple[list[int], list[int]]:
+    """The special token ids a tokenizer puts before and after one sequence (e.g. ``[CLS]`` and ``[SEP]``)."""
+    plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+    full = tokenizer("a", add_special_tokens=True)["input_ids"]
+    for i in range(len(full) - len(plain) + 1):
+        if full[i : i + len(plain)] == plain:
+            return full[:i], full[i + len(plain):]
+    return [], []
+
+
+def load_masked_lm(spec: str, config: DetectorConfig = DetectorConfig(), device: str = "auto") -> MaskedNeighbors:
+    """Load a masked LM (local Hugging Face directory or hub id) as a neighbour generator."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from .lm import resolve_device
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(spec)
+        model = AutoModelForMaskedLM.from_pretrained(spec)
+    except (OSError, ValueError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DocauditError(f"unknown neighbour model '{spec}': could not be loaded as a masked LM ({reason})") from e
+    model.to(resolve_device(device))
+    return MaskedNeighbors(model, tokenizer, config.neighbors, config.neighbor_mask_ratio, config.seed)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the registry
+
+
+@dataclass
+class View:
+    """What a score is computed from: the target's per-token arrays of one sequence, its text (None when no
+    selected method needs it) and the log-probabilities of each extra pass (pass name -> one array per text)."""
+
+    logp: np.ndarray
+    mu: np.ndarray
+    sigma: np.ndarray
+    text: str | None = None
+    extra: dict[str, list[np.ndarray]] = field(default_factory=dict)
+
+
+def _loss(logp: np.ndarray) -> float:
+    """Cross-entropy loss (nats per scored token) from log-probabilities."""
+    return -float(np.mean(logp, dtype=np.float64))
+
+
+@dataclass(frozen=True)
+class Pass:
+    """An extra pass: the texts it derives from a sequence's text, and which model queries them."""
+
+    texts: Callable[["Detector", str], list[str]]
+    model: str = "target"  # "target" | "ref"
+
+
+PASSES: dict[str, Pass] = {
+    "lower": Pass(lambda d, text: [text.lower()]),
+    "pac": Pass(lambda d, text: pac_copies(text, d.config)),
+    "ref": Pass(lambda d, text: [text], model="ref"),
+    "neighbor": Pass(lambda d, text: d.neighbors(text)),
+}
+
+
+@dataclass(frozen=True)
+class Method:
+    """A detector: its name, display title, extra passes, whether it reads the text, and its score."""
+
+    name: str
+    title: str
+    score: Callable[[View, DetectorConfig], float]
+    passes: tuple[str, ...] = ()
+    uses_text: bool = False
+
+    @property
+    def needs_text(self) -> bool:
+        return self.uses_text or bool(self.passes)
+
+
+METHODS: dict[str, Method] = {m.name: m for m in (
+    Method("loss", "Loss", lambda v, c: -_loss(v.logp)),
+    Method("zlib", "Zlib", lambda v, c: -_loss(v.logp) / len(zlib.compress(v.text.encode("utf-8"))), uses_text=True),
+    Method("lowercase", "Lowercase", lambda v, c: _loss(v.extra["lower"][0]) / max(_loss(v.logp), 1e-12),
+           passes=("lower",)),
+    Method("ref", "Ref", lambda v, c: _loss(v.extra["ref"][0]) - _loss(v.logp), passes=("ref",)),
+    Method("mink", "Min-K% Prob", lambda v, c: lowest_mean(v.logp, c.k)),
+    Method("minkpp", "Min-K%++", lambda v, c: lowest_mean(minkpp_tokens(v.logp, v.mu, v.sigma), c.k)),
+    Method("pac", "PAC", lambda v, c: polarized_distance(v.logp, c.pac_k1, c.pac_k2)
+           - float(np.mean([polarized_distance(a, c.pac_k1, c.pac_k2) for a in v.extra["pac"]])), passes=("pac",)),
+    Method("neighbor", "Neighborhood", lambda v, c: float(np.mean([_loss(a) for a in v.extra["neighbor"]])) - _loss(v.logp),
+           passes=("neighbor",)),
+)}
+
+DEFAULT_METHODS = ("loss", "zlib", "lowercase", "mink", "minkpp", "pac")
+
+
+def resolve_methods(names: Iterable[str] | str | None, ref: bool = False, neighbor: bool = False) -> list[str]:
+    """Validated method names (a comma-separated string or a list; None: the defaults, plus ``ref`` / ``neighbor``
+    when their model is given)."""
+    if names is None:
+        names = list(DEFAULT_METHODS) + ["ref"] * ref + ["neighbor"] * neighbor
+    elif isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    names = list(dict.fromkeys(names))
+    unknown = [n for n in names if n not in METHODS]
+    if unknown or not names:
+        raise DocauditError(f"unknown method(s) {', '.join(unknown) or '(none given)'}: choose from {', '.join(METHODS)}")
+    return names
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# scoring
+
+
+class Detector:
+    """Scores sequences with the selected methods, running each needed extra pass once per sequence text.
+
+    ``target`` queries the full texts (``score_text``) and every target-model extra pass; ``ref`` the reference
+    model (method ``ref``); ``neighbors`` makes the Neighborhood texts. Extra-pass texts go through the
+    queriers' caches like documents."""
+
+    def __init__(self, target: Querier, methods: Sequence[str] | str | None = None, config: DetectorConfig = DetectorConfig(),
+                 ref: Querier | None = None, neighbors: MaskedNeighbors | None = None):
+        self.methods = resolve_methods(methods, ref is not None, neighbors is not None)
+        self.target, self.ref, self.neighbors, self.config = target, ref, neighbors, config
+        if "ref" in self.methods and ref is None:
+            raise DocauditError("method 'ref' needs a reference model (--ref-model)")
+        if "neighbor" in self.methods and neighbors is None:
+            raise DocauditError("method 'neighbor' needs a masked language model (--neighbor-model)")
+        if not 0 < config.k <= 1 or not 0 < config.pac_k1 <= 1 or not 0 < config.pac_k2 <= 1:
+            raise DocauditError(f"shares must be in (0, 1]: k={config.k}, pac_k1={config.pac_k1}, pac_k2={config.pac_k2}")
+        self.passes = list(dict.fromkeys(p for m in self.methods for p in METHODS[m].passes))
+
+    @property
+    def needs_text(self) -> bool:
+        return any(METHODS[m].needs_text for m in self.methods)
+
+    def extra(self, text: str) -> dict[str, list[np.ndarray]]:
+        """The log-probabilities of every extra pass over ``text``."""
+        out = {}
+        for name in self.passes:
+            spec = PASSES[name]
+            querier = self.ref if spec.model == "ref" else self.target
+            out[name] = [querier.stats(t).logp for t in spec.texts(self, text)]
+        return out
+
+    def score(self, logp, mu, sigma, text: str | None = None) -> dict[str, float]:
+        """Scores of one sequence given the target's arrays over it (and its text when a method needs it)."""
+        if text is None and self.needs_text:
+            raise DocauditError(f"methods {', '.join(m for m in self.methods if METHODS[m].needs_text)} need the text")
+        view = View(logp, mu, sigma, text, self.extra(text) if self.passes else {})
+        return {m: float(METHODS[m].score(view, self.config)) for m in self.methods}
+
+    def score_text(self, text: str, sha256: str | None = None) -> dict[str, float]:
+        """Scores of a text over all its windows' tokens (one forward pass when it fits one window)."""
+        stats = self.target.stats(text, sha256)
+        return self.score(stats.logp, stats.mu, stats.sigma, text)
+
+
+def single_pass_context(lm: LoadedModel, cap: int = SINGLE_PASS_CAP) -> int:
+    """The largest context a query of ``lm`` can use in one window: the model's positions (less one for a BOS
+    put before every window), at most ``cap``."""
+    limit = min(max_positions(lm.model) or cap, cap)
+    return max(2, limit - (bos_per_window(lm.tokenizer) is not None))
+
+
+def build_detector(lm: LoadedModel, query: QueryConfig, methods=None, config: DetectorConfig = DetectorConfig(),
+                   ref_model: ModelConfig | LoadedModel | None = None, neighbor_model: str | MaskedNeighbors | None = None,
+                   cache: bool = True) -> Detector:
+    """A Detector over ``lm`` whose queriers (target, and reference model when given) use ``query`` without GP
+    sums (detectors do not use them). ``query.context`` is capped at each model's :func:`single_pass_context`."""
+    from .cache import StatsCache
+
+    def querier(model: LoadedModel) -> Querier:
+        context = min(query.context, single_pass_context(model))
+        stride = None if query.stride is None else min(query.stride, context - 1)
+        return Querier(model, replace(query, gp=False, context=context, stride=stride), StatsCache() if cache else None)
+
+    ref = None
+    if ref_model is not None:
+        ref = querier(ref_model if isinstance(ref_model, LoadedModel) else load_model(ref_model))
+    neighbors = neighbor_model
+    if isinstance(neighbor_model, str):
+        neighbors = load_masked_lm(neighbor_model, config, lm.config.device)
+    return Detector(querier(lm), methods, config, ref, neighbors)
+
+
+def score_documents(paths, model: ModelConfig | LoadedModel = ModelConfig(), methods=None,
+                    config: DetectorConfig = DetectorConfig(), query: QueryConfig = QueryConfig(),
+                    ref_model: ModelConfig | LoadedModel | None = None, neighbor_model: str | MaskedNeighbors | None = None,
+                    raw: bool = False, progress: bool = True) -> list[dict]:
+    """Raw per-document scores: ``[{"file", "n_tokens", <method>: score, ...}]``. A document shorter than the
+    context is one window, so its scores equal the sequence-level definitions; a longer one is scored over all
+    its windows' tokens (and its extra passes over all theirs)."""
+    from tqdm.auto import tqdm
+
+    from .data import load_documents
+
+    docs = load_documents(paths, raw=raw, progress=progress)
+    lm = model if isinstance(model, LoadedModel) else load_model(model)
+    detector = build_detector(lm, query, methods, config, ref_model, neighbor_model)
+    rows = []
+    for doc in tqdm(docs, desc="scoring", unit="doc", disable=not progress):
+        stats = detector.target.stats(doc.text, doc.sha256)
+        rows.append({"file": doc.path, "n_tokens": stats.n_tokens, **detector.score(stats.logp, stats.mu, stats.sigma, doc.text)})
+    return rows

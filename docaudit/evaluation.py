@@ -1,0 +1,199 @@
+"""Side-by-side evaluation: the meta-classifier and the sequence-level detectors scaled to documents, all on the
+same k-fold chunks (``metrics.chunk_folds(labels, folds, seed)``), in the layout of the paper's Table 4.
+
+Each (method, level) gets, for every fold, the AUC and TPR at 10% / 1% FPR on that fold's test chunk:
+
+- ``meta_classifier`` / ``document``: the random-forest pipeline trained on the other chunks (``classifier.evaluate``);
+- ``<detector>`` / ``sequence``, ``doc_avg``, ``doc_threshold``: see :mod:`docaudit.scaling` (only
+  ``doc_threshold`` learns something, tau, on the training chunks; the others score the test chunk as is);
+- ``blind`` / ``<kind>``: the model-free baselines of :mod:`docaudit.blind` (``tfidf``, ``nb``, ``dates``), fitted
+  on the training chunks; ``info["warning"]`` holds its distribution-shift warning when it separates the sets.
+
+Document-level rows also carry the pooled out-of-fold AUC with a 95% stratified bootstrap interval over documents
+(``pooled_auc``, ``pooled_auc_lo``, ``pooled_auc_hi``), which does not include the variation from refitting.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import classifier as meta_classifier
+from .blind import KINDS as BLIND_KINDS
+from .blind import evaluate_blind, shift_warning
+from .config import DetectorConfig, MetaConfig, ModelConfig, QueryConfig, ScalingConfig
+from .detectors import METHODS, build_detector, single_pass_context
+from .lm import LoadedModel, load_model
+from .metrics import LOW_FPRS, FoldMetrics, bootstrap_ci, chunk_folds, fold_metrics, summarize
+from .scaling import LEVELS, sequence_scores
+
+log = logging.getLogger(__name__)
+
+META = "meta_classifier"
+
+
+@dataclass
+class MethodsEvaluation:
+    """``table``: one row per method × level (mean ± std over folds); ``per_fold``: one row per method × level ×
+    fold; ``curves``: pooled out-of-fold (labels, scores) per ``(method, level)``; ``info``: what was run."""
+
+    table: pd.DataFrame
+    per_fold: pd.DataFrame
+    curves: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]
+    info: dict
+
+
+def _rows(method: str, level: str, folds: list[FoldMetrics], n_test: list[int]):
+    fold_rows = [{"method": method, "level": level, "fold": i, "n_test": n, "auc": f.auc,
+                  **{f"tpr_at_{round(p * 100)}fpr": f.tpr_at[p] for p in LOW_FPRS}}
+                 for i, (f, n) in enumerate(zip(folds, n_test))]
+    title = METHODS[method].title if method in METHODS else {"blind": "Blind (model-free)"}.get(method, method)
+    return {"method": method, "title": title, "level": level, **summarize(folds), "n_folds": len(folds)}, fold_rows
+
+
+def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = ModelConfig(),
+                     query: QueryConfig = QueryConfig(), methods: Sequence[str] | str | None = None,
+                     detector: DetectorConfig = DetectorConfig(), scaling: ScalingConfig = ScalingConfig(),
+                     meta: MetaConfig | None = MetaConfig(), folds: int = 5, seed: int = 0, raw: bool = False,
+                     ref_model: ModelConfig | LoadedModel | None = None, neighbor_model=None,
+                     levels: Sequence[str] = tuple(LEVELS), blind_kinds: Sequence[str] | None = BLIND_KINDS,
+                     progress: bool = True) -> MethodsEvaluation:
+    """Evaluate the meta-classifier (unless ``meta`` is None), every selected detector at every level and the
+    model-free baselines ``blind_kinds`` (none when empty or None) on the same ``folds`` chunks (seeded by
+    ``seed``). Documents are queried once with ``query`` (the cache is shared with ``train``); the sequences are
+    that query's windows."""
+    from .api import labelled_documents, open_querier, query_documents
+
+    started = time.time()
+    docs, labels = labelled_documents(members, nonmembers, raw, progress)
+    splits = chunk_folds(labels, folds, seed)
+    lm = model if isinstance(model, LoadedModel) else load_model(model)
+    # text passes of a sequence (lowercased, augmented, ...) are queried in one window of the widest context
+    text_query = replace(query, context=single_pass_context(lm), stride=None, max_tokens=None)
+    scorer = build_detector(lm, text_query, methods, detector, ref_model, neighbor_model)
+    querier = open_querier(lm, query)
+    stats = query_documents(querier, docs, progress)
+
+    summary_rows, fold_rows, curves = [], [], {}
+    n_test = [len(test) for _, test in splits]
+    if meta is not None:
+        ev = meta_classifier.evaluate(stats, labels, replace(meta, folds=folds, seed=seed), folds=splits, progress=progress)
+        row, per = _rows(META, "document", ev.folds, n_test)
+        summary_rows.append(row | {"configs": ev.configs})
+        fold_rows += per
+        curves[(META, "document")] = (ev.labels, ev.scores)
+
+    seq = sequence_scores(stats, [d.sha256 for d in docs], scorer, scaling, progress)
+    for method in scorer.methods:
+        values = seq.scores[method]
+        for level in levels:
+            results, ys, ss, sizes = [], [], [], []
+            for train, test in splits:
+                y, s = LEVELS[level](values, seq.doc, labels, train, test)
+                results.append(fold_metrics(y, s))
+                ys.append(y), ss.append(s), sizes.append(len(y))
+            row, per = _rows(method, level, results, sizes)
+            summary_rows.append(row)
+            fold_rows += per
+            curves[(method, level)] = (np.concatenate(ys), np.concatenate(ss))
+
+    blind_auc = None
+    if blind_kinds:
+        blind = evaluate_blind([d.text for d in docs], labels, splits, kinds=tuple(blind_kinds), seed=seed)
+        for kind, entry in blind["kinds"].items():
+            row, per = _rows("blind", kind, entry["folds"], n_test)
+            summary_rows.append(row)
+            fold_rows += per
+            curves[("blind", kind)] = (labels, entry["scores"])
+        blind_auc = blind["blind_auc"]
+    for row in summary_rows:
+        row |= _pooled_interval(*curves[(row["method"], row["level"])]) if row["level"] != "sequence" else {}
+    best = max((r["auc_mean"] for r in summary_rows if r["method"] != "blind"), default=None)
+    info = {
+        "model_identity": lm.identity,
+        "model_config": asdict(lm.config),
+        "query": asdict(query),
+        "text_pass_context": text_query.context,
+        "detector": asdict(detector),
+        "scaling": asdict(scaling),
+        "meta": None if meta is None else asdict(replace(meta, folds=folds, seed=seed)),
+        "methods": scorer.methods,
+        "levels": list(levels),
+        "n_members": int(labels.sum()),
+        "n_nonmembers": int((labels == 0).sum()),
+        "folds": folds,
+        "seed": seed,
+        "fold_test_documents": [[docs[i].id for i in test] for _, test in splits],
+        "sequences_per_document": np.bincount(seq.doc, minlength=len(docs)).tolist(),
+        "blind_auc": blind_auc,
+        "warning": shift_warning(blind_auc, best),
+        "wall_seconds": round(time.time() - started, 1),
+    }
+    return MethodsEvaluation(pd.DataFrame(summary_rows), pd.DataFrame(fold_rows), curves, info)
+
+
+def _pooled_interval(labels, scores) -> dict:
+    """Pooled out-of-fold AUC of the documents with its 95% stratified bootstrap interval (``metrics.bootstrap_ci``)."""
+    ci = bootstrap_ci(labels, scores)["auc"]
+    return {"pooled_auc": ci.point, "pooled_auc_lo": ci.lo, "pooled_auc_hi": ci.hi}
+
+
+def roc_panels(result: MethodsEvaluation) -> dict[str, pd.DataFrame]:
+    """ROC frames, one per scaling level: the detectors at that level; the document panels (``doc_avg``,
+    ``doc_threshold``) also show the document-level rows (meta-classifier, blind baselines)."""
+    from .report import roc_frame
+
+    def name(method, level):
+        return f"{method}:{level}" if method == "blind" else method
+
+    doc_wide = {name(m, lv): c for (m, lv), c in result.curves.items() if lv not in LEVELS}
+    panels = {}
+    for level in LEVELS:
+        chosen = {name(m, lv): c for (m, lv), c in result.curves.items() if lv == level}
+        if chosen:
+            panels[level] = roc_frame(chosen | (doc_wide if level != "sequence" else {}))
+    return panels or {"document": roc_frame(doc_wide)}
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def evaluation_json(result: MethodsEvaluation) -> dict:
+    """The evaluation as one JSON-able object: ``{"methods": [row, ...], "info": {...}}``; each row has
+    ``method``, ``level``, the summary metrics and ``fold_aucs``."""
+    rows = []
+    for row in result.table.to_dict(orient="records"):
+        part = result.per_fold[(result.per_fold.method == row["method"]) & (result.per_fold.level == row["level"])]
+        rows.append(row | {"fold_aucs": part.auc.tolist(), "fold_n_test": part.n_test.tolist()})
+    return _jsonable({"methods": rows, "info": result.info})
+
+
+def write_evaluation(result: MethodsEvaluation, out: Path) -> None:
+    """``evaluation.csv`` (the table), ``evaluation_folds.csv``, ``evaluation.json``, ``roc.csv`` and ``roc.png``
+    into ``out``, written whole or not at all."""
+    import json
+
+    from .report import plot_roc_panels, staged_dir
+
+    with staged_dir(Path(out)) as tmp:
+        result.table.drop(columns=["configs"], errors="ignore").to_csv(tmp / "evaluation.csv", index=False)
+        result.per_fold.to_csv(tmp / "evaluation_folds.csv", index=False)
+        (tmp / "evaluation.json").write_text(json.dumps(evaluation_json(result), indent=2))
+        panels = roc_panels(result)
+        pd.concat([f.assign(level=lv) for lv, f in panels.items()], ignore_index=True).to_csv(tmp / "roc.csv", index=False)
+        plot_roc_panels(panels, tmp / "roc.png", title=f"pooled out-of-fold ROC — {result.info['model_identity']}")

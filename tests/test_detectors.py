@@ -1,0 +1,176 @@
+"""Each detector against a straightforward computation from the model's logits; the scaling levels."""
+import json
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import reference as ref
+from conftest import corpus_ids, corpus_text, make_tokenizer
+from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, ScalingConfig
+from docaudit.detectors import (METHODS, build_detector, load_masked_lm, minkpp_tokens, pac_copies, resolve_methods,
+                                score_documents, swap_words)
+from docaudit.errors import DocauditError
+from docaudit.lm import load_model
+from docaudit.scaling import (LEVELS, accuracy_threshold, fpr_threshold, level_doc_threshold, sample_windows,
+                              sequence_scores)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TOL = dict(rel=1e-4, abs=1e-5)
+
+
+@pytest.fixture(scope="module")
+def gpt2(tiny_gpt2):
+    return load_model(ModelConfig(model=str(tiny_gpt2)))
+
+
+@pytest.fixture(scope="module")
+def llama(tiny_llama):
+    return load_model(ModelConfig(model=str(tiny_llama)))
+
+
+def short_text(n_chars=300, i=0):
+    return corpus_text("members", corpus_ids("members", 3)[i], start=31000, n_chars=n_chars)
+
+
+def test_scores_equal_direct_computations(gpt2, llama, tmp_path):
+    """A document shorter than the context is one forward pass: every score equals its definition computed from
+    the logits (loss from the model's own labels= loss, Min-K%++ from a full-softmax loop, PAC with its own
+    augmentation loop, zlib by hand; ref against a second model with a BOS)."""
+    text = short_text()
+    doc = tmp_path / "doc.txt"
+    doc.write_text(text)
+    names = ["loss", "zlib", "lowercase", "ref", "mink", "minkpp", "pac"]
+    [row] = score_documents([doc], gpt2, names, DetectorConfig(k=0.2), QueryConfig(context=250), ref_model=llama,
+                            raw=True, progress=False)
+    model, tok = gpt2.model, gpt2.tokenizer
+    ids = ref.token_ids(tok, text)
+    assert row["n_tokens"] == len(ids) < 200
+    loss = ref.loss_by_labels(model, ids)
+    lower_loss = ref.loss_by_labels(model, ref.token_ids(tok, text.lower()))
+    ref_loss = ref.loss_with_bos(llama.model, ref.token_ids(llama.tokenizer, text), llama.tokenizer.bos_token_id)
+    assert row["loss"] == pytest.approx(-loss, **TOL)
+    assert row["zlib"] == pytest.approx(ref.zlib_score(loss, text), **TOL)
+    assert row["lowercase"] == pytest.approx(lower_loss / loss, **TOL)
+    assert row["ref"] == pytest.approx(ref_loss - loss, **TOL)
+    assert row["mink"] == pytest.approx(ref.mink_prob(model, ids, 0.2), **TOL)
+    assert row["minkpp"] == pytest.approx(ref.mink_plus_plus(model, ids, 0.2), **TOL)
+    assert row["pac"] == pytest.approx(ref.pac(model, tok, text), rel=1e-4, abs=1e-4)
+
+
+def test_scores_with_a_bos_model(llama):
+    """With a BOS before every window, the first text token is context only, as in the querier."""
+    text = short_text(300, 1)
+    det = build_detector(llama, QueryConfig(context=250), ["loss", "mink", "minkpp"])
+    scores = det.score_text(text)
+    ids, bos = ref.token_ids(llama.tokenizer, text), llama.tokenizer.bos_token_id
+    assert scores["loss"] == pytest.approx(-ref.loss_with_bos(llama.model, ids, bos), **TOL)
+    assert scores["mink"] == pytest.approx(ref.mink_prob(llama.model, ids, 0.2, bos), **TOL)
+    assert scores["minkpp"] == pytest.approx(ref.mink_plus_plus(llama.model, ids, 0.2, bos), **TOL)
+
+
+def test_building_blocks():
+    # at least one token; sigma = 0 guarded
+    assert minkpp_tokens(np.array([-1.0, -2.0]), np.array([-1.0, -1.5]), np.array([0.0, 0.5])).tolist() == [0.0, -1.0]
+    text = "one two  three\nfour five six seven eight nine ten"
+    copies = pac_copies(text, DetectorConfig(seed=3))
+    assert len(copies) == 5 and copies == pac_copies(text, DetectorConfig(seed=3)) != pac_copies(text, DetectorConfig(seed=4))
+    for c in copies:
+        assert sorted(c.split()) == sorted(text.split()) and re.sub(r"\S+", "w", c) == re.sub(r"\S+", "w", text)
+        assert c == ref.swapped(text, copies.index(c), 3, 0.3)
+    assert swap_words("alone", 3, np.random.default_rng(0)) == "alone"
+    with pytest.raises(DocauditError, match="unknown method"):
+        resolve_methods("loss,nope")
+    assert resolve_methods(None, ref=True) == ["loss", "zlib", "lowercase", "mink", "minkpp", "pac", "ref"]
+    assert set(METHODS) == {"loss", "zlib", "lowercase", "ref", "mink", "minkpp", "pac", "neighbor"}
+
+
+def test_neighborhood_with_a_tiny_masked_lm(gpt2, tmp_path):
+    from transformers import BertConfig, BertForMaskedLM
+
+    tok = make_tokenizer([corpus_text("members", b) for b in corpus_ids("members", 2)], 300)
+    tok.add_special_tokens({"mask_token": "<mask>"})
+    torch.manual_seed(0)
+    BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=64, max_position_embeddings=64)).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    neighbors = load_masked_lm(str(tmp_path), DetectorConfig(neighbors=3))
+    text = short_text(300)  # longer than the masked LM's 64 positions: chunked
+    nbs = neighbors(text)
+    assert len(nbs) == 3 and nbs == neighbors(text) and all(n != text for n in nbs)
+    det = build_detector(gpt2, QueryConfig(context=250), ["loss", "neighbor"], neighbor_model=neighbors)
+    scores = det.score_text(text)
+    model = gpt2.model
+    expected = np.mean([ref.loss_by_labels(model, ref.token_ids(gpt2.tokenizer, n)) for n in nbs]) \
+        - ref.loss_by_labels(model, ref.token_ids(gpt2.tokenizer, text))
+    assert scores["neighbor"] == pytest.approx(expected, **TOL)
+    with pytest.raises(DocauditError, match="--neighbor-model"):
+        build_detector(gpt2, QueryConfig(context=250), ["neighbor"])
+
+
+def test_sequences_are_windows_scored_as_single_passes(gpt2):
+    """A sampled sequence's scores (from the document's cached stats) equal one forward pass over the window."""
+    from docaudit.querier import Querier
+
+    text = corpus_text("members", corpus_ids("members", 1)[0], n_chars=2500)
+    querier = Querier(gpt2, QueryConfig(context=32))
+    stats = querier.stats(text)
+    chosen = sample_windows(stats, 4, 0, "ab" * 32)
+    assert len(chosen) == 4 and np.array_equal(chosen, sample_windows(stats, 4, 0, "ab" * 32))
+    det = build_detector(gpt2, QueryConfig(context=250), ["loss", "mink", "zlib"])
+    seq = sequence_scores([stats], ["ab" * 32], det, ScalingConfig(n_sequences=4), progress=False)
+    assert seq.window.tolist() == chosen.tolist()
+    for w, loss, mink, zl in zip(seq.window, seq.scores["loss"], seq.scores["mink"], seq.scores["zlib"]):
+        ids = stats.token_ids[w * 31 : w * 31 + 32].tolist()
+        assert len(ids) == 32
+        assert loss == pytest.approx(-ref.loss_by_labels(gpt2.model, ids), **TOL)
+        assert mink == pytest.approx(ref.mink_prob(gpt2.model, ids), **TOL)
+        assert zl == pytest.approx(ref.zlib_score(-loss, gpt2.tokenizer.decode(ids, clean_up_tokenization_spaces=False)), **TOL)
+
+
+def test_thresholds():
+    assert accuracy_threshold([0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1]) == pytest.approx(0.5)
+    assert accuracy_threshold([0.1, 0.2], [1, 1]) == -np.inf
+    assert accuracy_threshold([0.1, 0.2], [0, 0]) == np.inf
+    neg = np.arange(10.0)
+    assert fpr_threshold(neg, 0.2) == 7.0 and (neg > 7.0).mean() == 0.2
+    assert fpr_threshold(neg, 0.0) == 9.0 and fpr_threshold(neg, 1.0) == -np.inf
+
+
+def test_doc_threshold_uses_training_documents_only():
+    """tau from the training documents' sequences (0.55) differs from tau over all documents (below 0.5): the
+    test member document must be scored with the training tau (3 of 4 sequences above it, not 4 of 4)."""
+    values = np.array([1.0, 1.1, 0.0, 0.1, 0.5, 0.6, 0.7, 0.8, 0.2, 0.3, 0.4, 0.45])
+    doc = np.repeat([0, 1, 2, 3], [2, 2, 4, 4])
+    labels = np.array([1, 0, 1, 0])
+    train, test = np.array([0, 1]), np.array([2, 3])
+    assert accuracy_threshold(values[np.isin(doc, train)], labels[doc[np.isin(doc, train)]]) == pytest.approx(0.55)
+    assert accuracy_threshold(values, labels[doc]) < 0.5  # the leaky tau would call all of doc 2 a member
+    y, s = level_doc_threshold(values, doc, labels, train, test)
+    assert y.tolist() == [1, 0] and s.tolist() == [0.75, 0.0]
+    y, s = LEVELS["doc_avg"](values, doc, labels, train, test)
+    assert s == pytest.approx([0.65, 0.3375])
+    y, s = LEVELS["sequence"](values, doc, labels, train, test)
+    assert y.tolist() == [1] * 4 + [0] * 4 and s.tolist() == values[4:].tolist()
+
+
+def test_score_cli_json_fields(tiny_gpt2, tmp_path):
+    from click.testing import CliRunner
+
+    from docaudit.cli import main
+
+    for i in range(2):
+        (tmp_path / f"d{i}.txt").write_text(short_text(300, i))
+    result = CliRunner().invoke(main, ["score", "--model", str(tiny_gpt2), "--format", "json", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert len(rows) == 2
+    for row in rows:
+        assert set(row) == {"file", "n_tokens", "loss", "zlib", "lowercase", "mink", "minkpp", "pac"}
+        assert all(isinstance(row[m], float) for m in ("loss", "zlib", "lowercase", "mink", "minkpp", "pac"))
+    csv = CliRunner().invoke(main, ["score", "--model", str(tiny_gpt2), "--methods", "loss,mink", "--format", "csv",
+                                    str(tmp_path / "d0.txt")])
+    assert csv.exit_code == 0 and csv.stdout.splitlines()[0] == "file,n_tokens,loss,mink"
+
