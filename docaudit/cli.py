@@ -219,7 +219,7 @@ def lab(corpus, out, docs, base_model, methods, folds, quantize_list, dtype_list
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
 def dataset_test(suspect, nonmembers, methods, splits, raw, fmt, **kw):
-    """Dataset-level test (Maini et al. 2024): were the suspect documents, as a set, trained on?"""
+    """Were the suspect documents, as a set, trained on? A dataset-level test in the style of Maini et al. 2024."""
     from dataclasses import asdict
 
     from .dataset_test import dataset_test_documents
