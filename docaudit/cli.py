@@ -279,7 +279,8 @@ def ref_config(kw) -> ModelConfig | None:
 
 
 METHOD_HELP = ("Comma-separated: loss, zlib, lowercase, ref, mink, minkpp, pac, neighbor (default: "
-               "loss,zlib,lowercase,mink,minkpp,pac, plus ref / neighbor when their model is given).")
+               "loss,zlib,lowercase,mink,minkpp,pac, plus ref / neighbor when their model is given); in evaluate, "
+               "`blind` alone runs only the model-free baseline, without loading a model.")
 
 
 @main.command()
@@ -329,8 +330,9 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
         click.echo(json.dumps(evaluation_json(result), indent=2))
         return
     info = result.info
-    click.echo(f"{info['n_members']} members, {info['n_nonmembers']} non-members; {folds}-fold chunks; "
-               f"model {info['model_identity']}; {sequences} sequences of {info['query']['context']} tokens per document")
+    model = (f"model {info['model_identity']}; {sequences} sequences of {info['query']['context']} tokens per document"
+             if "model_identity" in info else "no model (blind baseline only)")
+    click.echo(f"{info['n_members']} members, {info['n_nonmembers']} non-members; {folds}-fold chunks; {model}")
     click.echo(format_methods_table(result.table))
     click.echo("\nAUC by level:")
     click.echo(format_auc_pivot(result.table))
