@@ -17,7 +17,7 @@ from .config import FEATURES, NORMS, ModelConfig, QueryConfig, TrainConfig
 from .data import Document, load_documents
 from .errors import DocauditError
 from .lm import LoadedModel, load_model
-from .metrics import chunk_folds, summarize
+from .metrics import bootstrap_ci, chunk_folds, summarize
 from .querier import Querier
 from .report import format_summary, plot_roc, roc_frame, staged_dir
 from .stats import TokenStats
@@ -92,6 +92,7 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
         "configuration": meta_classifier.chosen(estimator),
         "fold_configurations": evaluation.configs,
         "metrics": evaluation.summary,
+        "pooled_bootstrap_95": {k: v._asdict() for k, v in bootstrap_ci(labels, evaluation.scores, seed=config.meta.seed).items()},
         "fold_aucs": [f.auc for f in evaluation.folds],
         "blind": blind_card(blind),
         "warning": shift_warning(blind["blind_auc"], evaluation.summary["auc_mean"]),
@@ -133,6 +134,8 @@ def model_card_markdown(card: dict) -> str:
         f"- documents: {card['n_members']} members, {card['n_nonmembers']} non-members ({card['n_skipped']} skipped as too short)",
         f"- selection: norm={m['norm']}, features={m['features']}; chosen per fold: {', '.join(card['fold_configurations'])}",
         f"- {m['folds']}-fold chunks: {format_summary(card['metrics'])}",
+        "- pooled out-of-fold AUC {point:.3f} (95% bootstrap interval over documents {lo:.3f}–{hi:.3f})".format(
+            **card["pooled_bootstrap_95"]["auc"]),
     ]
     if "blind" in card:
         lines.append(f"- model-free blind baseline on the same folds: AUC {card['blind']['blind_auc']:.3f} "
