@@ -11,12 +11,13 @@ import pandas as pd
 
 from . import __version__
 from . import classifier as meta_classifier
+from .blind import evaluate_blind, shift_warning
 from .cache import StatsCache, atomic_write_text
 from .config import FEATURES, NORMS, ModelConfig, QueryConfig, TrainConfig
 from .data import Document, load_documents
 from .errors import DocauditError
 from .lm import LoadedModel, load_model
-from .metrics import chunk_folds, summarize
+from .metrics import bootstrap_ci, chunk_folds, summarize
 from .querier import Querier
 from .report import format_summary, plot_roc, roc_frame, staged_dir
 from .stats import TokenStats
@@ -71,7 +72,9 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
     querier = open_querier(model or config.model, config.query)
     stats = query_documents(querier, docs, progress)
     docs, stats, labels, skipped = _drop_short(docs, stats, labels, config.min_tokens)
-    evaluation = meta_classifier.evaluate(stats, labels, config.meta, progress=progress)
+    folds = chunk_folds(labels, config.meta.folds, config.meta.seed)
+    evaluation = meta_classifier.evaluate(stats, labels, config.meta, folds=folds, progress=progress)
+    blind = evaluate_blind([d.text for d in docs], labels, folds, seed=config.meta.seed)
     estimator = meta_classifier.fit(stats, labels, config.meta)
     card = {
         "docaudit_version": __version__,
@@ -89,12 +92,21 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
         "configuration": meta_classifier.chosen(estimator),
         "fold_configurations": evaluation.configs,
         "metrics": evaluation.summary,
+        "pooled_bootstrap_95": {k: v._asdict() for k, v in bootstrap_ci(labels, evaluation.scores, seed=config.meta.seed).items()},
         "fold_aucs": [f.auc for f in evaluation.folds],
+        "blind": blind_card(blind),
+        "warning": shift_warning(blind["blind_auc"], evaluation.summary["auc_mean"]),
     }
     result = TrainResult(evaluation.summary, evaluation, docs, skipped, card["configuration"], card, out)
     if out is not None:
         save_model_dir(Path(out), estimator, card, evaluation)
     return result
+
+
+def blind_card(blind: dict) -> dict:
+    """The JSON-ready part of a blind-baseline result: best AUC and each kind's summary."""
+    return {"blind_auc": blind["blind_auc"], "best_kind": blind["best_kind"],
+            "kinds": {kind: v["summary"] for kind, v in blind["kinds"].items()}}
 
 
 def save_model_dir(out: Path, estimator, card: dict, evaluation: meta_classifier.Evaluation) -> None:
@@ -122,11 +134,14 @@ def model_card_markdown(card: dict) -> str:
         f"- documents: {card['n_members']} members, {card['n_nonmembers']} non-members ({card['n_skipped']} skipped as too short)",
         f"- selection: norm={m['norm']}, features={m['features']}; chosen per fold: {', '.join(card['fold_configurations'])}",
         f"- {m['folds']}-fold chunks: {format_summary(card['metrics'])}",
+        "- pooled out-of-fold AUC {point:.3f} (95% bootstrap interval over documents {lo:.3f}–{hi:.3f})".format(
+            **card["pooled_bootstrap_95"]["auc"]),
     ]
     if "blind" in card:
-        lines.append(f"- model-free blind baseline on the same folds: AUC {card['blind']['blind_auc']:.3f}")
+        lines.append(f"- model-free blind baseline on the same folds: AUC {card['blind']['blind_auc']:.3f} "
+                     f"({card['blind']['best_kind']})")
     if card.get("warning"):
-        lines += ["", f"**Warning:** {card['warning']}"]
+        lines += ["", f"**{card['warning']}**"]
     return "\n".join(lines) + "\n"
 
 

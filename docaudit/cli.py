@@ -131,8 +131,12 @@ def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tok
                + (f" ({len(result.skipped)} skipped: fewer than {min_tokens} tokens)" if result.skipped else ""))
     click.echo(f"model: {result.card['model_identity']}")
     click.echo(f"{folds}-fold chunks ({', '.join(result.evaluation.configs)}): {format_summary(result.summary)}")
-    if result.card.get("warning"):
-        click.echo(f"WARNING: {result.card['warning']}", err=True)
+    auc = result.card["pooled_bootstrap_95"]["auc"]
+    click.echo(f"pooled out-of-fold AUC {auc['point']:.3f} (95% bootstrap interval {auc['lo']:.3f}–{auc['hi']:.3f})")
+    blind = result.card["blind"]
+    click.echo(f"blind baseline (no model, same folds): AUC {blind['blind_auc']:.3f} ({blind['best_kind']})")
+    if result.card["warning"]:
+        click.echo(result.card["warning"], err=True)
     click.echo(f"saved {result.final_config} classifier to {out}")
 
 
@@ -156,6 +160,107 @@ def predict(documents, classifier, fmt, **kw):
     click.echo(pd.DataFrame(rows).to_string(index=False, float_format="%.3f"))
 
 
+@main.command()
+@click.option("--corpus", required=True, type=click.Path(), help="Pool of documents (directory of .txt).")
+@click.option("--out", required=True, type=click.Path(), help="Lab directory (resumable).")
+@click.option("--arch", type=click.Choice(["gpt2", "llama"]), default="gpt2", show_default=True)
+@click.option("--layers", default=2, show_default=True)
+@click.option("--width", default=128, show_default=True)
+@click.option("--heads", default=4, show_default=True)
+@click.option("--context", default=128, show_default=True, help="Target's positions and training block length.")
+@click.option("--vocab-size", default=2048, show_default=True)
+@click.option("--epochs", default=20, show_default=True)
+@click.option("--learning-rate", default=3e-3, show_default=True)
+@click.option("--batch-size", default=16, show_default=True)
+@click.option("--max-tokens", default=2048, show_default=True, help="Leading tokens per document used (train and test).")
+@click.option("--docs", default=None, type=int, help="Use a seeded random subset of this many documents.")
+@click.option("--base-model", default=None, help="Continue pretraining this local model instead of training from scratch.")
+@click.option("--methods", default=None, help="Detectors to evaluate (comma list; default: all single-pass ones).")
+@click.option("--folds", default=5, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--quantize", "quantize_list", default="", help="Also evaluate at these precisions, e.g. int8,int4.")
+@click.option("--dtype", "dtype_list", default="", help="Also evaluate at these dtypes, e.g. bfloat16,float16.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@friendly_errors
+def lab(corpus, out, docs, base_model, methods, folds, quantize_list, dtype_list, fmt, **target):
+    """Randomized controlled experiment: train a target on a random half of a pool, then evaluate on true labels."""
+    from .lab import TargetConfig, run_lab
+    from .report import format_methods_table
+
+    precisions = [p for p in f"{dtype_list},{quantize_list}".split(",") if p]
+    result = run_lab(corpus, Path(out), TargetConfig(**target), base_model, methods.split(",") if methods else None,
+                     folds, precisions, docs)
+    summary = result.summary()
+    if fmt == "json":
+        click.echo(json.dumps(summary, indent=2, default=float))
+        return
+    import pandas as pd
+
+    loss = result.loss
+    click.echo(f"{result.n_members} members, {result.n_nonmembers} non-members, {result.n_tokens:,} tokens; "
+               f"target {result.model_dir}")
+    click.echo(f"loss: members {loss['member_loss']:.3f}, non-members {loss['nonmember_loss']:.3f} "
+               f"(gap {loss['gap']:.3f} nats/token)")
+    click.echo(f"blind baseline AUC {summary['blind_auc']:.3f} (expected near 0.5: membership was assigned at random)")
+    click.echo(format_methods_table(result.evaluation.table))
+    if result.precisions:
+        table = pd.DataFrame(result.precisions).pivot_table(index=["method", "level"], columns="precision",
+                                                            values="auc_mean", sort=False)
+        click.echo("\nAUC per query precision:\n" + table.to_string(float_format="%.3f"))
+
+
+@main.command("dataset-test")
+@click.option("--suspect", multiple=True, required=True, type=click.Path(), help="Documents suspected to be trained on.")
+@click.option("--nonmembers", multiple=True, required=True, type=click.Path(), help="Known non-members.")
+@model_options
+@query_options
+@click.option("--methods", default="loss,zlib,mink,minkpp", show_default=True, help="Detector scores to combine.")
+@click.option("--splits", default=10, show_default=True, help="Random half splits whose p-values are combined.")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--raw", is_flag=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@friendly_errors
+def dataset_test(suspect, nonmembers, methods, splits, raw, fmt, **kw):
+    """Were the suspect documents, as a set, trained on? A dataset-level test in the style of Maini et al. 2024."""
+    from dataclasses import asdict
+
+    from .dataset_test import dataset_test_documents
+
+    result, scores = dataset_test_documents(suspect, nonmembers, model_config(kw), methods.split(","),
+                                            query_config(kw), kw["seed"], splits, raw)
+    if fmt == "json":
+        click.echo(json.dumps({**asdict(result), "scores": scores}, indent=2, default=float))
+        return
+    click.echo(f"{result.n_suspect} suspect vs {result.n_nonmember} known non-member documents, "
+               f"{result.n_features} scores combined")
+    click.echo(f"p-value {result.p_value:.3g} (t = {result.statistic:.2f}, effect size d = {result.effect_size:.2f})")
+    click.echo(result.meaning)
+
+
+@main.group()
+def data():
+    """Inspect document sets before querying a model."""
+
+
+@data.command("check")
+@click.argument("set_a", type=click.Path())
+@click.argument("set_b", type=click.Path())
+@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate (to see what cleaning removes).")
+@click.option("--folds", default=5, show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@friendly_errors
+def data_check(set_a, set_b, raw, folds, seed, fmt):
+    """Compare two document sets (counts, lengths, years, leftover boilerplate) and run the blind baseline."""
+    from .data import load_documents
+    from .datacheck import check_sets, format_check
+
+    result = check_sets(load_documents([set_a], raw=raw, progress=True), load_documents([set_b], raw=raw, progress=True),
+                        folds=folds, seed=seed, progress=True)
+    click.echo(json.dumps(result, indent=2) if fmt == "json" else format_check(result))
+    if result["warning"] and fmt != "json":
+        click.echo(result["warning"], err=True)
+
 def detector_options(func):
     options = [
         click.option("--k", "k", default=0.2, show_default=True, help="Share of tokens averaged by Min-K% and Min-K%++."),
@@ -176,7 +281,8 @@ def ref_config(kw) -> ModelConfig | None:
 
 
 METHOD_HELP = ("Comma-separated: loss, zlib, lowercase, ref, mink, minkpp, pac, neighbor (default: "
-               "loss,zlib,lowercase,mink,minkpp,pac, plus ref / neighbor when their model is given).")
+               "loss,zlib,lowercase,mink,minkpp,pac, plus ref / neighbor when their model is given); in evaluate, "
+               "`blind` alone runs only the model-free baseline, without loading a model.")
 
 
 @main.command()
@@ -226,8 +332,9 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
         click.echo(json.dumps(evaluation_json(result), indent=2))
         return
     info = result.info
-    click.echo(f"{info['n_members']} members, {info['n_nonmembers']} non-members; {folds}-fold chunks; "
-               f"model {info['model_identity']}; {sequences} sequences of {info['query']['context']} tokens per document")
+    model = (f"model {info['model_identity']}; {sequences} sequences of {info['query']['context']} tokens per document"
+             if "model_identity" in info else "no model (blind baseline only)")
+    click.echo(f"{info['n_members']} members, {info['n_nonmembers']} non-members; {folds}-fold chunks; {model}")
     click.echo(format_methods_table(result.table))
     click.echo("\nAUC by level:")
     click.echo(format_auc_pivot(result.table))

@@ -15,7 +15,8 @@ the same way. Cleaning (:func:`clean_text`) does, in order:
    entities decoded.
 4. **Credits**: "Produced by ...", "E-text prepared by ...", "Transcribed from ... by ...", "This etext was
    prepared by ...", "HTML version by ..." and "Note: Project Gutenberg also has an HTML version ..." paragraphs
-   near the beginning or end of the text.
+   (and any paragraph naming Project Gutenberg or its sites) near the beginning or end of the text, and
+   paragraphs quoting the PG license ("The Legal Small Print", "Project Gutenberg License") anywhere.
 5. **Transcriber's notes**: bracketed ``[Transcriber's Note: ...]`` / ``{...}`` anywhere; note blocks headed
    "Transcriber's Note(s)" near the beginning (up to the next section break: two or more blank lines or a
    separator line); notes in the last few percent of the text (everything from the heading to the end: these are

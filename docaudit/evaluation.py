@@ -71,33 +71,47 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
     from .api import labelled_documents, open_querier, query_documents
 
     started = time.time()
+    methods, blind_kinds = _split_blind(methods, blind_kinds)
     docs, labels = labelled_documents(members, nonmembers, raw, progress)
     splits = chunk_folds(labels, folds, seed)
-    lm = model if isinstance(model, LoadedModel) else load_model(model)
-    # text passes of a sequence (lowercased, augmented, ...) are queried in one window of the widest context
-    text_query = replace(query, context=single_pass_context(lm), stride=None, max_tokens=None)
-    scorer = build_detector(lm, text_query, methods, detector, ref_model, neighbor_model)
-    querier = open_querier(lm, query)
-    stats = query_documents(querier, docs, progress)
-
-    summary_rows, fold_rows, curves = [], [], {}
+    summary_rows, fold_rows, curves, info = [], [], {}, {}
     n_test = [len(test) for _, test in splits]
-    if meta is not None:
-        ev = meta_classifier.evaluate(stats, labels, replace(meta, folds=folds, seed=seed), folds=splits, progress=progress)
-        row, per = _rows(META, "document", ev.folds, n_test)
-        summary_rows.append(row | {"configs": ev.configs})
-        fold_rows += per
-        curves[(META, "document")] = (ev.labels, ev.scores)
-
-    seq = sequence_scores(stats, [d.sha256 for d in docs], scorer, scaling, progress)
-    for method in scorer.methods:
-        values = seq.scores[method]
-        for level in levels:
-            tested = [LEVELS[level](values, seq.doc, labels, train, test) for train, test in splits]
-            row, per = _rows(method, level, [fold_metrics(y, s) for y, s in tested], [len(y) for y, _ in tested])
-            summary_rows.append(row)
+    if methods != []:  # only `--methods blind` needs no model
+        lm = model if isinstance(model, LoadedModel) else load_model(model)
+        # text passes of a sequence (lowercased, augmented, ...) are queried in one window of the widest context
+        text_query = replace(query, context=single_pass_context(lm), stride=None, max_tokens=None)
+        scorer = build_detector(lm, text_query, methods, detector, ref_model, neighbor_model)
+        stats = query_documents(open_querier(lm, query), docs, progress)
+        if meta is not None:
+            ev = meta_classifier.evaluate(stats, labels, replace(meta, folds=folds, seed=seed), folds=splits,
+                                          progress=progress)
+            row, per = _rows(META, "document", ev.folds, n_test)
+            summary_rows.append(row | {"configs": ev.configs})
             fold_rows += per
-            curves[(method, level)] = (np.concatenate([y for y, _ in tested]), np.concatenate([s for _, s in tested]))
+            curves[(META, "document")] = (ev.labels, ev.scores)
+
+        seq = sequence_scores(stats, [d.sha256 for d in docs], scorer, scaling, progress)
+        for method in scorer.methods:
+            values = seq.scores[method]
+            for level in levels:
+                tested = [LEVELS[level](values, seq.doc, labels, train, test) for train, test in splits]
+                row, per = _rows(method, level, [fold_metrics(y, s) for y, s in tested], [len(y) for y, _ in tested])
+                summary_rows.append(row)
+                fold_rows += per
+                curves[(method, level)] = (np.concatenate([y for y, _ in tested]),
+                                           np.concatenate([s for _, s in tested]))
+        info = {
+            "model_identity": lm.identity,
+            "model_config": asdict(lm.config),
+            "query": asdict(query),
+            "text_pass_context": text_query.context,
+            "detector": asdict(detector),
+            "scaling": asdict(scaling),
+            "meta": None if meta is None else asdict(replace(meta, folds=folds, seed=seed)),
+            "methods": scorer.methods,
+            "levels": list(levels),
+            "sequences_per_document": np.bincount(seq.doc, minlength=len(docs)).tolist(),
+        }
 
     blind_auc = None
     if blind_kinds:
@@ -111,27 +125,28 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
     for row in summary_rows:
         row |= _pooled_interval(*curves[(row["method"], row["level"])]) if row["level"] != "sequence" else {}
     best = max((r["auc_mean"] for r in summary_rows if r["method"] != "blind"), default=None)
-    info = {
-        "model_identity": lm.identity,
-        "model_config": asdict(lm.config),
-        "query": asdict(query),
-        "text_pass_context": text_query.context,
-        "detector": asdict(detector),
-        "scaling": asdict(scaling),
-        "meta": None if meta is None else asdict(replace(meta, folds=folds, seed=seed)),
-        "methods": scorer.methods,
-        "levels": list(levels),
+    info |= {
         "n_members": int(labels.sum()),
         "n_nonmembers": int((labels == 0).sum()),
         "folds": folds,
         "seed": seed,
         "fold_test_documents": [[docs[i].id for i in test] for _, test in splits],
-        "sequences_per_document": np.bincount(seq.doc, minlength=len(docs)).tolist(),
         "blind_auc": blind_auc,
         "warning": shift_warning(blind_auc, best),
         "wall_seconds": round(time.time() - started, 1),
     }
     return MethodsEvaluation(pd.DataFrame(summary_rows), pd.DataFrame(fold_rows), curves, info)
+
+
+def _split_blind(methods, blind_kinds):
+    """Take ``blind`` out of the method list: it turns the model-free baselines on. A list left empty means that
+    only the blind baseline was asked for (no model is loaded); None keeps the default detectors."""
+    if methods is None:
+        return None, blind_kinds
+    names = [n.strip() for n in methods.split(",")] if isinstance(methods, str) else list(methods)
+    if "blind" not in names:
+        return names, blind_kinds
+    return [n for n in names if n and n != "blind"], blind_kinds or BLIND_KINDS
 
 
 def _pooled_interval(labels, scores) -> dict:
@@ -192,4 +207,4 @@ def write_evaluation(result: MethodsEvaluation, out: Path) -> None:
         (tmp / "evaluation.json").write_text(json.dumps(evaluation_json(result), indent=2))
         panels = roc_panels(result)
         pd.concat([f.assign(level=lv) for lv, f in panels.items()], ignore_index=True).to_csv(tmp / "roc.csv", index=False)
-        plot_roc_panels(panels, tmp / "roc.png", title=f"pooled out-of-fold ROC — {result.info['model_identity']}")
+        plot_roc_panels(panels, tmp / "roc.png", title=f"pooled out-of-fold ROC — {result.info.get('model_identity', 'no model')}")

@@ -630,3 +630,88 @@ def member_nonmember_loss(model_dir, member_texts, nonmember_texts, max_tokens: 
         "member_tokens": m_tok,
         "nonmember_tokens": n_tok,
     }
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the randomized controlled experiment
+
+
+@dataclass
+class LabResult:
+    """What ``run_lab`` measured: the split, the target, the loss gap, the evaluation on true labels and, when
+    asked, the AUC per query precision."""
+
+    out: pathlib.Path
+    model_dir: pathlib.Path
+    n_members: int
+    n_nonmembers: int
+    n_tokens: int
+    loss: dict
+    evaluation: object
+    precisions: list[dict]
+
+    def summary(self) -> dict:
+        table = self.evaluation.table
+        return {
+            "members": self.n_members, "nonmembers": self.n_nonmembers, "tokens": self.n_tokens,
+            "model_dir": str(self.model_dir), "loss": self.loss,
+            "blind_auc": self.evaluation.info["blind_auc"],
+            "methods": table.to_dict(orient="records"),
+            "precisions": self.precisions,
+        }
+
+
+def _write_texts(directory: pathlib.Path, texts: dict[str, str]) -> None:
+    from .cache import atomic_write_text
+
+    for book, text in texts.items():
+        atomic_write_text(directory / f"{book}.txt", text)
+
+
+def run_lab(corpus, out, target: TargetConfig = TargetConfig(), base_model: str | None = None,
+            methods=None, folds: int = 5, precisions=(), max_docs: int | None = None, progress: bool = True) -> LabResult:
+    """A randomized controlled membership experiment. Split the documents of ``corpus`` at random (seeded) into
+    members and non-members, train ``target`` on the members (resumable), then evaluate the meta-classifier, the
+    detectors and the blind baseline with the true labels on exactly the text the target was trained on (each
+    document's leading ``target.max_tokens`` tokens). ``precisions`` (e.g. ``["bfloat16", "int8", "int4"]``)
+    re-query the same target at those precisions for the paper's Table-5 comparison."""
+    from transformers import AutoTokenizer
+
+    from .cache import atomic_write_text
+    from .config import ModelConfig, QueryConfig
+    from .data import load_documents
+    from .evaluation import evaluate_methods, write_evaluation
+
+    out = pathlib.Path(out)
+    docs = load_documents([corpus], progress=progress)
+    if max_docs is not None:
+        rng = np.random.default_rng(target.seed)
+        docs = [docs[i] for i in sorted(rng.choice(len(docs), size=min(max_docs, len(docs)), replace=False))]
+    texts = {d.id: d.text for d in docs}
+    split = split_members(list(texts), seed=target.seed)
+    members = [texts[b] for b in sorted(texts) if split[b]]
+    model_dir = train_target(members, list(texts.values()), out / "target", target, base_model, progress)
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    trained = {b: tokenizer.decode(leading_token_ids(tokenizer, t, target.max_tokens), skip_special_tokens=True)
+               for b, t in texts.items()}
+    _write_texts(out / "members", {b: t for b, t in trained.items() if split[b]})
+    _write_texts(out / "nonmembers", {b: t for b, t in trained.items() if not split[b]})
+    loss = member_nonmember_loss(model_dir, [trained[b] for b in sorted(trained) if split[b]],
+                                 [trained[b] for b in sorted(trained) if not split[b]], None)
+
+    query = QueryConfig(context=target.context - 1)
+    evaluation = evaluate_methods([out / "members"], [out / "nonmembers"], ModelConfig(model=str(model_dir)),
+                                  query=query, methods=methods, folds=folds, seed=target.seed, progress=progress)
+    write_evaluation(evaluation, out / "evaluation")
+    rows = []
+    for precision in precisions:
+        model = ModelConfig(model=str(model_dir), **({"quantize": precision} if precision in ("int8", "int4")
+                                                      else {"dtype": precision}))
+        ev = evaluate_methods([out / "members"], [out / "nonmembers"], model, query=query, methods=methods,
+                              folds=folds, seed=target.seed, blind_kinds=None, progress=progress)
+        rows += [{"precision": precision, **r} for r in ev.table[["method", "level", "auc_mean", "auc_std"]].to_dict("records")]
+    result = LabResult(out, model_dir, int(sum(split.values())), int(len(split) - sum(split.values())),
+                       int(sum(len(tokenizer(t).input_ids) for t in trained.values())), loss, evaluation, rows)
+    atomic_write_text(out / "lab.json", json.dumps(result.summary(), indent=2, default=float))
+    return result

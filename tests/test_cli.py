@@ -56,6 +56,9 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
     assert {p.name for p in out.iterdir()} == {"classifier.skops", "card.json", "card.md", "roc.csv", "roc.png"}
     card = json.loads((out / "card.json").read_text())
     assert card["n_members"] == card["n_nonmembers"] == 4 and card["configuration"] == "max_tf+hist"
+    assert 0 <= card["blind"]["blind_auc"] <= 1 and "blind baseline" in result.output
+    auc = card["pooled_bootstrap_95"]["auc"]
+    assert auc["lo"] <= auc["point"] <= auc["hi"] and "bootstrap interval" in result.output
 
     book = sorted(sets["mem"].iterdir())[0]
     result = run("predict", "--classifier", out, "--model", tiny_gpt2, "--format", "json", book, sets["non"])
@@ -118,3 +121,14 @@ def test_short_document_is_one_window_and_min_tokens_skips(sets, tiny_gpt2, tmp_
     assert "2 skipped" in result.output
     ok = run("predict", "--classifier", out, "--format", "json", sets["mem"] / "short.txt")
     assert ok.exit_code == 0 and json.loads(ok.stdout)[0]["n_tokens"] < 16
+
+
+def test_grid_covers_every_configuration_from_one_cache(sets, tiny_gpt2):
+    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, "--grid",
+                 "--grid-contexts", "16,32", "--folds", "2", "--trees", "10", "--bins", "20", "--format", "json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert len(rows) == 2 * 5 * 2
+    assert {(r["context"], r["norm"], r["features"]) for r in rows} == {
+        (c, n, f) for c in (16, 32) for n in ("none", "ratio_tf", "ratio_gp", "max_tf", "max_gp") for f in ("agg", "hist")}
+    assert all(0 <= r["auc_mean"] <= 1 for r in rows)

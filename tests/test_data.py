@@ -125,6 +125,14 @@ def test_strip_gutenberg_only_cuts_header_and_footer():
     assert first.startswith("E-text prepared by")  # credits are the next step's job
     assert "Transcriber's note" in first
     assert strip_gutenberg("no markers\r\nat all\r\n") == "no markers\nat all"
+    # the oldest files put the Small Print first and have no START marker
+    old = "Header\n*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*\n\nBody.\nMore body.\n"
+    assert strip_gutenberg(old + "\n" * 5) == "Body.\nMore body."
+    assert clean_text(old) == "Body.\nMore body."
+    # a footer without END marker
+    assert strip_gutenberg("*** START OF THE PROJECT GUTENBERG EBOOK X ***\nText.\n*** START: FULL LICENSE ***\nL") == (
+        "Text."
+    )
 
 
 def test_normalization_keeps_words():

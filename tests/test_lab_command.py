@@ -1,0 +1,54 @@
+"""`docaudit lab` end to end at a tiny size, and resuming after an interruption."""
+import json
+
+import pytest
+from click.testing import CliRunner
+from labtarget import excerpts, single_thread
+
+import docaudit.lab as lab
+from docaudit.cli import main
+
+ARGS = ["--layers", "1", "--width", "64", "--heads", "2", "--context", "64", "--vocab-size", "400", "--epochs", "12",
+        "--batch-size", "8", "--max-tokens", "160", "--folds", "2", "--methods", "loss,mink,minkpp"]
+
+
+@pytest.fixture(scope="module")
+def pool(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pool")
+    for book, text in excerpts(16, n_words=120).items():
+        (root / f"{book}.txt").write_text(text)
+    return root
+
+
+def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
+    save = lab._save_checkpoint
+    saves = []
+
+    def interrupt_after_third_epoch(*args, **kwargs):
+        save(*args, **kwargs)
+        saves.append(1)
+        if len(saves) == 3:
+            raise KeyboardInterrupt
+
+    out = tmp_path / "lab"
+    with single_thread():
+        monkeypatch.setattr(lab, "_save_checkpoint", interrupt_after_third_epoch)
+        first = CliRunner().invoke(main, ["lab", "--corpus", pool, "--out", out, *ARGS])
+        assert first.exit_code == 130 and "interrupted" in first.stderr
+        assert not (out / "lab.json").exists()
+        monkeypatch.setattr(lab, "_save_checkpoint", save)
+        result = CliRunner().invoke(main, ["lab", "--corpus", pool, "--out", out, *ARGS, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    segments = lab.read_target_metadata(out / "target" / "model")["segments"]
+    assert [(s["start_epoch"], s["end_epoch"]) for s in segments] == [(0, 3), (3, 12)]
+
+    report = json.loads(result.stdout)
+    assert report["members"] == report["nonmembers"] == 8
+    assert report["loss"]["gap"] > 0  # the target fits its members better
+    assert 0 <= report["blind_auc"] <= 1
+    methods = {(m["method"], m["level"]) for m in report["methods"]}
+    assert {("meta_classifier", "document"), ("loss", "doc_avg"), ("minkpp", "doc_threshold")} <= methods
+    assert ("blind", "tfidf") in methods
+    assert json.loads((out / "lab.json").read_text())["members"] == 8
+    for label in ("members", "nonmembers"):
+        assert len(list((out / label).glob("*.txt"))) == 8
