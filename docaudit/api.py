@@ -123,6 +123,12 @@ def save_model_dir(out: Path, estimator, card: dict, evaluation: meta_classifier
         atomic_write_text(tmp / "card.md", model_card_markdown(card))
 
 
+def chance_level(card: dict) -> bool:
+    """Whether the pooled out-of-fold AUC's bootstrap interval includes 0.5."""
+    auc = card["pooled_bootstrap_95"]["auc"]
+    return auc["lo"] <= 0.5 <= auc["hi"]
+
+
 def model_card_markdown(card: dict) -> str:
     q, m = card["query"], card["meta"]
     lines = [
@@ -137,6 +143,9 @@ def model_card_markdown(card: dict) -> str:
         "- pooled out-of-fold AUC {point:.3f} (95% bootstrap interval over documents {lo:.3f}–{hi:.3f})".format(
             **card["pooled_bootstrap_95"]["auc"]),
     ]
+    if chance_level(card):
+        lines.append("- the interval includes 0.5: on its own evaluation this classifier does not detect membership "
+                     "better than chance, so its predictions are not evidence either way")
     if "blind" in card:
         lines.append(f"- model-free blind baseline on the same folds: AUC {card['blind']['blind_auc']:.3f} "
                      f"({card['blind']['best_kind']})")

@@ -133,6 +133,8 @@ def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tok
     click.echo(f"{folds}-fold chunks ({', '.join(result.evaluation.configs)}): {format_summary(result.summary)}")
     auc = result.card["pooled_bootstrap_95"]["auc"]
     click.echo(f"pooled out-of-fold AUC {auc['point']:.3f} (95% bootstrap interval {auc['lo']:.3f}–{auc['hi']:.3f})")
+    if api.chance_level(result.card):
+        click.echo("the interval includes 0.5: this classifier does not detect membership better than chance here")
     blind = result.card["blind"]
     click.echo(f"blind baseline (no model, same folds): AUC {blind['blind_auc']:.3f} ({blind['best_kind']})")
     if result.card["warning"]:
