@@ -21,6 +21,12 @@ def cache_root() -> Path:
     return Path(root)
 
 
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: Path, write) -> None:
     """Write through ``write(file_object)`` to a temporary file beside ``path``, then rename over it."""
     path = Path(path)
@@ -29,6 +35,7 @@ def atomic_write(path: Path, write) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
     except BaseException:
         os.unlink(tmp)

@@ -6,6 +6,7 @@ configuration is chosen inside each training fold and the outer AUC measures the
 from __future__ import annotations
 
 import json
+from zipfile import ZIP_DEFLATED
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -134,7 +135,7 @@ def save_classifier(directory: Path, estimator, card: dict) -> None:
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     pipe = getattr(estimator, "best_estimator_", estimator)
-    atomic_write(directory / CLASSIFIER_FILE, lambda f: f.write(sio.dumps(pipe)))
+    atomic_write(directory / CLASSIFIER_FILE, lambda f: f.write(sio.dumps(pipe, compression=ZIP_DEFLATED)))
     atomic_write_text(directory / CARD_FILE, json.dumps(card, indent=2, default=_jsonable))
 
 

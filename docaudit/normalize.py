@@ -36,6 +36,7 @@ def gp_dictionary(stats) -> np.ndarray:
 
 class TokenNormalizer(BaseEstimator, TransformerMixin):
     """Per-token values x_t from TokenStats (higher = less likely under the model, relative to the reference).
+    The fitted dictionary ``reference_`` is kept in float32 (a saved Gemma-sized classifier stays small).
 
     ``method``: none (-log p), ratio_tf / ratio_gp (-log(p / ref)), max_tf / max_gp
     (-log((1 - (p_max - p)) / ref), numerator floored at ``eps``, which only bites when p_max - p ≈ 1).
@@ -50,9 +51,9 @@ class TokenNormalizer(BaseEstimator, TransformerMixin):
             raise DocauditError(f"unknown normalization '{self.method}' (choose from {', '.join(NORMS)})")
         stats = list(X)
         if self.method.endswith("_tf"):
-            self.reference_ = tf_dictionary(stats)
+            self.reference_ = tf_dictionary(stats).astype(np.float32)
         elif self.method.endswith("_gp"):
-            self.reference_ = gp_dictionary(stats)
+            self.reference_ = gp_dictionary(stats).astype(np.float32)
         else:
             self.reference_ = None
         return self

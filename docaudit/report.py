@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .cache import current_umask
 from .metrics import roc_table
 
 
@@ -117,6 +118,7 @@ def staged_dir(out: Path):
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    os.chmod(tmp, 0o777 & ~current_umask())
     try:
         yield tmp
         old = out.with_name(f".{out.name}.old")

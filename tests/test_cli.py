@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 from click.testing import CliRunner
@@ -54,6 +55,10 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
     assert result.exit_code == 0, result.output
     assert "AUC" in result.output
     assert {p.name for p in out.iterdir()} == {"classifier.skops", "card.json", "card.md", "roc.csv", "roc.png"}
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {p.stat().st_mode & 0o777 for p in out.iterdir()} == {0o666 & ~umask}
+    assert out.stat().st_mode & 0o777 == 0o777 & ~umask
     card = json.loads((out / "card.json").read_text())
     assert card["n_members"] == card["n_nonmembers"] == 4 and card["configuration"] == "max_tf+hist"
     assert 0 <= card["blind"]["blind_auc"] <= 1 and "blind baseline" in result.output
