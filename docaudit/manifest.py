@@ -85,27 +85,31 @@ def validate_rows(rows: list[ManifestRow], where: str = "manifest") -> None:
             raise DocauditError(f"{loc} (id {row.id}): path must be relative and stay inside the root")
 
 
+def _read_csv(path: pathlib.Path, required, what: str) -> list[dict]:
+    """The records of a CSV file that must exist and have the ``required`` columns."""
+    if not path.is_file():
+        raise DocauditError(f"{path}: no such {what}")
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in required if c not in (reader.fieldnames or [])]
+        if missing:
+            raise DocauditError(f"{path}: {what} is missing column(s) {', '.join(missing)}")
+        return list(reader)
+
+
 def read_manifest(path) -> list[ManifestRow]:
     """Read and validate a manifest CSV."""
     p = pathlib.Path(path)
-    if not p.is_file():
-        raise DocauditError(f"{p}: no such manifest")
-    with open(p, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames or []
-        missing = [c for c in COLUMNS if c not in header]
-        if missing:
-            raise DocauditError(f"{p}: missing column(s) {', '.join(missing)}")
-        rows = []
-        for i, rec in enumerate(reader, start=1):
-            where = f"{p}: row {i}"
-            rec = {k: (v or "").strip() for k, v in rec.items() if k is not None}
-            rows.append(ManifestRow(
-                id=rec["id"], label=rec["label"], source=rec["source"], group=rec["group"], title=rec["title"],
-                author=rec["author"], language=rec["language"], pg_posted=rec["pg_posted"],
-                pub_year=_int_or_none(rec["pub_year"], "pub_year", where), sha256=rec["sha256"].lower(),
-                n_bytes=_int_or_none(rec["n_bytes"], "n_bytes", where), path=rec["path"],
-            ))
+    rows = []
+    for i, rec in enumerate(_read_csv(p, COLUMNS, "manifest"), start=1):
+        where = f"{p}: row {i}"
+        rec = {k: (v or "").strip() for k, v in rec.items() if k is not None}
+        rows.append(ManifestRow(
+            id=rec["id"], label=rec["label"], source=rec["source"], group=rec["group"], title=rec["title"],
+            author=rec["author"], language=rec["language"], pg_posted=rec["pg_posted"],
+            pub_year=_int_or_none(rec["pub_year"], "pub_year", where), sha256=rec["sha256"].lower(),
+            n_bytes=_int_or_none(rec["n_bytes"], "n_bytes", where), path=rec["path"],
+        ))
     if not rows:
         raise DocauditError(f"{p}: manifest has no rows")
     validate_rows(rows, str(p))
@@ -177,15 +181,7 @@ def build_manifest(
     """
     cut = parse_cutoff(cutoff)
     p = pathlib.Path(catalog)
-    if not p.is_file():
-        raise DocauditError(f"{p}: no such catalog")
-    with open(p, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        header = reader.fieldnames or []
-        missing = [c for c in ("id", "group", "pg_posted") if c not in header]
-        if missing:
-            raise DocauditError(f"{p}: catalog lacks column(s) {', '.join(missing)}")
-        records = list(reader)
+    records = _read_csv(p, ("id", "group", "pg_posted"), "catalog")
     rows, excluded = [], {}
     for rec in records:
         rid = (rec.get("id") or "").strip()
