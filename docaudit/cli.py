@@ -20,6 +20,8 @@ def _quiet_libraries() -> None:
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    # int8 matmuls cast their inputs to float16 by design; bitsandbytes says so on every call
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
 
 
 def friendly_errors(func):
