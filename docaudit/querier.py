@@ -57,7 +57,7 @@ def position_stats_(z: torch.Tensor, targets: torch.Tensor, e: torch.Tensor | No
 class _Head:
     """The LM head applied to chunks of hidden states, writing float32 logits.
 
-    On the CPU a plain float32 ``nn.Linear`` head runs through oneDNN with a pre-packed copy of its weight, which
+    On the CPU a large plain float32 ``nn.Linear`` head runs through oneDNN with a pre-packed copy of its weight, which
     measured 1.3-1.45x faster than the default BLAS for these shapes (docs/benchmarks.md); set
     ``docaudit.querier.CPU_ONEDNN_HEAD = False`` to save the copy's memory. Otherwise the product is written into
     the caller's buffer (no fresh [rows, vocab] allocation per chunk)."""
@@ -68,7 +68,8 @@ class _Head:
         if (isinstance(module, torch.nn.Linear) and module.bias is None and type(module.weight) is torch.nn.Parameter
                 and module.weight.dtype == torch.float32):
             self.weight = module.weight
-            if device.type == "cpu" and CPU_ONEDNN_HEAD and torch.backends.mkldnn.is_available():
+            if (device.type == "cpu" and CPU_ONEDNN_HEAD and module.weight.numel() >= ONEDNN_MIN_WEIGHT
+                    and torch.backends.mkldnn.is_available()):
                 try:
                     self.packed = self.weight.detach().to_mkldnn()
                 except RuntimeError:
@@ -88,6 +89,7 @@ class _Head:
 
 
 CPU_ONEDNN_HEAD = True
+ONEDNN_MIN_WEIGHT = 1 << 24  # smaller heads: the default BLAS (oneDNN's per-shape setup would dominate)
 
 
 def split_model(model: torch.nn.Module) -> tuple[Callable, Callable]:

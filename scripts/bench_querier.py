@@ -25,12 +25,14 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import atexit
 import gc
 import json
 import math
 import os
 import platform
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -130,17 +132,29 @@ def build_synthetic(kind: str, texts: list[str], args) -> LoadedModel:
     dtype = getattr(torch, args.dtype)
     torch.manual_seed(0)
     name = "tiny-llama (random weights)" if kind == "tiny" else "llama-7b-shaped (random weights)"
-    if args.quantize:
+
+    def build(where):
+        default = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)  # weights created directly in the target precision
+        try:
+            with torch.device(where):
+                return LlamaForCausalLM(config)
+        finally:
+            torch.set_default_dtype(default)
+
+    if args.quantize:  # bitsandbytes quantizes at load time: save the random model, load it the usual way
         tmp = Path(tempfile.mkdtemp(prefix="docaudit-bench-"))
-        with torch.device("cuda" if device.type == "cuda" else "cpu"):
-            LlamaForCausalLM(config).to(dtype).save_pretrained(tmp)
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+        model = build(device)
+        model.config.dtype = args.dtype
+        model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        del model
         gc.collect()
         lm = load_model(ModelConfig(model=str(tmp), dtype=args.dtype, device=args.device, quantize=args.quantize))
-        lm.identity = name
+        lm.identity = f"{name}, {args.quantize}"
         return lm
-    with torch.device(device):
-        model = LlamaForCausalLM(config).to(dtype)
+    model = build(device)
     model.eval()
     cfg = ModelConfig(model=name, dtype=args.dtype, device=args.device)
     return LoadedModel(model, tokenizer, name, "synthetic", cfg, device)
@@ -280,6 +294,17 @@ def parse_args(argv=None):
     return args
 
 
+@torch.inference_mode()
+def touch_parameters(model) -> None:
+    """Read one element per 4 KB page of every parameter and buffer, so that weights loaded lazily (memory-mapped
+    safetensors) are resident: the model's footprint is then the resident size after loading."""
+    for t in [*model.parameters(), *model.buffers()]:
+        if t.device.type == "cpu" and t.numel():
+            flat = t.detach().reshape(-1)
+            step = max(1, 4096 // t.element_size())
+            flat[::step].float().sum().item()
+
+
 def matmul_params(model) -> int:
     """Parameters used in matrix products per token: all of them, less an input embedding that is not shared
     with the output layer (a lookup, not a product)."""
@@ -318,6 +343,7 @@ def main(argv=None) -> dict:
     else:
         lm = load_model(ModelConfig(model=args.model, dtype=args.dtype, device=args.device, quantize=args.quantize))
     load_s = time.perf_counter() - t0
+    touch_parameters(lm.model)
     gc.collect()
     model_rss = rss_mb()
 
@@ -400,6 +426,7 @@ def main(argv=None) -> dict:
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "torch": torch.__version__,
         "params": matmul_params(lm.model),
+        "param_mb": round(sum(p.numel() * p.element_size() for p in lm.model.parameters()) / 2**20, 1),
     }
     if args.peak_tflops:
         flops = 2 * result["params"]
