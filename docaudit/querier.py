@@ -244,7 +244,9 @@ class Querier:
         direct = self._head.packed is not None
         work = [None if direct else self._buffer("logits", chunk, vocab),
                 self._buffer("exp", chunk, vocab), self._buffer("product", chunk, vocab)]
-        parts = []
+        # Per-token results, allocated once before the loop (long-lived small tensors allocated between the large
+        # temporaries would fragment the heap and make memory grow with the document).
+        results = torch.empty(bounds[-1], 4, dtype=torch.float32, device=self.device)
         for batch, lo_b, hi_b in zip(batches, bounds, bounds[1:]):
             windows = torch.stack([ids_t[s:e] for s, _, e in batch])
             if shift:
@@ -257,10 +259,10 @@ class Querier:
                 n = len(h)
                 z = self._head(h, None if direct else work[0][:n])
                 *values, psum = position_stats_(z, targets[lo : lo + n], work[1][:n], work[2][:n])
-                parts.append(torch.stack(values))
+                torch.stack(values, dim=1, out=results[lo_b + lo : lo_b + lo + n])
                 if gp is not None:
                     gp += psum
-        logp, max_logp, mu, sigma = torch.cat(parts, dim=1).cpu().numpy()
+        logp, max_logp, mu, sigma = results.t().contiguous().cpu().numpy()
         return TokenStats(
             token_ids=ids.astype(np.int32), logp=logp, max_logp=max_logp, mu=mu, sigma=sigma,
             gp_sum=None if gp is None else gp.cpu().numpy(), vocab_size=vocab, context=C, stride=S,

@@ -11,6 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = r"""
 import gc, json, sys
 import numpy as np
+import torch
+torch.set_num_threads(1)  # memory, not speed, is measured; one thread avoids contention on shared CPUs
 sys.path.insert(0, sys.argv[1])
 from docaudit.config import ModelConfig, QueryConfig
 from docaudit.lm import load_model
@@ -51,6 +53,8 @@ def test_peak_memory_flat_in_document_length(tiny_gpt2):
     except OSError:
         pytest.skip("cannot reset the peak-RSS mark here")
     short, long = _extra_mb(tiny_gpt2, 20_000), _extra_mb(tiny_gpt2, 200_000)
-    # Per-token results are 4 float32 (+ indices): ~40 bytes/token, 7 MB for 180,000 more tokens. A per-document
-    # [tokens, vocab] float32 array would add 180,000 x 512 x 4 bytes = 350 MB.
-    assert long - short < 40, (short, long)
+    # What legitimately grows: the ids, scored-row indices and results, ~100 bytes per token (18 MB for 180,000
+    # more tokens; ~25 MB measured). A per-document [tokens, vocab] float32 array would add 180,000 x 512 x 4
+    # bytes = 350 MB.
+    print(f"extra peak RSS: {short:.1f} MB at 20,000 tokens, {long:.1f} MB at 200,000 tokens")
+    assert long - short < 80, (short, long)
