@@ -22,29 +22,84 @@ from .stats import TokenStats, scored_spans
 
 log = logging.getLogger(__name__)
 
-TOKENS_PER_BATCH = {"cpu": 2048, "cuda": 32768}
-LOGIT_ELEMENTS_PER_CHUNK = {"cpu": 1 << 22, "cuda": 1 << 27}
+TOKENS_PER_BATCH = {"cpu": 4096, "cuda": 32768}
+# Rows of the LM head computed (and reduced) at once, as logit elements: a larger chunk reads the head's weight
+# fewer times (Gemma-3's is 262,144 x 640 floats = 671 MB, read once per chunk); each chunk needs two or three
+# [rows, vocab] float32 buffers. Measured in docs/benchmarks.md.
+LOGIT_ELEMENTS_PER_CHUNK = {"cpu": 1 << 25, "cuda": 1 << 27}
 
 
-def position_stats_(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Per-row statistics of next-token logits ``[P, V]`` for true tokens ``[P]``, computed in float32: log p of
-    the true token, log p_max, the Min-K%++ mean and standard deviation of log p under p, and the column sum of p.
-    Works in place on ``logits`` when they are float32 (few passes, two temporaries)."""
-    z = logits.float()
-    z.sub_(z.amax(-1, keepdim=True))
-    p = z.exp()
-    log_norm = p.sum(-1, keepdim=True).log_()
-    z.sub_(log_norm)
-    p.mul_(torch.exp(-log_norm))
-    mu = torch.linalg.vecdot(p, z)
-    centered = torch.sub(z, mu[:, None]).square_()
-    sigma = torch.linalg.vecdot(p, centered).sqrt_()
-    return z.gather(1, targets[:, None])[:, 0], -log_norm[:, 0], mu, sigma, p.sum(0)
+def position_stats_(z: torch.Tensor, targets: torch.Tensor, e: torch.Tensor | None = None,
+                    t: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+    """Per-row statistics of float32 next-token logits ``z [P, V]`` for true tokens ``targets [P]``: log p of the
+    true token, log p_max, the Min-K%++ mean and standard deviation of log p under p, and the column sum of p.
+
+    Destroys ``z``; ``e`` and ``t`` are optional float32 ``[P, V]`` work buffers (allocated when omitted). Every
+    sum over the vocabulary is a float32 pairwise (cascade) sum, the variance is computed around the mean (two
+    passes, no cancellation), and the column sum of p is one matrix-vector product."""
+    if e is None:
+        e = torch.empty_like(z)
+    if t is None:
+        t = torch.empty_like(z)
+    z.sub_(z.amax(-1, keepdim=True))                     # z <- z - max z
+    torch.exp(z, out=e)                                  # e <- exp(z)
+    s0 = e.sum(-1, keepdim=True)
+    w = s0.reciprocal()
+    log_s0 = s0.log_()                                   # log-normalizer relative to the max
+    psum = torch.mv(e.t(), w[:, 0])                      # sum over rows of p = e / s0
+    logp = z.gather(1, targets[:, None]).sub_(log_s0)
+    c = torch.mul(e, z, out=t).sum(-1, keepdim=True).mul_(w)   # E_p[z]
+    z.sub_(c)
+    var = e.mul_(z).mul_(z).sum(-1, keepdim=True).mul_(w)     # E_p[(z - E_p[z])^2] = Var_p[log p]
+    return logp[:, 0], -log_s0[:, 0], c.sub_(log_s0)[:, 0], var.sqrt_()[:, 0], psum
+
+
+class _Head:
+    """The LM head applied to chunks of hidden states, writing float32 logits.
+
+    On the CPU a large plain float32 ``nn.Linear`` head runs through oneDNN with a pre-packed copy of its weight, which
+    measured 1.3-1.45x faster than the default BLAS for these shapes (docs/benchmarks.md); set
+    ``docaudit.querier.CPU_ONEDNN_HEAD = False`` to save the copy's memory. Otherwise the product is written into
+    the caller's buffer (no fresh [rows, vocab] allocation per chunk)."""
+
+    def __init__(self, head: Callable, module: torch.nn.Module | None, cap: float | None, device: torch.device):
+        self.head, self.cap = head, cap
+        self.weight = self.packed = None
+        if (isinstance(module, torch.nn.Linear) and module.bias is None and type(module.weight) is torch.nn.Parameter
+                and module.weight.dtype == torch.float32):
+            self.weight = module.weight
+            if (device.type == "cpu" and CPU_ONEDNN_HEAD and module.weight.numel() >= ONEDNN_MIN_WEIGHT
+                    and torch.backends.mkldnn.is_available()):
+                try:
+                    self.packed = self.weight.detach().to_mkldnn()
+                except RuntimeError:
+                    self.packed = None
+
+    def __call__(self, hidden: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        if self.packed is not None and hidden.dtype == torch.float32:
+            z = torch._C._nn.mkldnn_linear(hidden.contiguous().to_mkldnn(), self.packed, None).to_dense()
+        elif self.weight is not None and hidden.dtype == torch.float32:
+            z = torch.matmul(hidden, self.weight.t(), out=out)
+        else:  # other heads (quantized, half precision, full-forward fallback): float32 copy of their output
+            z = self.head(hidden)
+            return z.float().contiguous() if out is None else out.copy_(z)
+        if self.cap:
+            z.div_(self.cap).tanh_().mul_(self.cap)
+        return z
+
+
+CPU_ONEDNN_HEAD = True
+ONEDNN_MIN_WEIGHT = 1 << 24  # smaller heads: the default BLAS (oneDNN's per-shape setup would dominate)
 
 
 def split_model(model: torch.nn.Module) -> tuple[Callable, Callable]:
     """(trunk, head) with ``head(trunk(ids)) == model(ids).logits``, so the head can run on chunks of positions.
     Falls back to the full forward (head = identity) when the model does not decompose that way."""
+    trunk, head_fn, _, _ = _split(model)
+    return trunk, head_fn
+
+
+def _split(model: torch.nn.Module):
     head = model.get_output_embeddings()
     base = getattr(model, "base_model", None)
     cap = getattr(model.config, "final_logit_softcapping", None)
@@ -60,7 +115,7 @@ def split_model(model: torch.nn.Module) -> tuple[Callable, Callable]:
         return model(input_ids=ids, use_cache=False).logits
 
     if head is None or base is None or base is model:
-        return full, lambda z: z
+        return full, (lambda z: z), None, None
     probe = torch.arange(1, 9, device=head.weight.device)[None] % head.weight.shape[0]
     with torch.inference_mode():
         try:
@@ -69,8 +124,8 @@ def split_model(model: torch.nn.Module) -> tuple[Callable, Callable]:
             ok = False
     if not ok:
         log.info("model does not split into trunk and head; using the full forward")
-        return full, lambda z: z
-    return trunk, head_fn
+        return full, (lambda z: z), None, None
+    return trunk, head_fn, head, cap
 
 
 def max_positions(model) -> int | None:
@@ -115,13 +170,15 @@ class Querier:
         kind = "cuda" if self.device.type == "cuda" else "cpu"
         self.batch_size = query.batch_size or max(1, TOKENS_PER_BATCH[kind] // query.context)
         self.chunk_rows = max(1, LOGIT_ELEMENTS_PER_CHUNK[kind] // lm.vocab_size)
-        self._trunk, self._head = split_model(lm.model)
         self.bos = bos_per_window(lm.tokenizer)
         window = query.context + (self.bos is not None)
         limit = max_positions(lm.model)
         if limit is not None and window > limit:
             raise DocauditError(f"context {query.context}{' + BOS' if self.bos is not None else ''} exceeds the "
                                 f"model's {limit} positions; use --context {limit - (self.bos is not None)} or less")
+        self._trunk, head_fn, module, cap = _split(lm.model)
+        self._head = _Head(head_fn, module, cap, self.device)
+        self._work: dict[str, torch.Tensor] = {}
 
     def token_ids(self, text: str, text_sha256: str) -> np.ndarray:
         """Tokenize the document once (without special tokens: a BOS, when the tokenizer uses one, is given to
@@ -159,32 +216,64 @@ class Querier:
                 bar.set_postfix(tokens=tokens)
         return out
 
+    def _buffer(self, name: str, rows: int, vocab: int) -> torch.Tensor:
+        """A float32 ``[rows, vocab]`` work buffer kept between chunks and documents (no page faults per chunk)."""
+        buf = self._work.get(name)
+        if buf is None or buf.shape[0] < rows or buf.shape[1] != vocab:
+            self._work.pop(name, None)
+            buf = self._work[name] = torch.empty(rows, vocab, dtype=torch.float32, device=self.device)
+        return buf[:rows]
+
+    def release_buffers(self) -> None:
+        """Free the work buffers (they are otherwise kept for the next document)."""
+        self._work.clear()
+
     @torch.inference_mode()
     def compute(self, ids: np.ndarray) -> TokenStats:
-        """Query the model over all windows of ``ids`` (no cache)."""
+        """Query the model over all windows of ``ids`` (no cache).
+
+        Windows of equal length go through the trunk together; the LM head and the reductions run on chunks of
+        at most ``chunk_rows`` scored positions, in float32 work buffers reused from chunk to chunk. Memory is
+        bounded by the batch and chunk sizes whatever the document's length; the only per-token results are four
+        float32 values, copied to the host once at the end (no host synchronization inside the loop)."""
         C, S = self.query.context, self.stride
         spans = scored_spans(len(ids), C, S)
+        batches = list(_batches(spans, self.batch_size))
+        shift = int(self.bos is not None)
+        # Indices of the scored positions in each batch's flattened [windows * length] trunk output, all moved to
+        # the device in one copy before the loop.
+        index, bounds = [], [0]
+        for batch in batches:
+            length = batch[0][2] - batch[0][0] + shift
+            index += [b * length + shift + np.arange(f - 1 - s, e - 1 - s) for b, (s, f, e) in enumerate(batch)]
+            bounds.append(bounds[-1] + sum(e - f for _, f, e in batch))
+        index_t = torch.as_tensor(np.concatenate(index), dtype=torch.long, device=self.device)
         ids_t = torch.as_tensor(ids, dtype=torch.long, device=self.device)
         vocab = self.lm.vocab_size
         gp = torch.zeros(vocab, dtype=torch.float64, device=self.device) if self.query.gp else None
-        parts = []
-        for batch in _batches(spans, self.batch_size):
-            start, _, end = batch[0]
+        chunk = max(1, min(self.chunk_rows, max(b - a for a, b in zip(bounds, bounds[1:]))))
+        direct = self._head.packed is not None
+        work = [None if direct else self._buffer("logits", chunk, vocab),
+                self._buffer("exp", chunk, vocab), self._buffer("product", chunk, vocab)]
+        # Per-token results, allocated once before the loop (long-lived small tensors allocated between the large
+        # temporaries would fragment the heap and make memory grow with the document).
+        results = torch.empty(bounds[-1], 4, dtype=torch.float32, device=self.device)
+        for batch, lo_b, hi_b in zip(batches, bounds, bounds[1:]):
             windows = torch.stack([ids_t[s:e] for s, _, e in batch])
-            if self.bos is not None:
+            if shift:
                 windows = torch.nn.functional.pad(windows, (1, 0), value=self.bos)
-            length, shift = windows.shape[1], int(self.bos is not None)
-            rows = np.concatenate([b * length + shift + np.arange(f - 1 - s, e - 1 - s) for b, (s, f, e) in enumerate(batch)])
-            rows_t = torch.as_tensor(rows, device=self.device)
-            hidden = self._trunk(windows).reshape(len(batch) * length, -1)[rows_t]
+            rows_t = index_t[lo_b:hi_b]
+            hidden = self._trunk(windows).reshape(windows.numel(), -1)[rows_t]
             targets = windows.reshape(-1)[rows_t + 1]
-            for lo in range(0, len(rows), self.chunk_rows):
-                *values, psum = position_stats_(self._head(hidden[lo : lo + self.chunk_rows]),
-                                               targets[lo : lo + self.chunk_rows])
-                parts.append(torch.stack(values))
+            for lo in range(0, hi_b - lo_b, chunk):
+                h = hidden[lo : lo + chunk]
+                n = len(h)
+                z = self._head(h, None if direct else work[0][:n])
+                *values, psum = position_stats_(z, targets[lo : lo + n], work[1][:n], work[2][:n])
+                torch.stack(values, dim=1, out=results[lo_b + lo : lo_b + lo + n])
                 if gp is not None:
-                    gp += psum.double()
-        logp, max_logp, mu, sigma = torch.cat(parts, dim=1).cpu().numpy()
+                    gp += psum
+        logp, max_logp, mu, sigma = results.t().contiguous().cpu().numpy()
         return TokenStats(
             token_ids=ids.astype(np.int32), logp=logp, max_logp=max_logp, mu=mu, sigma=sigma,
             gp_sum=None if gp is None else gp.cpu().numpy(), vocab_size=vocab, context=C, stride=S,

@@ -1,0 +1,466 @@
+#!/usr/bin/env python
+"""Throughput and memory of docaudit's querier, against the raw model forward and a reference-style loop.
+
+Three variants run in one process on the same model, token ids, context C and stride S, interleaved
+(``--repeats`` rounds, the order rotated every round; medians reported):
+
+- ``forward``: the model's plain forward over the same windows with the same batching, returning the logits and
+  nothing else -- the limit for anything that needs the model's output distribution;
+- ``querier``: ``docaudit.querier.Querier.compute``, producing every statistic (log p, log p_max, Min-K%++ mu and
+  sigma, the float64 GP column sums);
+- ``naive``: how public reference implementations query: one window at a time (batch 1), the loss asked from the
+  model through ``labels=``, the full softmax moved to the host, and a per-token Python loop computing the same
+  statistics. It runs on the first windows only (``--naive-tokens``) and is reported in tokens/s.
+
+Memory: the peak resident set size while the querier runs (Linux: the high-water mark is reset just before it),
+next to the resident size of the loaded model.
+
+Examples::
+
+    python scripts/bench_querier.py                       # embedded Gemma-3-270M, a book from the shared corpus
+    python scripts/bench_querier.py --tiny --json
+    python scripts/bench_querier.py --variants querier --tiny --tokens 500000     # memory on a long document
+    python scripts/bench_querier.py --llama7b-shaped --dtype bfloat16 --device cuda --peak-tflops 989
+"""
+from __future__ import annotations
+
+import argparse
+import atexit
+import gc
+import json
+import math
+import os
+import platform
+import resource
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from docaudit.config import DTYPES, QUANTIZE, ModelConfig, QueryConfig  # noqa: E402
+from docaudit.lm import LoadedModel, load_model, resolve_device  # noqa: E402
+from docaudit.querier import Querier, _batches  # noqa: E402
+from docaudit.stats import scored_spans  # noqa: E402
+
+CORPUS = ROOT.parent / "shared" / "corpus"
+VARIANTS = ("forward", "querier", "naive")
+
+
+# ----------------------------------------------------------------------------------------------- memory
+def rss_mb() -> float:
+    """Current resident set size (MB)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        import psutil
+
+        return psutil.Process().memory_info().rss / 2**20
+
+
+def reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark (Linux >= 4.0); False where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size since the last reset (VmHWM), else since the process started."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
+
+
+# ----------------------------------------------------------------------------------------------- models
+def _tokenizer(texts: list[str], vocab_size: int, add_bos: bool = True):
+    """A byte-level BPE tokenizer trained on the benchmark's own text (no downloads); it starts every encoding
+    with ``<s>`` like Llama's."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>"], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer)
+    if add_bos:
+        tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="<s>")
+
+
+def synthetic_config(kind: str, vocab_size: int):
+    from transformers import LlamaConfig
+
+    if kind == "tiny":  # a small Llama: 4 layers, hidden 128, vocabulary 8192
+        return LlamaConfig(vocab_size=vocab_size, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                           bos_token_id=0, eos_token_id=0, tie_word_embeddings=False)
+    # Llama-2-7B's shape: 32 layers, hidden 4096, MLP 11008, 32 heads, vocabulary 32000 (6.74 B parameters)
+    return LlamaConfig(vocab_size=vocab_size, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096,
+                       bos_token_id=0, eos_token_id=0, tie_word_embeddings=False)
+
+
+def build_synthetic(kind: str, texts: list[str], args) -> LoadedModel:
+    """A randomly initialised Llama-architecture model built from its config, with a tokenizer trained on the
+    benchmark documents. Quantized variants go through a saved directory and docaudit's own loader."""
+    from transformers import LlamaForCausalLM
+
+    vocab = 8192 if kind == "tiny" else 32000
+    tokenizer = _tokenizer(texts, min(vocab, 8192))
+    config = synthetic_config(kind, vocab)
+    device = resolve_device(args.device)
+    dtype = getattr(torch, args.dtype)
+    torch.manual_seed(0)
+    name = "tiny-llama (random weights)" if kind == "tiny" else "llama-7b-shaped (random weights)"
+
+    def build(where):
+        default = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)  # weights created directly in the target precision
+        try:
+            with torch.device(where):
+                return LlamaForCausalLM(config)
+        finally:
+            torch.set_default_dtype(default)
+
+    if args.quantize:  # bitsandbytes quantizes at load time: save the random model, load it the usual way
+        tmp = Path(tempfile.mkdtemp(prefix="docaudit-bench-"))
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+        model = build(device)
+        model.config.dtype = args.dtype
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        del model
+        gc.collect()
+        lm = load_model(ModelConfig(model=str(tmp), dtype=args.dtype, device=args.device, quantize=args.quantize))
+        lm.identity = f"{name}, {args.quantize}"
+        return lm
+    model = build(device)
+    model.eval()
+    cfg = ModelConfig(model=name, dtype=args.dtype, device=args.device)
+    return LoadedModel(model, tokenizer, name, "synthetic", cfg, device)
+
+
+# ----------------------------------------------------------------------------------------------- documents
+def default_documents() -> list[Path]:
+    books = sorted((CORPUS / "members").glob("*.txt"))
+    if not books:
+        raise SystemExit(f"no documents: pass paths with --docs (the default corpus {CORPUS} is absent)")
+    return books
+
+
+def read_documents(paths: list[Path], chars_needed: int) -> list[str]:
+    """Cleaned texts of the documents, in order, until about ``chars_needed`` characters are collected."""
+    from docaudit.data import load_document
+
+    texts, total = [], 0
+    for p in paths:
+        texts.append(load_document(p).text)
+        total += len(texts[-1])
+        if total >= chars_needed:
+            break
+    return texts
+
+
+def token_ids(querier: Querier, texts: list[str], n: int) -> np.ndarray:
+    """The first ``n`` tokens of the documents' concatenation (tokenized document by document)."""
+    parts, have = [], 0
+    for text in texts:
+        ids = querier.lm.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+        parts.append(np.asarray(ids, dtype=np.int32))
+        have += len(ids)
+        if have >= n:
+            break
+    ids = np.concatenate(parts)[:n]
+    if len(ids) < n:
+        print(f"note: the documents give only {len(ids)} tokens (asked for {n})", file=sys.stderr)
+    return ids
+
+
+# ----------------------------------------------------------------------------------------------- variants
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def batched_windows(querier: Querier, ids: np.ndarray):
+    """The querier's windows (same layout, same BOS handling, same batches) as id tensors."""
+    C, S = querier.query.context, querier.stride
+    ids_t = torch.as_tensor(ids, dtype=torch.long, device=querier.device)
+    out = []
+    for batch in _batches(scored_spans(len(ids), C, S), querier.batch_size):
+        windows = torch.stack([ids_t[s:e] for s, _, e in batch])
+        if querier.bos is not None:
+            windows = torch.nn.functional.pad(windows, (1, 0), value=querier.bos)
+        out.append(windows)
+    return out
+
+
+@torch.inference_mode()
+def run_forward(model, batches, device) -> None:
+    for windows in batches:
+        logits = model(input_ids=windows, use_cache=False).logits
+        del logits
+    sync(device)
+
+
+@torch.inference_mode()
+def run_querier(querier: Querier, ids: np.ndarray) -> None:
+    querier.compute(ids)
+    sync(querier.device)
+
+
+def naive_spans(querier: Querier, n_ids: int, n_tokens: int):
+    spans, scored = [], 0
+    for span in scored_spans(n_ids, querier.query.context, querier.stride):
+        spans.append(span)
+        scored += span[2] - span[1]
+        if scored >= n_tokens:
+            break
+    return spans, scored
+
+
+def run_naive(model, ids: np.ndarray, spans, bos: int | None, vocab: int) -> None:
+    """Reference-implementation style querying (what users would otherwise run)."""
+    gp = torch.zeros(vocab, dtype=torch.float64)
+    out = {"logp": [], "max_logp": [], "mu": [], "sigma": []}
+    prefix = [] if bos is None else [bos]
+    device = next(model.parameters()).device
+    for start, first, end in spans:
+        x = torch.tensor([prefix + ids[start:end].tolist()], dtype=torch.long, device=device)
+        with torch.no_grad():
+            logits = model(input_ids=x, labels=x).logits[0, len(prefix):].float()
+        probs = torch.softmax(logits, dim=-1).cpu()
+        log_probs = torch.log_softmax(logits, dim=-1).cpu()
+        for t in range(first, end):
+            p, lp = probs[t - 1 - start], log_probs[t - 1 - start]
+            out["logp"].append(lp[int(ids[t])].item())
+            out["max_logp"].append(lp.max().item())
+            mu = (p * lp).sum().item()
+            out["mu"].append(mu)
+            out["sigma"].append(math.sqrt(max((p * (lp - mu) ** 2).sum().item(), 0.0)))
+            gp += p.double()
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- main
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=None, help="Hub id, local HF directory or .gguf file (default: embedded Gemma-3-270M).")
+    ap.add_argument("--tiny", action="store_true", help="A small Llama built from its config (random weights).")
+    ap.add_argument("--llama7b-shaped", action="store_true", help="Llama-2-7B's shape with random weights (for a GPU).")
+    ap.add_argument("--docs", nargs="*", type=Path, default=None,
+                    help="Document files, concatenated in order (default: the shared corpus's books).")
+    ap.add_argument("--tokens", type=int, default=2048, help="Tokens to query (default 2048).")
+    ap.add_argument("--context", type=int, default=128)
+    ap.add_argument("--stride", type=int, default=None, help="Default: context - 1.")
+    ap.add_argument("--dtype", choices=DTYPES, default="float32")
+    ap.add_argument("--quantize", choices=QUANTIZE, default=None)
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="Comma-separated subset of forward,querier,naive.")
+    ap.add_argument("--naive-tokens", type=int, default=512, help="Scored tokens for the naive loop (first windows).")
+    ap.add_argument("--batch-size", type=int, default=None, help="Windows per batch (default: the querier's automatic size).")
+    ap.add_argument("--chunk-rows", type=int, default=None, help="Override the querier's LM-head chunk (rows).")
+    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice).")
+    ap.add_argument("--peak-tflops", type=float, default=None,
+                    help="Peak dense TFLOP/s of the device at this precision, for model FLOP utilisation.")
+    ap.add_argument("--json", action="store_true", help="Print one JSON object instead of the table.")
+    args = ap.parse_args(argv)
+    if args.tiny and args.llama7b_shaped:
+        ap.error("--tiny and --llama7b-shaped are exclusive")
+    args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    if unknown := set(args.variants) - set(VARIANTS):
+        ap.error(f"unknown variants: {', '.join(sorted(unknown))}")
+    return args
+
+
+@torch.inference_mode()
+def touch_parameters(model) -> None:
+    """Read one element per 4 KB page of every parameter and buffer, so that weights loaded lazily (memory-mapped
+    safetensors) are resident: the model's footprint is then the resident size after loading."""
+    for t in [*model.parameters(), *model.buffers()]:
+        if t.device.type == "cpu" and t.numel():
+            flat = t.detach().reshape(-1)
+            step = max(1, 4096 // t.element_size())
+            flat[::step].float().sum().item()
+
+
+def matmul_params(model) -> int:
+    """Parameters used in matrix products per token: all of them, less an input embedding that is not shared
+    with the output layer (a lookup, not a product)."""
+    total = sum(p.numel() for p in model.parameters())
+    emb, out = model.get_input_embeddings(), model.get_output_embeddings()
+    if emb is not None and (out is None or emb.weight.data_ptr() != out.weight.data_ptr()):
+        total -= emb.weight.numel()
+    return total
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+    paths = args.docs or default_documents()
+    texts = read_documents(paths, chars_needed=6 * args.tokens + 10_000)
+    t0 = time.perf_counter()
+    if args.tiny or args.llama7b_shaped:
+        lm = build_synthetic("tiny" if args.tiny else "llama7b", texts[:4], args)
+    else:
+        lm = load_model(ModelConfig(model=args.model, dtype=args.dtype, device=args.device, quantize=args.quantize))
+    load_s = time.perf_counter() - t0
+    touch_parameters(lm.model)
+    gc.collect()
+    model_rss = rss_mb()
+
+    querier = Querier(lm, QueryConfig(context=args.context, stride=args.stride, batch_size=args.batch_size, gp=True))
+    if args.chunk_rows:
+        querier.chunk_rows = args.chunk_rows
+    ids = token_ids(querier, texts, args.tokens)
+    del texts
+    n_scored = len(ids) - 1
+    device = querier.device
+
+    batches = batched_windows(querier, ids) if "forward" in args.variants else None
+    nspans, naive_scored = naive_spans(querier, len(ids), args.naive_tokens)
+    runners = {
+        "forward": lambda: run_forward(lm.model, batches, device),
+        "querier": lambda: run_querier(querier, ids),
+        "naive": lambda: run_naive(lm.model, ids, nspans, querier.bos, lm.vocab_size),
+    }
+    tokens_of = {"forward": n_scored, "querier": n_scored, "naive": naive_scored}
+
+    # Warm-up on one window each (first-call costs: allocator, kernels, oneDNN weight packing).
+    warm_ids = ids[: min(len(ids), args.context + 1)]
+    run_querier(querier, warm_ids)
+    if "forward" in args.variants:
+        run_forward(lm.model, batched_windows(querier, warm_ids), device)
+    querier.release_buffers()
+    gc.collect()
+
+    times = {v: [] for v in args.variants}
+    peak = peak_reset = None
+    order = list(args.variants)
+    if "querier" in order:  # the querier runs first, so its peak memory is measured on its own
+        order.remove("querier")
+        order.insert(0, "querier")
+    for rep in range(args.repeats):
+        for v in order[rep % len(order):] + order[: rep % len(order)]:
+            if v == "querier" and peak is None:
+                gc.collect()
+                if device.type == "cuda":
+                    torch.cuda.reset_peak_memory_stats(device)
+                rss_before = rss_mb()
+                peak_reset = reset_peak_rss()
+            t = time.perf_counter()
+            runners[v]()
+            times[v].append(time.perf_counter() - t)
+            if v == "querier" and peak is None:
+                peak = peak_rss_mb()
+                gpu_peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+
+    med = {v: statistics.median(ts) for v, ts in times.items()}
+    tps = {v: tokens_of[v] / med[v] for v in med}
+    result = {
+        "model": lm.identity,
+        "device": str(device) if device.type != "cpu" else f"cpu ({cpu_name()}, {torch.get_num_threads()} threads)",
+        "dtype": args.dtype,
+        "quantize": args.quantize,
+        "tokens": int(len(ids)),
+        "scored_tokens": n_scored,
+        "context": args.context,
+        "stride": querier.stride,
+        "batch_size": querier.batch_size,
+        "chunk_rows": querier.chunk_rows,
+        "vocab_size": lm.vocab_size,
+        "repeats": args.repeats,
+        "naive_tokens": naive_scored if "naive" in med else None,
+        "forward_tokens_per_s": tps.get("forward"),
+        "querier_tokens_per_s": tps.get("querier"),
+        "naive_tokens_per_s": tps.get("naive"),
+        "querier_over_forward": tps["querier"] / tps["forward"] if {"querier", "forward"} <= tps.keys() else None,
+        "querier_over_naive": tps["querier"] / tps["naive"] if {"querier", "naive"} <= tps.keys() else None,
+        "forward_over_naive": tps["forward"] / tps["naive"] if {"forward", "naive"} <= tps.keys() else None,
+        "seconds": {v: [round(t, 4) for t in ts] for v, ts in times.items()},
+        "model_rss_mb": round(model_rss, 1),
+        "querier_rss_before_mb": round(rss_before, 1) if peak is not None else None,
+        "querier_peak_rss_mb": round(peak, 1) if peak is not None else None,
+        "querier_peak_over_model_mb": round(peak - model_rss, 1) if peak is not None else None,
+        "peak_rss_reset": peak_reset,
+        "querier_gpu_peak_mb": round(gpu_peak, 1) if peak is not None and gpu_peak is not None else None,
+        "load_s": round(load_s, 2),
+        "loadavg": [round(x, 2) for x in os.getloadavg()],
+        "torch": torch.__version__,
+        "params": matmul_params(lm.model),
+        "param_mb": round(sum(p.numel() * p.element_size() for p in lm.model.parameters()) / 2**20, 1),
+    }
+    if args.peak_tflops:
+        flops = 2 * result["params"]
+        result["peak_tflops"] = args.peak_tflops
+        for v in tps:
+            result[f"{v}_mfu"] = flops * tps[v] / (args.peak_tflops * 1e12)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print_table(result, tps)
+    return result
+
+
+def print_table(r: dict, tps: dict) -> None:
+    print(f"model   {r['model']}  ({r['params'] / 1e6:.1f} M matmul params, vocab {r['vocab_size']})")
+    print(f"device  {r['device']}  dtype {r['dtype']}{'  quantize ' + r['quantize'] if r['quantize'] else ''}")
+    print(f"tokens  {r['tokens']}  C={r['context']} S={r['stride']} batch={r['batch_size']} windows, "
+          f"head chunk={r['chunk_rows']} rows, {r['repeats']} repeats, load {r['loadavg']}")
+    print()
+    print(f"{'variant':<10}{'tokens':>9}{'median s':>11}{'tokens/s':>11}" + (f"{'MFU':>8}" if "peak_tflops" in r else ""))
+    for v in tps:
+        n = r["naive_tokens"] if v == "naive" else r["scored_tokens"]
+        line = f"{v:<10}{n:>9}{statistics.median(r['seconds'][v]):>11.3f}{tps[v]:>11.1f}"
+        if "peak_tflops" in r:
+            line += f"{r[f'{v}_mfu']:>8.1%}"
+        print(line)
+    print()
+    for k in ("querier_over_forward", "querier_over_naive", "forward_over_naive"):
+        if r[k] is not None:
+            print(f"{k.replace('_over_', ' / '):<20}{r[k]:.2f}")
+    if r["querier_peak_rss_mb"] is not None:
+        print(f"memory: model {r['model_rss_mb']:.0f} MB resident; querier peak {r['querier_peak_rss_mb']:.0f} MB "
+              f"(+{r['querier_peak_over_model_mb']:.0f} MB)" + ("" if r["peak_rss_reset"] else " [peak since start]"))
+
+
+if __name__ == "__main__":
+    main()
