@@ -704,13 +704,15 @@ def run_lab(corpus, out, target: TargetConfig = TargetConfig(), base_model: str 
     evaluation = evaluate_methods([out / "members"], [out / "nonmembers"], ModelConfig(model=str(model_dir)),
                                   query=query, methods=methods, folds=folds, seed=target.seed, progress=progress)
     write_evaluation(evaluation, out / "evaluation")
-    rows = []
+    columns = ["method", "level", "auc_mean", "auc_std"]
+    baseline = evaluation.table[evaluation.table.method != "blind"][columns]
+    rows = [{"precision": "float32", **r} for r in baseline.to_dict("records")] if precisions else []
     for precision in precisions:
         model = ModelConfig(model=str(model_dir), **({"quantize": precision} if precision in ("int8", "int4")
                                                       else {"dtype": precision}))
         ev = evaluate_methods([out / "members"], [out / "nonmembers"], model, query=query, methods=methods,
                               folds=folds, seed=target.seed, blind_kinds=None, progress=progress)
-        rows += [{"precision": precision, **r} for r in ev.table[["method", "level", "auc_mean", "auc_std"]].to_dict("records")]
+        rows += [{"precision": precision, **r} for r in ev.table[columns].to_dict("records")]
     result = LabResult(out, model_dir, int(sum(split.values())), int(len(split) - sum(split.values())),
                        int(sum(len(tokenizer(t).input_ids) for t in trained.values())), loss, evaluation, rows)
     atomic_write_text(out / "lab.json", json.dumps(result.summary(), indent=2, default=float))
