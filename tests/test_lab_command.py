@@ -37,7 +37,8 @@ def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
         assert first.exit_code == 130 and "interrupted" in first.stderr
         assert not (out / "lab.json").exists()
         monkeypatch.setattr(lab, "_save_checkpoint", save)
-        result = CliRunner().invoke(main, ["lab", "--corpus", pool, "--out", out, *ARGS, "--format", "json"])
+        result = CliRunner().invoke(main, ["lab", "--corpus", pool, "--out", out, *ARGS, "--dtype", "bfloat16",
+                                           "--format", "json"])
     assert result.exit_code == 0, result.output
     segments = lab.read_target_metadata(out / "target" / "model")["segments"]
     assert [(s["start_epoch"], s["end_epoch"]) for s in segments] == [(0, 3), (3, 12)]
@@ -50,5 +51,9 @@ def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
     assert {("meta_classifier", "document"), ("loss", "doc_avg"), ("minkpp", "doc_threshold")} <= methods
     assert ("blind", "tfidf") in methods
     assert json.loads((out / "lab.json").read_text())["members"] == 8
+    precisions = {(p["precision"], p["method"], p["level"]) for p in report["precisions"]}
+    assert {("float32", "meta_classifier", "document"), ("bfloat16", "meta_classifier", "document"),
+            ("bfloat16", "minkpp", "doc_avg")} <= precisions
+    assert all(0 <= p["auc_mean"] <= 1 for p in report["precisions"])
     for label in ("members", "nonmembers"):
         assert len(list((out / label).glob("*.txt"))) == 8
