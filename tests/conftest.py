@@ -1,12 +1,16 @@
 """Shared fixtures: tiny models built from configs with a BPE tokenizer trained on the fly (no downloads)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+CORPUS = Path(os.environ.get("DOCAUDIT_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
+if not (CORPUS / "catalog.csv").is_file():
+    raise pytest.UsageError(f"the tests read real books from {CORPUS} (../shared/corpus beside the repository); "
+                            "set DOCAUDIT_CORPUS to its location")
 
 
 def corpus_text(group: str, book_id: str, start: int = 20000, n_chars: int = 4000) -> str:

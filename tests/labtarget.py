@@ -3,17 +3,15 @@ excerpts of real books (read by path from the shared corpus, never copied)."""
 from __future__ import annotations
 
 import functools
-import os
 import tempfile
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 
 from docaudit.lab import TargetConfig, split_members, train_target
 
-CORPUS = Path(os.environ.get("DOCAUDIT_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
+from conftest import CORPUS
 
 TINY = TargetConfig(
     layers=2, width=64, heads=4, context=64, vocab_size=512, epochs=30, learning_rate=3e-3, batch_size=8, seed=0
@@ -28,8 +26,6 @@ def book_excerpt(path: Path, n_words: int = 150) -> str:
 
 
 def excerpts(n: int = 24, n_words: int = 150) -> dict[str, str]:
-    if not (CORPUS / "members").is_dir():
-        pytest.skip(f"book corpus not found at {CORPUS}")
     paths = sorted((CORPUS / "members").glob("*.txt"))[:n]
     return {p.stem: book_excerpt(p, n_words) for p in paths}
 

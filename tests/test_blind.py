@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import math
-import os
-import pathlib
 import random
 
 import numpy as np
@@ -22,8 +20,7 @@ from docaudit.data import clean_text, read_text
 from docaudit.errors import DocauditError
 from docaudit.metrics import FoldMetrics, chunk_folds
 
-CORPUS = pathlib.Path(os.environ.get("DOCAUDIT_CORPUS", "/work/shared/corpus"))
-needs_corpus = pytest.mark.skipif(not (CORPUS / "catalog.csv").is_file(), reason="shared book corpus not available")
+from conftest import CORPUS
 
 # speed: clean only the first RAW_CHARS characters of each file (headers are a few thousand characters; the END
 # marker is then missing, which strip_gutenberg handles) and give the baselines the first MAX_CHARS of the result
@@ -38,7 +35,6 @@ def load_group(group: str, n: int | None, seed: int) -> list[str]:
     return [clean_text(read_text(f)[:RAW_CHARS])[:MAX_CHARS] for f in files]
 
 
-@needs_corpus
 def test_blind_baseline_sees_the_pg19_vs_post2024_shift():
     # 150 random members vs all 150 non-members. With only 30 + 30 books the test folds hold 6 + 6 documents and
     # the mean AUC over folds is itself noisy (sd about 0.08 under the null), so a fixed 0.8 bar would be a coin
@@ -62,7 +58,6 @@ def null_auc_sd(n_pos: int, n_neg: int) -> float:
     return math.sqrt((n_pos + n_neg + 1) / (12 * n_pos * n_neg))
 
 
-@needs_corpus
 def test_blind_baseline_on_a_random_split_of_one_group_is_chance():
     # All 250 members, labels assigned at random (125/125, seeded): nothing separates the halves, so every kind's
     # mean AUC over 5 folds should be 0.5 up to sampling noise. Each test fold holds 25 + 25 documents, so the null

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import pathlib
 import re
 
@@ -22,8 +21,7 @@ from docaudit.data import (
 )
 from docaudit.errors import DocauditError
 
-CORPUS = pathlib.Path(os.environ.get("DOCAUDIT_CORPUS", "/work/shared/corpus"))
-needs_corpus = pytest.mark.skipif(not (CORPUS / "catalog.csv").is_file(), reason="shared book corpus not available")
+from conftest import CORPUS
 
 # members: every header style of the corpus
 MEMBERS = {
@@ -80,7 +78,6 @@ def corpus_file(group: str, book_id: str) -> pathlib.Path:
     return CORPUS / group / f"{book_id}.txt"
 
 
-@needs_corpus
 @pytest.mark.parametrize(
     "group,book_id",
     [("members", i) for i in MEMBERS] + [("nonmembers", i) for i in NONMEMBERS],
@@ -101,7 +98,6 @@ def test_cleaning_real_books(group, book_id):
     assert body_sample(between) in cleaned
 
 
-@needs_corpus
 def test_known_passages_and_edges():
     anne = clean_text(read_text(corpus_file("members", "45")))
     assert "MRS. Rachel Lynde lived just where the Avonlea main road dipped down\ninto a little hollow" in anne
@@ -117,7 +113,6 @@ def test_known_passages_and_edges():
     assert projectile.split()[:2] == ["THE", "PROJECTILE-THROWING"]
 
 
-@needs_corpus
 def test_strip_gutenberg_only_cuts_header_and_footer():
     raw = read_text(corpus_file("members", "24754"))
     first = strip_gutenberg(raw)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import os
 import hashlib
 import http.server
 import importlib.util
@@ -26,7 +25,7 @@ def _load_script():
     return module
 
 
-CORPUS = pathlib.Path(os.environ.get("DOCAUDIT_CORPUS", "/work/shared/corpus"))
+from conftest import CORPUS
 
 # small books of the shared corpus, each placed under a different mirror layout (None: not on the mirror)
 BOOKS = {

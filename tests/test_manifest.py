@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import os
 import pathlib
 import subprocess
 import sys
@@ -23,8 +22,7 @@ from docaudit.manifest import (
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MANIFESTS = REPO / "data_manifests"
-CORPUS = pathlib.Path(os.environ.get("DOCAUDIT_CORPUS", "/work/shared/corpus"))
-needs_corpus = pytest.mark.skipif(not (CORPUS / "catalog.csv").is_file(), reason="shared book corpus not available")
+from conftest import CORPUS
 
 
 @pytest.mark.parametrize("name", ["shared_corpus.csv", "pg19_vs_post2024.csv"])
@@ -45,7 +43,6 @@ def test_shipped_manifests_validate(name):
         assert all(r.sha256 == "" and r.n_bytes is None and r.source == "gutenberg" for r in rows)
 
 
-@needs_corpus
 def test_shared_corpus_hashes_match_the_files():
     rows = read_manifest(MANIFESTS / "shared_corpus.csv")
     assert verify_files(rows, CORPUS) == []
@@ -54,7 +51,6 @@ def test_shared_corpus_hashes_match_the_files():
     assert {r.id: r.sha256 for r in rows} == {i: c["sha256"] for i, c in catalog.items()}
 
 
-@needs_corpus
 @pytest.mark.parametrize(
     "name,extra",
     [("shared_corpus.csv", ["--source", "shared_corpus"]), ("pg19_vs_post2024.csv", ["--no-hashes"])],

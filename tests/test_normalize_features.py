@@ -52,6 +52,8 @@ def test_normalizer_dictionary_comes_from_training_documents_only():
     a, b = stats([0, 0, 0], [-1, -1], [-1, -1]), stats([3, 3, 3], [-1, -1], [-1, -1])
     norm = TokenNormalizer("ratio_tf").fit([a])
     np.testing.assert_allclose(norm.reference_, [1.0, 0.5, 0.5, 0.5])
+    # the held-out document's token 3 gets the unseen-token value, not a frequency learned from it
+    np.testing.assert_allclose(norm.transform([b])[0], -(-1 - np.log(0.5)) * np.ones(2), rtol=1e-6)
 
 
 def test_agg_features_by_hand():
