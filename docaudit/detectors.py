@@ -20,7 +20,7 @@ scored token of text ``x``:
 - ``pac``: ``PD(x) - mean_i PD(aug_i(x))`` with the polarized distance ``PD = mean(top max(1, int(k1 n)) logp) -
   mean(bottom max(1, int(k2 n)) logp)`` and ``N`` augmented copies (extra passes), see :func:`swap_words`. The
   sign is the paper's (Ye et al., eq. 6). Caution: on a small model that memorized its members
-  (``scripts/controlled_experiment.py``) members have a flat, high log-p profile (small PD) and their swapped
+  (``docaudit lab``) members have a flat, high log-p profile (small PD) and their swapped
   copies lose probability at the swaps (larger PD), so this score ranks members *lowest* there.
 - ``neighbor``: ``mean_j L(nb_j(x)) - L(x)``: mean loss of masked-LM neighbours (extra passes) minus the loss,
   see :class:`MaskedNeighbors`. Optional: needs a masked language model.
