@@ -92,14 +92,10 @@ CPU_ONEDNN_HEAD = True
 ONEDNN_MIN_WEIGHT = 1 << 24  # smaller heads: the default BLAS (oneDNN's per-shape setup would dominate)
 
 
-def split_model(model: torch.nn.Module) -> tuple[Callable, Callable]:
-    """(trunk, head) with ``head(trunk(ids)) == model(ids).logits``, so the head can run on chunks of positions.
-    Falls back to the full forward (head = identity) when the model does not decompose that way."""
-    trunk, head_fn, _, _ = _split(model)
-    return trunk, head_fn
-
-
-def _split(model: torch.nn.Module):
+def split_model(model: torch.nn.Module):
+    """``(trunk, head, head_module, softcap)`` with ``head(trunk(ids)) == model(ids).logits``, so the head can run
+    on chunks of positions. Falls back to the full forward (head = identity, no module) when the model does not
+    decompose that way."""
     head = model.get_output_embeddings()
     base = getattr(model, "base_model", None)
     cap = getattr(model.config, "final_logit_softcapping", None)
@@ -176,7 +172,7 @@ class Querier:
         if limit is not None and window > limit:
             raise DocauditError(f"context {query.context}{' + BOS' if self.bos is not None else ''} exceeds the "
                                 f"model's {limit} positions; use --context {limit - (self.bos is not None)} or less")
-        self._trunk, head_fn, module, cap = _split(lm.model)
+        self._trunk, head_fn, module, cap = split_model(lm.model)
         self._head = _Head(head_fn, module, cap, self.device)
         self._work: dict[str, torch.Tensor] = {}
 
