@@ -59,8 +59,9 @@ class TrainResult:
 
 
 def _drop_short(docs, stats, labels, min_tokens):
-    keep = [i for i, s in enumerate(stats) if s.n_tokens >= min_tokens]
-    skipped = [docs[i].path for i in range(len(docs)) if i not in set(keep)]
+    long_enough = [s.n_tokens >= min_tokens for s in stats]
+    keep = [i for i, ok in enumerate(long_enough) if ok]
+    skipped = [d.path for d, ok in zip(docs, long_enough) if not ok]
     return [docs[i] for i in keep], [stats[i] for i in keep], labels[keep], skipped
 
 
