@@ -30,6 +30,7 @@ from typing import Callable
 import numpy as np
 import torch
 
+from .cache import atomic_write_text
 from .errors import DocauditError
 
 log = logging.getLogger(__name__)
@@ -662,8 +663,6 @@ class LabResult:
 
 
 def _write_texts(directory: pathlib.Path, texts: dict[str, str]) -> None:
-    from .cache import atomic_write_text
-
     for book, text in texts.items():
         atomic_write_text(directory / f"{book}.txt", text)
 
@@ -677,7 +676,6 @@ def run_lab(corpus, out, target: TargetConfig = TargetConfig(), base_model: str 
     re-query the same target at those precisions for the paper's Table-5 comparison."""
     from transformers import AutoTokenizer
 
-    from .cache import atomic_write_text
     from .config import ModelConfig, QueryConfig
     from .data import load_documents
     from .evaluation import evaluate_methods, write_evaluation
