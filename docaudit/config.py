@@ -106,3 +106,21 @@ class ScalingConfig:
 
     n_sequences: int = 40
     seed: int = 0
+
+
+@dataclass(frozen=True)
+class FetchConfig:
+    """Downloading a manifest's books from a Project Gutenberg mirror. ``timeout`` bounds one file's whole
+    download (connection, headers and body, however slowly the server sends them) and ``book_timeout`` everything
+    spent on one book (every layout, round and backoff). After a round with transient failures the layouts are
+    tried again up to ``retries`` times, ``backoff`` seconds after the first round, doubling each time. Without a
+    sha256 in the manifest a file must be at least ``min_bytes`` long. ``overwrite`` lets an existing file that
+    fails the manifest's checks be replaced."""
+
+    workers: int = 4
+    retries: int = 3
+    backoff: float = 2.0
+    timeout: float = 60.0
+    book_timeout: float = 180.0
+    min_bytes: int = 1024
+    overwrite: bool = False

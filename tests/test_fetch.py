@@ -5,12 +5,15 @@ import functools
 import hashlib
 import http.server
 import importlib.util
+import logging
 import pathlib
 import threading
+import time
 import urllib.parse
 
 import pytest
 
+from docaudit.config import FetchConfig
 from docaudit.errors import DocauditError
 from docaudit.fetch import candidate_paths, candidate_urls, fetch_book, fetch_manifest, tree_dirs
 from docaudit.manifest import ManifestRow, write_manifest
@@ -68,12 +71,28 @@ def mirror(tmp_path):
     return root, rows
 
 
+HTML_PAGE = b"<!DOCTYPE html>\n<html><head><title>Too many requests</title></head><body>" + b"Slow down. " * 200 + \
+    b"</body></html>\n"
+
+
 class _Handler(http.server.SimpleHTTPRequestHandler):
+    """Serves the mirror folder; ``flaky`` paths answer 503 a few times first, ``misbehave`` paths misbehave in
+    the named way (until ``stop`` is set at the end of the test)."""
+
     requests: list[str]
     flaky: dict[str, int]
+    misbehave: dict[str, str]
+    stop: threading.Event
 
     def log_message(self, *args):  # keep test output quiet
         pass
+
+    def _send_slowly(self, raw: bytes):
+        for i in range(len(raw)):  # one byte per second
+            if self.stop.wait(1.0 if i else 0):
+                return
+            self.wfile.write(raw[i:i + 1])
+            self.wfile.flush()
 
     def do_GET(self):
         path = urllib.parse.urlparse(self.path).path
@@ -82,22 +101,76 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             self.flaky[path] -= 1
             self.send_error(503, "busy")
             return
-        super().do_GET()
+        how = self.misbehave.get(path)
+        if how == "silent":  # accept the connection, never answer
+            self.stop.wait()
+        elif how == "trickle":  # the headers at once, then the body one byte per second
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self._send_slowly(b"x" * 1000)
+        elif how == "trickle-head":  # even the status line one byte per second
+            self._send_slowly(b"HTTP/1.0 200 OK\r\nContent-Length: 1000\r\n\r\n" + b"x" * 1000)
+        elif how in ("html", "html-as-text"):  # an error page answered with 200
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html" if how == "html" else "text/plain")
+            self.send_header("Content-Length", str(len(HTML_PAGE)))
+            self.end_headers()
+            self.wfile.write(HTML_PAGE)
+        elif how == "cut":  # announce more than is sent and close; the next request gets the file
+            self.misbehave.pop(path)
+            data = pathlib.Path(self.directory, path.lstrip("/")).read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data) + 1000))
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.close_connection = True
+        else:
+            super().do_GET()
 
 
 @pytest.fixture
 def server(mirror):
     root, _ = mirror
-    handler = type("Handler", (_Handler,), {"requests": [], "flaky": {}})
+    handler = type("Handler", (_Handler,), {"requests": [], "flaky": {}, "misbehave": {}, "stop": threading.Event()})
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(handler, directory=str(root)))
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}", handler
     finally:
+        handler.stop.set()
         httpd.shutdown()
         httpd.server_close()
         thread.join(5)
+
+
+def _within(seconds: float, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, failing the test (instead of hanging it) if it takes more than ``seconds``."""
+    box = {}
+
+    def run():
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as e:
+            box["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    start = time.monotonic()
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s"
+    if "error" in box:
+        raise box["error"]
+    return box["value"], time.monotonic() - start
+
+
+def _run_script(tmp_path, rows, url, *options):
+    manifest = tmp_path / "m.csv"
+    write_manifest(rows, manifest)
+    args = ["--manifest", str(manifest), "--out", str(tmp_path / "out"), "--mirror", url, "--no-progress"]
+    return _load_script().main(args + [str(o) for o in options])
 
 
 def test_layouts():
@@ -130,7 +203,7 @@ def test_fetch_over_http_with_failures_and_resume(mirror, server, tmp_path, caps
             assert not dest.exists()
         else:
             assert hashlib.sha256(dest.read_bytes()).hexdigest() == row.sha256
-    assert not list(out.rglob("*.part"))  # no temporary files left behind
+    assert not list(out.rglob(".*"))  # no temporary files left behind
     # the corrupted book was retried (3 rounds); the missing one was not (404 everywhere)
     assert handler.requests.count(f"/cache/epub/{CORRUPTED}/pg{CORRUPTED}.txt") == 3
     assert handler.requests.count(f"/cache/epub/{MISSING}/pg{MISSING}.txt") == 1
@@ -140,15 +213,20 @@ def test_fetch_over_http_with_failures_and_resume(mirror, server, tmp_path, caps
     good = root / f"files/{CORRUPTED}/{CORRUPTED}-0.txt"
     good.parent.mkdir(parents=True)
     good.write_bytes(_book(CORRUPTED))  # a good copy appears under another layout
-    (out / "members/2052.txt").write_bytes(b"truncated")  # a damaged local file is downloaded again
-    report = fetch_manifest(rows, out, url, workers=2, retries=1, backoff=0.01, progress=False)
+    (out / "members/2052.txt").write_bytes(b"truncated")  # a file that fails the check is not replaced...
+    config = FetchConfig(workers=2, retries=1, backoff=0.01)
+    report = fetch_manifest(rows, out, url, config, progress=False)
     status = {r.id: r.status for r in report.results}
     assert [r.id for r in report.results] == [r.id for r in rows]  # manifest order
-    assert status == {"2719": "skipped", "53516": "skipped", "2052": "downloaded", "74553": "skipped",
+    assert status == {"2719": "skipped", "53516": "skipped", "2052": "failed", "74553": "skipped",
                       "8793": "skipped", "74953": "skipped", CORRUPTED: "downloaded", MISSING: "failed"}
-    assert not any("2719" in p or "53516" in p for p in handler.requests)
+    assert all(r.verified for r in report.results if r.status != "failed") and not report.unverified
+    assert not any("2719" in p or "53516" in p or "2052" in p for p in handler.requests)
     assert {r.id: r.source for r in report.downloaded}[CORRUPTED].endswith(f"/files/{CORRUPTED}/{CORRUPTED}-0.txt")
-    assert not report.ok and [r.id for r in report.failed] == [MISSING]
+    assert "was left alone (sha256 mismatch" in {r.id: r.error for r in report.failed}["2052"]
+    assert (out / "members/2052.txt").read_bytes() == b"truncated"
+    res = fetch_book(rows[2], out, url, FetchConfig(overwrite=True))  # ...unless asked for
+    assert res.status == "downloaded" and (out / "members/2052.txt").read_bytes() == _book("2052")
 
 
 def test_transient_errors_are_retried(mirror, server, tmp_path):
@@ -157,10 +235,11 @@ def test_transient_errors_are_retried(mirror, server, tmp_path):
     handler.flaky["/cache/epub/2719/pg2719.txt"] = 2  # 503 twice, then the file
     row = rows[0]
     slept = []
-    res = fetch_book(row, tmp_path / "out", url, retries=3, backoff=0.5, sleep=slept.append)
-    assert res.status == "downloaded" and res.attempts == 3
+    config = FetchConfig(retries=3, backoff=0.5)
+    res = fetch_book(row, tmp_path / "out", url, config, sleep=slept.append)
+    assert res.status == "downloaded" and res.attempts == 3 and res.verified
     assert slept == [0.5, 1.0]  # exponential backoff between rounds
-    res = fetch_book(rows[-1], tmp_path / "out", url, retries=3, backoff=0.5, sleep=slept.append)
+    res = fetch_book(rows[-1], tmp_path / "out", url, config, sleep=slept.append)
     assert res.status == "failed" and res.attempts == 1  # plain 404s: no retry
 
 
@@ -168,11 +247,11 @@ def test_local_folder_mirror(mirror, tmp_path):
     root, rows = mirror
     for spec in (str(root), root.as_uri()):
         out = tmp_path / f"out-{len(spec)}"
-        report = fetch_manifest(rows, out, spec, workers=2, retries=0, progress=False)
+        report = fetch_manifest(rows, out, spec, FetchConfig(workers=2, retries=0), progress=False)
         assert {r.id for r in report.failed} == {CORRUPTED, MISSING}
         assert len(report.downloaded) == 6
         assert (out / "nonmembers" / "74953.txt").read_bytes() == _book("74953")
-        again = fetch_manifest(rows, out, spec, workers=2, retries=0, progress=False)
+        again = fetch_manifest(rows, out, spec, FetchConfig(workers=2, retries=0), progress=False)
         assert len(again.skipped) == 6
 
 
@@ -180,7 +259,8 @@ def test_no_hash_manifest_and_bad_arguments(mirror, tmp_path):
     root, rows = mirror
     plain = [ManifestRow(r.id, r.label, path=f"{r.id}.txt") for r in rows if r.id in ("2052", CORRUPTED)]
     report = fetch_manifest(plain, tmp_path / "out", str(root), progress=False)
-    assert report.ok  # without a hash the corrupted copy cannot be told apart
+    assert report.ok  # without a hash the corrupted copy cannot be told apart...
+    assert len(report.unverified) == 2 and "UNVERIFIED: 2 of the books" in report.summary()  # ...and it says so
     with pytest.raises(DocauditError, match="no such folder"):
         fetch_manifest(plain, tmp_path / "out", str(tmp_path / "nowhere"), progress=False)
     with pytest.raises(DocauditError, match="unsupported scheme"):
@@ -188,4 +268,97 @@ def test_no_hash_manifest_and_bad_arguments(mirror, tmp_path):
     with pytest.raises(DocauditError, match="leaves the output folder"):
         fetch_manifest([ManifestRow("1", "member", path="../1.txt")], tmp_path / "out", str(root), progress=False)
     with pytest.raises(DocauditError, match="workers"):
-        fetch_manifest(plain, tmp_path / "out", str(root), workers=0, progress=False)
+        fetch_manifest(plain, tmp_path / "out", str(root), FetchConfig(workers=0), progress=False)
+    for bad in (FetchConfig(timeout=0), FetchConfig(book_timeout=-1), FetchConfig(backoff=-1)):
+        with pytest.raises(DocauditError, match="must be"):
+            fetch_manifest(plain, tmp_path / "out", str(root), bad, progress=False)
+
+
+def _plain(rows, *ids):
+    """The rows of ``ids`` without sha256 or size, as in the shipped manifest for fetching current copies."""
+    return [ManifestRow(r.id, r.label, path=r.path) for r in rows if r.id in ids]
+
+
+@pytest.mark.parametrize("how", ["trickle", "trickle-head"])
+def test_timeout_bounds_a_whole_download(mirror, server, tmp_path, capsys, how):
+    """A server that sends one byte per second never lets a read time out; the download is still cut off."""
+    _, rows = mirror
+    url, handler = server
+    handler.misbehave["/cache/epub/2719/pg2719.txt"] = how  # the first layout tried; the others are absent
+    rc, seconds = _within(6, _run_script, tmp_path, rows[:1], url, "--timeout", 1, "--retries", 0)
+    assert rc == 1 and seconds < 3
+    err = capsys.readouterr().err
+    assert "FAILED 2719: " in err and "pg2719.txt: timed out (a download may take 1 s)" in err
+    assert not (tmp_path / "out" / rows[0].path).exists()
+
+
+def test_download_cut_short_is_retried(mirror, server, tmp_path, capsys):
+    _, rows = mirror
+    url, handler = server
+    handler.misbehave["/cache/epub/2719/pg2719.txt"] = "cut"  # on the first request only
+    rc, _ = _within(10, _run_script, tmp_path, rows[:1], url, "--retries", 1, "--backoff", 0.01)
+    assert rc == 0, capsys.readouterr().err
+    assert "1 books: 1 downloaded" in capsys.readouterr().out
+    assert (tmp_path / "out" / rows[0].path).read_bytes() == _book("2719")
+    assert handler.requests.count("/cache/epub/2719/pg2719.txt") == 2
+
+
+@pytest.mark.parametrize("how", ["html", "html-as-text"])
+def test_without_a_hash_an_html_page_is_refused(mirror, server, tmp_path, capsys, how):
+    _, rows = mirror
+    url, handler = server
+    handler.misbehave["/cache/epub/2719/pg2719.txt"] = how
+    plain = _plain(rows, "2719", "53516")
+    rc, _ = _within(10, _run_script, tmp_path, plain, url, "--retries", 0)
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert "2 books: 1 downloaded, 0 already present, 1 failed" in err
+    assert "UNVERIFIED: 1 of the books accepted" in err  # 53516: accepted, but said to be unverified
+    reason = "served as text/html" if how == "html" else "an HTML page"
+    assert "FAILED 2719: " in err and reason in err
+    assert not (tmp_path / "out" / plain[0].path).exists()  # nothing saved for the refused book
+    assert (tmp_path / "out" / plain[1].path).read_bytes() == _book("53516")
+
+
+def test_without_a_hash_the_gutenberg_header_and_size_are_checked(mirror, tmp_path):
+    root, rows = mirror
+    (root / "cache/epub/2719/pg2719.txt").write_bytes(_book("2052"))  # another book under this id
+    tiny = root / "files/53516/53516-0.txt"
+    tiny.write_bytes(tiny.read_bytes()[:500])  # a stub
+    report = fetch_manifest(_plain(rows, "2719", "53516", "74553"), tmp_path / "out", str(root),
+                            FetchConfig(retries=0), progress=False)
+    errors = {r.id: r.error for r in report.failed}
+    assert set(errors) == {"2719", "53516"}
+    assert "Gutenberg header names ebook #2052, not #2719" in errors["2719"]
+    assert "too small (500 bytes" in errors["53516"]
+    assert [r.id for r in report.unverified] == ["74553"] and not report.downloaded[0].verified
+
+
+def test_a_silent_server_costs_at_most_the_book_budget(mirror, server, tmp_path, capsys, caplog):
+    _, rows = mirror
+    url, handler = server
+    for rel in candidate_paths("2719"):  # every layout accepts the connection and never answers
+        handler.misbehave[f"/{rel}"] = "silent"
+    caplog.set_level(logging.INFO, logger="docaudit.fetch")
+    rc, seconds = _within(8, _run_script, tmp_path, rows[:1], url, "--timeout", 1, "--retries", 3,
+                          "--backoff", 0.01, "--book-timeout", 2.5)
+    assert rc == 1 and 2.4 < seconds < 4
+    assert "FAILED 2719: gave up after the 2.5 s allowed per book" in capsys.readouterr().err
+    assert f"2719: trying {url}/cache/epub/2719/pg2719.txt (round 1 of 4" in caplog.text  # what is being tried
+    assert "pg2719.txt: timed out" in caplog.text
+    assert FetchConfig().book_timeout <= 300  # with the defaults a book costs minutes at most, not half an hour
+
+
+def test_a_file_the_fetcher_did_not_write_is_left_alone(mirror, tmp_path):
+    root, rows = mirror
+    plain = _plain(rows, "2719")
+    dest = tmp_path / "out" / plain[0].path
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes(b"my notes on this book\n")
+    report = fetch_manifest(plain, tmp_path / "out", str(root), progress=False)
+    assert [r.id for r in report.failed] == ["2719"] and "--overwrite" in report.failed[0].error
+    assert dest.read_bytes() == b"my notes on this book\n"
+    report = fetch_manifest(plain, tmp_path / "out", str(root), FetchConfig(overwrite=True), progress=False)
+    assert report.ok and dest.read_bytes() == _book("2719")
+    again = fetch_manifest(plain, tmp_path / "out", str(root), progress=False)  # an accepted file is kept
+    assert [r.status for r in again.results] == ["skipped"] and [r.id for r in again.unverified] == ["2719"]
