@@ -124,12 +124,18 @@ def staged_dir(out: Path, kind: str, overwrite: bool = False, inputs=()):
     try:
         yield tmp
         write_marker(tmp, kind, os.listdir(tmp))
-        old = None
-        if out.exists():
-            old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old."))
-            os.replace(out, old)
-        os.replace(tmp, out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+        replace_dir(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def replace_dir(new: Path, final: Path) -> None:
+    """Move the finished folder ``new`` to ``final``; a previous ``final`` is moved aside under a fresh name, then
+    deleted."""
+    old = None
+    if final.exists():
+        old = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.old."))
+        os.replace(final, old)
+    os.replace(new, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
