@@ -688,4 +688,5 @@ def duplicates_note(duplicates: dict | None, prefix: str = "") -> str:
     """``2 documents found in both sets left out (4 files)`` after ``prefix``, or "" when none were."""
     if not duplicates or not duplicates["documents"]:
         return ""
-    return f"{prefix}{duplicates['documents']} documents found in both sets left out ({len(duplicates['files'])} files)"
+    n = duplicates["documents"]
+    return f"{prefix}{n} document{'s' if n > 1 else ''} found in both sets left out ({len(duplicates['files'])} files)"
