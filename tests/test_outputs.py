@@ -136,3 +136,30 @@ def test_lab_resumes_its_own_folder_and_refuses_others(precious, tmp_path):
     before = snapshot(lab)
     assert_clean_error(run("lab", "--corpus", pool, "--out", lab, "--overwrite"), "did not write (mine.txt)")
     assert snapshot(lab) == before
+
+
+def test_build_manifest_writes_only_new_files_or_earlier_manifests(precious, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from conftest import CORPUS
+
+    def build(out, *extra):
+        script = Path(__file__).resolve().parents[1] / "scripts" / "build_manifest.py"
+        return subprocess.run([sys.executable, str(script), "--catalog", str(CORPUS / "catalog.csv"), "--cutoff",
+                               "2024-09-01", "--no-hashes", "--out", str(out), *extra], capture_output=True, text=True)
+
+    before = snapshot(precious)
+    for out, extra, message in ((precious / "thesis.txt", [], "exists; pass --overwrite"),
+                                (precious / "thesis.txt", ["--overwrite"], "is not a docaudit manifest"),
+                                (precious / "sub", ["--overwrite"], "exists and is not a file"),
+                                (precious / "thesis.txt" / "m.csv", [], "is a file")):
+        proc = build(out, *extra)
+        assert proc.returncode == 2 and proc.stderr.startswith("error: ") and message in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
+    assert snapshot(precious) == before
+    manifest = tmp_path / "m.csv"
+    assert build(manifest).returncode == 0
+    assert build(manifest).returncode == 2
+    assert build(manifest, "--overwrite").returncode == 0
