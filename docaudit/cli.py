@@ -88,7 +88,7 @@ DROP_DUPLICATES = click.option("--drop-duplicates", is_flag=True,
 
 def local_inputs(*groups) -> list:
     """Every path among ``groups`` (path lists or single values, None skipped) that --out must not be or contain."""
-    return [p for g in groups if g is not None for p in ([g] if isinstance(g, str) else g)]
+    return [p for g in groups if g is not None for p in ([g] if isinstance(g, (str, os.PathLike)) else g)]
 
 
 def model_config(kw) -> ModelConfig:
