@@ -687,11 +687,11 @@ def run_lab(corpus, out, target: TargetConfig = TargetConfig(), base_model: str 
     from .outputs import discard_output, prepare_output, write_marker
 
     out = prepare_output(out, "lab", overwrite, [corpus, *([base_model] if base_model else [])], resume=True)
+    docs = load_documents([corpus], progress=progress)
     if overwrite:
         discard_output(out)
     out.mkdir(parents=True, exist_ok=True)
     write_marker(out, "lab", LAB_ENTRIES)
-    docs = load_documents([corpus], progress=progress)
     if max_docs is not None:
         rng = np.random.default_rng(target.seed)
         docs = [docs[i] for i in sorted(rng.choice(len(docs), size=min(max_docs, len(docs)), replace=False))]

@@ -163,3 +163,17 @@ def test_build_manifest_writes_only_new_files_or_earlier_manifests(precious, tmp
     assert build(manifest).returncode == 0
     assert build(manifest).returncode == 2
     assert build(manifest, "--overwrite").returncode == 0
+
+
+def test_discarding_an_earlier_output_deletes_only_its_own_entries(tmp_path):
+    from docaudit.outputs import discard_output, write_marker
+
+    lab = tmp_path / "lab"
+    (lab / "target" / "model").mkdir(parents=True)
+    (lab / "target" / "model" / "w.bin").write_bytes(b"0" * 10)
+    (lab / "lab.json").write_text("{}")
+    (tmp_path / "outside.txt").write_text("mine\n")
+    write_marker(lab, "lab", ["target", "lab.json", "../outside.txt", "..", ""])
+    discard_output(lab)
+    assert list(lab.iterdir()) == []
+    assert (tmp_path / "outside.txt").read_text() == "mine\n"
