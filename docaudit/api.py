@@ -14,12 +14,13 @@ from . import classifier as meta_classifier
 from .blind import evaluate_blind, shift_warning
 from .cache import StatsCache, atomic_write_text
 from .config import FEATURES, NORMS, ModelConfig, QueryConfig, TrainConfig
-from .data import Document, load_documents
+from .data import Document, duplicates_note, load_documents, separate_sets
 from .errors import DocauditError
 from .lm import LoadedModel, load_model
 from .metrics import bootstrap_ci, chunk_folds, summarize
 from .querier import Querier
-from .report import format_summary, plot_roc, roc_frame, staged_dir
+from .outputs import prepare_output, staged_dir
+from .report import format_summary, plot_roc, roc_frame
 from .stats import TokenStats
 
 log = logging.getLogger(__name__)
@@ -37,11 +38,13 @@ def query_documents(querier: Querier, docs: list[Document], progress: bool = Tru
     return querier.stats_many(((d.text, d.sha256) for d in docs), total=len(docs), progress=progress)
 
 
-def labelled_documents(members, nonmembers, raw: bool = False, progress: bool = True):
-    """Documents of both classes and their labels (1 = member)."""
+def labelled_documents(members, nonmembers, raw: bool = False, progress: bool = True, drop_duplicates: bool = False):
+    """Documents of both classes, their labels (1 = member) and the documents found in both sets
+    (``data.separate_sets``: an error, or with ``drop_duplicates`` left out of both)."""
     pos = load_documents(members, raw=raw, progress=progress)
     neg = load_documents(nonmembers, raw=raw, progress=progress)
-    return pos + neg, np.array([1] * len(pos) + [0] * len(neg))
+    pos, neg, duplicates = separate_sets(pos, neg, drop_duplicates)
+    return pos + neg, np.array([1] * len(pos) + [0] * len(neg)), duplicates
 
 
 @dataclass
@@ -66,10 +69,13 @@ def _drop_short(docs, stats, labels, min_tokens):
 
 
 def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | None = None,
-          model: LoadedModel | None = None, progress: bool = True) -> TrainResult:
+          model: LoadedModel | None = None, progress: bool = True, overwrite: bool = False) -> TrainResult:
     """Query the documents, evaluate the meta-classifier on k-fold chunks, fit it on all documents and save it
-    (with its card: config, model identity, metrics) to ``out``."""
-    docs, labels = labelled_documents(members, nonmembers, config.raw, progress)
+    (with its card: config, model identity, metrics) to ``out``, a new or empty folder, or an earlier classifier
+    with ``overwrite`` (checked first: ``outputs.prepare_output``)."""
+    if out is not None:
+        prepare_output(out, "classifier", overwrite, [*_as_list(members), *_as_list(nonmembers)])
+    docs, labels, duplicates = labelled_documents(members, nonmembers, config.raw, progress, config.drop_duplicates)
     querier = open_querier(model or config.model, config.query)
     stats = query_documents(querier, docs, progress)
     docs, stats, labels, skipped = _drop_short(docs, stats, labels, config.min_tokens)
@@ -90,6 +96,7 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
         "n_members": int(labels.sum()),
         "n_nonmembers": int((labels == 0).sum()),
         "n_skipped": len(skipped),
+        "duplicates_dropped": duplicates,
         "configuration": meta_classifier.chosen(estimator),
         "fold_configurations": evaluation.configs,
         "metrics": evaluation.summary,
@@ -100,8 +107,12 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
     }
     result = TrainResult(evaluation.summary, evaluation, docs, skipped, card["configuration"], card, out)
     if out is not None:
-        save_model_dir(Path(out), estimator, card, evaluation)
+        save_model_dir(Path(out), estimator, card, evaluation, overwrite)
     return result
+
+
+def _as_list(paths) -> list:
+    return [paths] if isinstance(paths, (str, Path)) else list(paths)
 
 
 def blind_card(blind: dict) -> dict:
@@ -110,9 +121,10 @@ def blind_card(blind: dict) -> dict:
             "kinds": {kind: v["summary"] for kind, v in blind["kinds"].items()}}
 
 
-def save_model_dir(out: Path, estimator, card: dict, evaluation: meta_classifier.Evaluation) -> None:
+def save_model_dir(out: Path, estimator, card: dict, evaluation: meta_classifier.Evaluation,
+                   overwrite: bool = False) -> None:
     """Write classifier, card, ROC CSV/PNG into a temporary directory, then swap it into place."""
-    with staged_dir(out) as tmp:
+    with staged_dir(out, "classifier", overwrite) as tmp:
         meta_classifier.save_classifier(tmp, estimator, card)
         curves = {f"fold {i + 1}": (evaluation.labels[evaluation.fold_of == i], evaluation.scores[evaluation.fold_of == i])
                   for i in range(len(evaluation.folds))}
@@ -138,7 +150,8 @@ def model_card_markdown(card: dict) -> str:
         f"- target model: `{card['model_identity']}` ({card['model_config']['quantize'] or card['model_config']['dtype']})",
         f"- query: context {q['context']}, stride {q['stride'] or q['context'] - 1}, "
         f"max tokens {q['max_tokens'] or 'all'} ({q['excerpt']} excerpt, seed {q['seed']})",
-        f"- documents: {card['n_members']} members, {card['n_nonmembers']} non-members ({card['n_skipped']} skipped as too short)",
+        f"- documents: {card['n_members']} members, {card['n_nonmembers']} non-members ({card['n_skipped']} skipped as too short"
+        f"{duplicates_note(card.get('duplicates_dropped'), '; ')})",
         f"- selection: norm={m['norm']}, features={m['features']}; chosen per fold: {', '.join(card['fold_configurations'])}",
         f"- {m['folds']}-fold chunks: {format_summary(card['metrics'])}",
         "- pooled out-of-fold AUC {point:.3f} (95% bootstrap interval over documents {lo:.3f}–{hi:.3f})".format(
@@ -159,7 +172,7 @@ def grid(members, nonmembers, config: TrainConfig = TrainConfig(), contexts=(32,
          model: LoadedModel | None = None, progress: bool = True) -> pd.DataFrame:
     """The paper's Table 1: every normalization × feature extractor × context, on the same folds, from one cache.
     (This is a look at all configurations on the test folds; use ``train`` for an honest choice.)"""
-    docs, labels = labelled_documents(members, nonmembers, config.raw, progress)
+    docs, labels, _ = labelled_documents(members, nonmembers, config.raw, progress, config.drop_duplicates)
     lm = model or load_model(config.model)
     folds = chunk_folds(labels, config.meta.folds, config.meta.seed)
     rows = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -11,14 +12,20 @@ import click
 
 from .config import (DTYPES, FEATURES, NORMS, QUANTIZE, DetectorConfig, MetaConfig, ModelConfig, QueryConfig,
                      ScalingConfig, TrainConfig)
+from .data import duplicates_note
 from .errors import DocauditError
+from .outputs import prepare_output
 
 
 def _quiet_libraries() -> None:
-    import transformers
+    """Library warnings and progress bars off, without importing the libraries (so bad input is answered at once)."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:
+        import transformers
 
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+        transformers.utils.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     # int8 matmuls cast their inputs to float16 by design; bitsandbytes says so on every call
     logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
@@ -74,6 +81,16 @@ def query_options(func):
     return functools.reduce(lambda f, o: o(f), reversed(options), func)
 
 
+OVERWRITE = click.option("--overwrite", is_flag=True, help="Replace an earlier docaudit output of the same kind at --out.")
+DROP_DUPLICATES = click.option("--drop-duplicates", is_flag=True,
+                               help="Leave out documents found in both sets (by default they are an error).")
+
+
+def local_inputs(*groups) -> list:
+    """Every path among ``groups`` (path lists or single values, None skipped) that --out must not be or contain."""
+    return [p for g in groups if g is not None for p in ([g] if isinstance(g, (str, os.PathLike)) else g)]
+
+
 def model_config(kw) -> ModelConfig:
     return ModelConfig(model=kw["model"], dtype=kw["dtype"], device=kw["device"], quantize=kw["quantize"],
                        revision=kw["revision"], trust_remote_code=kw["trust_remote_code"])
@@ -107,30 +124,37 @@ def main():
 @click.option("--grid", is_flag=True, help="Run the Table-1 grid (norms × features × contexts) and print it.")
 @click.option("--grid-contexts", default="32,64,128", show_default=True)
 @click.option("--out", type=click.Path(), default=None, help="Save the classifier here (e.g. models/NAME).")
+@OVERWRITE
+@DROP_DUPLICATES
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tokens, raw, grid, grid_contexts, out, fmt, **kw):
+def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tokens, raw, grid, grid_contexts, out,
+          overwrite, drop_duplicates, fmt, **kw):
     """Evaluate the meta-classifier with k-fold chunks, then fit it on all documents and save it."""
+    if not grid:
+        if out is None:
+            raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
+        prepare_output(out, "classifier", overwrite, local_inputs(members, nonmembers, kw["model"]))
     from . import api
 
     kw["seed"] = seed
     config = TrainConfig(model=model_config(kw), query=query_config(kw), min_tokens=min_tokens, raw=raw,
+                         drop_duplicates=drop_duplicates,
                          meta=MetaConfig(norm=norm, features=features, bins=bins, folds=folds, seed=seed, n_estimators=trees))
     if grid:
         contexts = [int(c) for c in grid_contexts.split(",")]
         table = api.grid(members, nonmembers, config, contexts)
         click.echo(table.to_json(orient="records") if fmt == "json" else table.to_string(index=False, float_format="%.3f"))
         return
-    if out is None:
-        raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
-    result = api.train(members, nonmembers, config, Path(out))
+    result = api.train(members, nonmembers, config, Path(out), overwrite=overwrite)
     if fmt == "json":
         click.echo(json.dumps(result.card, indent=2))
         return
     from .report import format_summary
 
     click.echo(f"documents: {result.card['n_members']} members, {result.card['n_nonmembers']} non-members"
-               + (f" ({len(result.skipped)} skipped: fewer than {min_tokens} tokens)" if result.skipped else ""))
+               + (f" ({len(result.skipped)} skipped: fewer than {min_tokens} tokens)" if result.skipped else "")
+               + duplicates_note(result.card["duplicates_dropped"], "; "))
     click.echo(f"model: {result.card['model_identity']}")
     click.echo(f"{folds}-fold chunks ({', '.join(result.evaluation.configs)}): {format_summary(result.summary)}")
     auc = result.card["pooled_bootstrap_95"]["auc"]
@@ -167,6 +191,7 @@ def predict(documents, classifier, fmt, **kw):
 @main.command()
 @click.option("--corpus", required=True, type=click.Path(), help="Pool of documents (directory of .txt).")
 @click.option("--out", required=True, type=click.Path(), help="Lab directory (resumable).")
+@click.option("--overwrite", is_flag=True, help="Discard an earlier lab at --out and start again (default: resume it).")
 @click.option("--arch", type=click.Choice(["gpt2", "llama"]), default="gpt2", show_default=True)
 @click.option("--layers", default=2, show_default=True)
 @click.option("--width", default=128, show_default=True)
@@ -186,14 +211,15 @@ def predict(documents, classifier, fmt, **kw):
 @click.option("--dtype", "dtype_list", default="", help="Also evaluate at these dtypes, e.g. bfloat16,float16.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def lab(corpus, out, docs, base_model, methods, folds, quantize_list, dtype_list, fmt, **target):
+def lab(corpus, out, overwrite, docs, base_model, methods, folds, quantize_list, dtype_list, fmt, **target):
     """Randomized controlled experiment: train a target on a random half of a pool, then evaluate on true labels."""
+    prepare_output(out, "lab", overwrite, local_inputs(corpus, base_model), resume=True)
     from .lab import TargetConfig, run_lab
     from .report import format_methods_table
 
     precisions = [p for p in f"{dtype_list},{quantize_list}".split(",") if p]
     result = run_lab(corpus, Path(out), TargetConfig(**target), base_model, methods.split(",") if methods else None,
-                     folds, precisions, docs)
+                     folds, precisions, docs, overwrite=overwrite)
     summary = result.summary()
     if fmt == "json":
         click.echo(json.dumps(summary, indent=2, default=float))
@@ -222,21 +248,22 @@ def lab(corpus, out, docs, base_model, methods, folds, quantize_list, dtype_list
 @click.option("--splits", default=10, show_default=True, help="Random half splits whose p-values are combined.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--raw", is_flag=True)
+@DROP_DUPLICATES
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def dataset_test(suspect, nonmembers, methods, splits, raw, fmt, **kw):
+def dataset_test(suspect, nonmembers, methods, splits, raw, drop_duplicates, fmt, **kw):
     """Were the suspect documents, as a set, trained on? A dataset-level test in the style of Maini et al. 2024."""
     from dataclasses import asdict
 
     from .dataset_test import dataset_test_documents
 
     result, scores = dataset_test_documents(suspect, nonmembers, model_config(kw), methods.split(","),
-                                            query_config(kw), kw["seed"], splits, raw)
+                                            query_config(kw), kw["seed"], splits, raw, drop_duplicates=drop_duplicates)
     if fmt == "json":
         click.echo(json.dumps({**asdict(result), "scores": scores}, indent=2, default=float))
         return
     click.echo(f"{result.n_suspect} suspect vs {result.n_nonmember} known non-member documents, "
-               f"{result.n_features} scores combined")
+               f"{result.n_features} scores combined" + duplicates_note(result.duplicates_dropped, "; "))
     click.echo(f"p-value {result.p_value:.3g} (t = {result.statistic:.2f}, effect size d = {result.effect_size:.2f})")
     click.echo(result.meaning)
 
@@ -252,18 +279,20 @@ def data():
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate (to see what cleaning removes).")
 @click.option("--folds", default=5, show_default=True)
 @click.option("--seed", default=0, show_default=True)
+@DROP_DUPLICATES
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def data_check(set_a, set_b, raw, folds, seed, fmt):
+def data_check(set_a, set_b, raw, folds, seed, drop_duplicates, fmt):
     """Compare two document sets (counts, lengths, years, leftover boilerplate) and run the blind baseline."""
     from .data import load_documents
     from .datacheck import check_sets, format_check
 
     result = check_sets(load_documents([set_a], raw=raw, progress=True), load_documents([set_b], raw=raw, progress=True),
-                        folds=folds, seed=seed, progress=True)
-    click.echo(json.dumps(result, indent=2) if fmt == "json" else format_check(result))
-    if result["warning"] and fmt != "json":
+                        folds=folds, seed=seed, progress=True, drop_duplicates=drop_duplicates)
+    if result["warning"]:
         click.echo(result["warning"], err=True)
+    click.echo(json.dumps(result, indent=2) if fmt == "json" else format_check(result))
+
 
 def detector_options(func):
     options = [
@@ -308,15 +337,20 @@ METHOD_HELP = ("Comma-separated: loss, zlib, lowercase, ref, mink, minkpp, pac, 
               help="Include the model-free baselines (tfidf, nb, dates) on the same folds.")
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
 @click.option("--out", type=click.Path(), default=None, help="Write evaluation.csv/.json, roc.csv and roc.png here.")
+@OVERWRITE
+@DROP_DUPLICATES
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
 def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, features, bins, trees, meta, blind, raw, out,
-             fmt, **kw):
+             overwrite, drop_duplicates, fmt, **kw):
     """The meta-classifier and sequence-level detectors side by side on the same k-fold chunks.
 
     Detectors are scaled to documents three ways (paper sec. 6.2): `sequence` (AUC over sampled windows of
     --context tokens), `doc_avg` (mean sequence score) and `doc_threshold` (share of sequences above a threshold
     chosen on the training chunks). Prints mean ± std over folds of AUC and TPR at 10% / 1% FPR."""
+    if out is not None:
+        prepare_output(out, "evaluation", overwrite, local_inputs(members, nonmembers, kw["model"], kw["ref_model"],
+                                                                  kw["neighbor_model"]))
     from .blind import KINDS as BLIND_KINDS
     from .evaluation import evaluate_methods, evaluation_json, write_evaluation
     from .report import format_auc_pivot, format_methods_table
@@ -327,9 +361,9 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
         detector=detector_config(kw), scaling=ScalingConfig(n_sequences=sequences, seed=seed),
         meta=MetaConfig(norm=norm, features=features, bins=bins, n_estimators=trees) if meta else None,
         folds=folds, seed=seed, raw=raw, ref_model=ref_config(kw), neighbor_model=kw["neighbor_model"],
-        blind_kinds=None if not blind else BLIND_KINDS)
+        blind_kinds=None if not blind else BLIND_KINDS, drop_duplicates=drop_duplicates)
     if out is not None:
-        write_evaluation(result, Path(out))
+        write_evaluation(result, Path(out), overwrite)
     if result.info["warning"]:
         click.echo(result.info["warning"], err=True)
     if fmt == "json":
@@ -338,7 +372,8 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
     info = result.info
     model = (f"model {info['model_identity']}; {sequences} sequences of {info['query']['context']} tokens per document"
              if "model_identity" in info else "no model (blind baseline only)")
-    click.echo(f"{info['n_members']} members, {info['n_nonmembers']} non-members; {folds}-fold chunks; {model}")
+    click.echo(f"{info['n_members']} members, {info['n_nonmembers']} non-members; {folds}-fold chunks; {model}"
+               + duplicates_note(info["duplicates_dropped"], "; "))
     click.echo(format_methods_table(result.table))
     click.echo("\nAUC by level:")
     click.echo(format_auc_pivot(result.table))
@@ -391,11 +426,16 @@ def score(documents, methods, seed, raw, fmt, **kw):
 @click.option("--seed", default=0, show_default=True)
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
 @click.option("--out", type=click.Path(), required=True, help="Write report.csv, report.html and the plots here.")
+@OVERWRITE
+@click.option("--drop-duplicates", is_flag=True,
+              help="Leave out books found in both calibration sets (by default they are an error).")
 @friendly_errors
 def report(books, calibrate_members, calibrate_nonmembers, method, snippets, snippet_words, target_fpr, max_context,
-           confidence, seed, raw, out, **kw):
+           confidence, seed, raw, out, overwrite, drop_duplicates, **kw):
     """Contamination rate per book: the share of its random snippets scoring over a threshold calibrated on known
     member and non-member books (Min-K% Prob paper, sec. 5), with a Wilson interval."""
+    prepare_output(out, "report", overwrite, local_inputs(books, calibrate_members, calibrate_nonmembers, kw["model"],
+                                                          kw["ref_model"], kw["neighbor_model"]))
     from .contamination import contamination_report, write_contamination_report
 
     kw["seed"] = seed
@@ -403,13 +443,14 @@ def report(books, calibrate_members, calibrate_nonmembers, method, snippets, sni
         books, calibrate_members, calibrate_nonmembers, model_config(kw), method=method, snippets=snippets,
         snippet_words=snippet_words, target_fpr=target_fpr, detector=detector_config(kw), seed=seed,
         max_context=max_context, confidence=confidence, raw=raw, ref_model=ref_config(kw),
-        neighbor_model=kw["neighbor_model"])
-    write_contamination_report(result, Path(out))
+        neighbor_model=kw["neighbor_model"], drop_duplicates=drop_duplicates)
+    write_contamination_report(result, Path(out), overwrite)
     info = result.info
     if info.get("warning"):
         click.echo(info["warning"], err=True)
     click.echo(f"threshold {result.threshold:.4g} ({info['threshold_rule']}); calibration snippet AUC "
-               f"{info['calibration_auc']:.3f}, accuracy {info['calibration_accuracy']:.1%}")
+               f"{info['calibration_auc']:.3f}, accuracy {info['calibration_accuracy']:.1%}"
+               + duplicates_note(info["duplicates_dropped"], "; calibration: "))
     shown = result.books.assign(contamination_rate=result.books.contamination_rate.map("{:.1%}".format),
                                 ci=[f"[{lo:.1%}, {hi:.1%}]" for lo, hi in zip(result.books.ci_low, result.books.ci_high)])
     click.echo(shown[["book", "n_snippets", "contamination_rate", "ci"]].to_string(index=False))

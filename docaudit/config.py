@@ -73,13 +73,15 @@ class MetaConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything ``docaudit train`` needs."""
+    """Everything ``docaudit train`` needs. ``drop_duplicates``: leave out documents whose text is in both sets
+    (otherwise they are an error)."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     meta: MetaConfig = field(default_factory=MetaConfig)
     min_tokens: int = 0
     raw: bool = False
+    drop_duplicates: bool = False
 
 
 @dataclass(frozen=True)

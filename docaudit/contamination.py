@@ -32,7 +32,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from .config import DetectorConfig, ModelConfig, QueryConfig
-from .data import Document, load_documents
+from .data import Document, load_documents, separate_sets
 from .detectors import METHODS, Detector, build_detector, single_pass_context
 from .errors import DocauditError
 from .lm import LoadedModel, load_model
@@ -108,9 +108,10 @@ def contamination_report(books, calibrate_members, calibrate_nonmembers, model: 
                          target_fpr: float | None = None, detector: DetectorConfig = DetectorConfig(), seed: int = 0,
                          max_context: int = 2048, confidence: float = 0.95, raw: bool = False,
                          ref_model: ModelConfig | LoadedModel | None = None, neighbor_model=None,
-                         progress: bool = True) -> ContaminationReport:
+                         progress: bool = True, drop_duplicates: bool = False) -> ContaminationReport:
     """Calibrate a snippet threshold on known member and non-member books, then measure each audited book's
-    contamination rate (see the module docstring). Every input is checked before the model is loaded."""
+    contamination rate (see the module docstring). Every input is checked before the model is loaded; a book in
+    both calibration sets is an error, or with ``drop_duplicates`` left out of both."""
     from sklearn.metrics import roc_auc_score
 
     started = time.time()
@@ -128,6 +129,8 @@ def contamination_report(books, calibrate_members, calibrate_nonmembers, model: 
         groups[role] = load_documents(paths, raw=raw, progress=False)
         for doc in groups[role]:
             book_snippets(doc, 1, snippet_words, seed)  # fails early on a book too short for one snippet
+    groups["member"], groups["non-member"], duplicates = separate_sets(
+        groups["member"], groups["non-member"], drop_duplicates, ("calibration members", "calibration non-members"))
 
     lm = model if isinstance(model, LoadedModel) else load_model(model)
     query = QueryConfig(context=min(max_context, single_pass_context(lm)), seed=seed, gp=False)
@@ -167,6 +170,7 @@ def contamination_report(books, calibrate_members, calibrate_nonmembers, model: 
         "n_books": len(groups["audited"]),
         "n_calibration_members": len(groups["member"]),
         "n_calibration_nonmembers": len(groups["non-member"]),
+        "duplicates_dropped": duplicates,
         "wall_seconds": round(time.time() - started, 1),
     }
     if info["calibration_auc"] < CALIBRATION_AUC_ALERT:
@@ -176,15 +180,17 @@ def contamination_report(books, calibrate_members, calibrate_nonmembers, model: 
     return ContaminationReport(audited, calibration, snip, tau, info)
 
 
-def write_contamination_report(report: ContaminationReport, out: Path) -> None:
+def write_contamination_report(report: ContaminationReport, out: Path, overwrite: bool = False) -> None:
     """``report.csv``, ``calibration.csv``, ``snippets.csv``, ``report.json``, ``rates.png``, ``calibration_roc.png``,
-    ``calibration_scores.png`` and a self-contained ``report.html`` (PNGs embedded), written whole or not at all."""
+    ``calibration_scores.png`` and a self-contained ``report.html`` (PNGs embedded) into ``out`` (a new or empty
+    folder, or an earlier report with ``overwrite``), written whole or not at all."""
     import json
 
-    from .report import plot_histogram, plot_roc, roc_frame, staged_dir
+    from .outputs import staged_dir
+    from .report import plot_histogram, plot_roc, roc_frame
 
     info = report.info
-    with staged_dir(Path(out)) as tmp:
+    with staged_dir(Path(out), "report", overwrite) as tmp:
         report.books.to_csv(tmp / "report.csv", index=False)
         report.calibration.to_csv(tmp / "calibration.csv", index=False)
         report.snippets.to_csv(tmp / "snippets.csv", index=False)

@@ -651,3 +651,42 @@ def filter_documents(
             skipped[doc.id] = reason
             log.info("skipping %s: %s", doc.id, reason)
     return kept, skipped
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# two labelled sets
+
+
+def separate_sets(a: list[Document], b: list[Document], drop_duplicates: bool = False,
+                  names: tuple[str, str] = ("members", "non-members")) -> tuple[list[Document], list[Document], dict]:
+    """Check that no text (``Document.sha256``, after cleaning) is in both sets: with the same document on both
+    sides a membership label means nothing. Raises :class:`DocauditError` naming the count and a few files, or
+    with ``drop_duplicates`` leaves those documents out of both sets (with a warning). Returns the two sets and
+    ``{"documents": number of texts found in both, "files": paths left out}``."""
+    shared = {d.sha256 for d in a} & {d.sha256 for d in b}
+    if not shared:
+        return a, b, {"documents": 0, "files": []}
+    first = {}
+    for d in b:
+        first.setdefault(d.sha256, d.path)
+    pairs = [f"{d.path} = {first[d.sha256]}" for d in a if d.sha256 in shared]
+    what = f"{len(shared)} document{'s are' if len(shared) > 1 else ' is'} both in the {names[0]} and the {names[1]}"
+    if not drop_duplicates:
+        raise DocauditError(f"{what} (same text after cleaning: {'; '.join(pairs[:3])}"
+                            f"{'; ...' if len(pairs) > 3 else ''}); remove them from one set, or pass "
+                            "--drop-duplicates to leave them out of both")
+    files = [d.path for d in a + b if d.sha256 in shared]
+    log.warning("%s: left out of both (%d files)", what, len(files))
+    a, b = [d for d in a if d.sha256 not in shared], [d for d in b if d.sha256 not in shared]
+    for name, left in zip(names, (a, b)):
+        if not left:
+            raise DocauditError(f"{what}: leaving them out leaves no {name}")
+    return a, b, {"documents": len(shared), "files": files}
+
+
+def duplicates_note(duplicates: dict | None, prefix: str = "") -> str:
+    """``2 documents found in both sets left out (4 files)`` after ``prefix``, or "" when none were."""
+    if not duplicates or not duplicates["documents"]:
+        return ""
+    n = duplicates["documents"]
+    return f"{prefix}{n} document{'s' if n > 1 else ''} found in both sets left out ({len(duplicates['files'])} files)"

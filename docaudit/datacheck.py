@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .blind import DEFAULT_MAX_CHARS, KINDS, MODERN_YEAR, evaluate_blind, shift_warning, years_mentioned
-from .data import Document
+from .data import Document, duplicates_note, separate_sets
 from .metrics import chunk_folds
 
 # lines that still look like Project Gutenberg or production boilerplate
@@ -96,13 +96,15 @@ def set_stats(docs: Sequence[Document]) -> dict:
 
 def check_sets(
     docs_a: Sequence[Document], docs_b: Sequence[Document], folds: int = 5, seed: int = 0, kinds=KINDS,
-    max_chars: int | None = DEFAULT_MAX_CHARS, progress: bool = False,
+    max_chars: int | None = DEFAULT_MAX_CHARS, progress: bool = False, drop_duplicates: bool = False,
 ) -> dict:
     """Compare two document sets. Returns a JSON-ready dict with ``n_a``, ``n_b``, ``a`` and ``b`` (see
     :func:`set_stats`), ``blind`` (per kind mean/std AUC and TPRs), ``blind_auc``, ``blind_best_kind``, ``folds``
-    (the number used: at most the size of the smaller set) and ``warning`` (text or None)."""
-    docs_a, docs_b = list(docs_a), list(docs_b)
-    result: dict = {"n_a": len(docs_a), "n_b": len(docs_b), "a": set_stats(docs_a), "b": set_stats(docs_b)}
+    (the number used: at most the size of the smaller set), ``duplicates_dropped`` (a text in both sets is an
+    error, or with ``drop_duplicates`` left out of both: ``data.separate_sets``) and ``warning`` (text or None)."""
+    docs_a, docs_b, duplicates = separate_sets(list(docs_a), list(docs_b), drop_duplicates, ("set A", "set B"))
+    result: dict = {"n_a": len(docs_a), "n_b": len(docs_b), "a": set_stats(docs_a), "b": set_stats(docs_b),
+                    "duplicates_dropped": duplicates}
     k = min(folds, len(docs_a), len(docs_b))
     result.update(folds=k, seed=seed, blind={}, blind_auc=None, blind_best_kind=None, max_chars=max_chars)
     if k >= 2:
@@ -118,7 +120,7 @@ def check_sets(
 
 
 def format_check(result: dict) -> str:
-    """A human-readable text table of :func:`check_sets` output."""
+    """A human-readable text table of :func:`check_sets` output (without its warning, which goes to stderr)."""
     a, b = result["a"], result["b"]
     rows: list[tuple[str, str, str]] = [
         ("documents", f"{result['n_a']}", f"{result['n_b']}"),
@@ -159,6 +161,6 @@ def format_check(result: dict) -> str:
         lines.append(f"  best: {result['blind_best_kind']} (blind AUC {result['blind_auc']:.3f})")
     else:
         lines.append("blind baseline: skipped (each set needs at least 2 documents)")
-    if result["warning"]:
-        lines += ["", result["warning"]]
+    if note := duplicates_note(result.get("duplicates_dropped")):
+        lines.append(note)
     return "\n".join(lines)

@@ -43,7 +43,9 @@ class DatasetTestResult:
     - ``effect_size``: the same difference divided by the pooled standard deviation (Cohen's d), median over
       splits;
     - ``split_p_values``: the p-value of every split; ``bonferroni_p``: ``min(1, n_splits * min(split_p_values))``;
-    - ``meaning``: what the p-value does and does not mean, in words.
+    - ``meaning``: what the p-value does and does not mean, in words;
+    - ``duplicates_dropped``: documents found in both sets and left out (``data.separate_sets``), when scored from
+      files.
     """
 
     p_value: float
@@ -57,6 +59,7 @@ class DatasetTestResult:
     bonferroni_p: float
     n_features: int
     meaning: str = field(repr=False)
+    duplicates_dropped: dict | None = None
 
 
 def _check(name: str, x) -> np.ndarray:
@@ -159,18 +162,26 @@ def dataset_test(
 
 def dataset_test_documents(suspect_paths, nonmember_paths, model=None, methods=("loss", "zlib", "mink", "minkpp"),
                            query=None, seed: int = 0, n_splits: int = 10, raw: bool = False,
-                           progress: bool = True) -> tuple[DatasetTestResult, list[dict]]:
+                           progress: bool = True, drop_duplicates: bool = False) -> tuple[DatasetTestResult, list[dict]]:
     """Score both document sets with the detectors ``methods`` on the target model (one query pass each, cached)
-    and run :func:`dataset_test` on the score matrices. Returns the result and the per-document scores."""
+    and run :func:`dataset_test` on the score matrices. A text in both sets is an error, or with
+    ``drop_duplicates`` left out of both. Returns the result and the per-document scores."""
+    from dataclasses import replace
+
     from .config import ModelConfig, QueryConfig
+    from .data import load_documents, separate_sets
     from .detectors import score_documents
     from .lm import load_model
 
+    suspect_docs, known_docs, duplicates = separate_sets(
+        load_documents(suspect_paths, raw=raw, progress=progress),
+        load_documents(nonmember_paths, raw=raw, progress=progress), drop_duplicates, ("suspects", "non-members"))
     lm = load_model(model or ModelConfig())
     kwargs = {"methods": list(methods), "query": query or QueryConfig(), "raw": raw, "progress": progress}
-    suspect = score_documents(suspect_paths, lm, **kwargs)
-    known = score_documents(nonmember_paths, lm, **kwargs)
+    suspect = score_documents(suspect_docs, lm, **kwargs)
+    known = score_documents(known_docs, lm, **kwargs)
     result = dataset_test(_score_matrix(suspect, methods), _score_matrix(known, methods), seed=seed, n_splits=n_splits)
+    result = replace(result, duplicates_dropped=duplicates)
     return result, [{"set": "suspect", **r} for r in suspect] + [{"set": "nonmember", **r} for r in known]
 
 

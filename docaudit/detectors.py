@@ -365,14 +365,16 @@ def score_documents(paths, model: ModelConfig | LoadedModel = ModelConfig(), met
                     config: DetectorConfig = DetectorConfig(), query: QueryConfig = QueryConfig(),
                     ref_model: ModelConfig | LoadedModel | None = None, neighbor_model: str | MaskedNeighbors | None = None,
                     raw: bool = False, progress: bool = True) -> list[dict]:
-    """Raw per-document scores: ``[{"file", "n_tokens", <method>: score, ...}]``. A document shorter than the
-    context is one window, so its scores equal the sequence-level definitions; a longer one is scored over all
-    its windows' tokens (and its extra passes over all theirs)."""
+    """Raw per-document scores: ``[{"file", "n_tokens", <method>: score, ...}]`` of the files ``paths`` (or of
+    already loaded Documents). A document shorter than the context is one window, so its scores equal the
+    sequence-level definitions; a longer one is scored over all its windows' tokens (and its extra passes over all
+    theirs)."""
     from tqdm.auto import tqdm
 
-    from .data import load_documents
+    from .data import Document, load_documents
 
-    docs = load_documents(paths, raw=raw, progress=progress)
+    loaded = isinstance(paths, list) and all(isinstance(p, Document) for p in paths)
+    docs = paths if loaded else load_documents(paths, raw=raw, progress=progress)
     lm = model if isinstance(model, LoadedModel) else load_model(model)
     detector = build_detector(lm, query, methods, config, ref_model, neighbor_model)
     rows = []

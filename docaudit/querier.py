@@ -190,7 +190,9 @@ class Querier:
         """TokenStats of one text, from the cache when present."""
         sha = text_sha256 or hashlib.sha256(text.encode("utf-8")).hexdigest()
         key = self.key(sha)
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+        expect = {"context": self.query.context, "stride": self.stride, "vocab_size": self.lm.vocab_size,
+                  "gp": self.query.gp}
+        if self.cache is not None and (hit := self.cache.get(key, expect)) is not None:
             return hit
         ids = self.token_ids(text, sha)
         if len(ids) < 2:

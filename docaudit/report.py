@@ -1,19 +1,15 @@
-"""Tables and plots: ROC curves as CSV and PNG, metric tables as text, output directories written whole."""
+"""Tables and plots: ROC curves as CSV and PNG, metric tables as text."""
 from __future__ import annotations
 
 import base64
 import html
-import os
-import shutil
-import tempfile
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .cache import current_umask
 from .metrics import roc_table
+from .outputs import staged_dir  # noqa: F401  (importable from here as before)
 
 
 def roc_frame(curves: dict[str, tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
@@ -109,26 +105,6 @@ def format_auc_pivot(table: pd.DataFrame) -> str:
     pivot = cells.pivot(index="method", columns="level", values="cell").fillna("")
     pivot = pivot.reindex(index=list(dict.fromkeys(table.method)), columns=list(dict.fromkeys(table.level)))
     return pivot.fillna("").to_string()
-
-
-@contextmanager
-def staged_dir(out: Path):
-    """Yield a fresh temporary directory beside ``out``; when the block succeeds it replaces ``out`` whole, when
-    it fails nothing of it is left (``out`` keeps its previous content)."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
-    os.chmod(tmp, 0o777 & ~current_umask())
-    try:
-        yield tmp
-        old = out.with_name(f".{out.name}.old")
-        if out.exists():
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def png_data_uri(path: Path) -> str:

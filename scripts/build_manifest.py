@@ -6,7 +6,7 @@ Non-members: the books posted on or after the cutoff. Books that fit neither are
 
 Example:
     python scripts/build_manifest.py --catalog /path/corpus/catalog.csv --cutoff 2024-09-01 \\
-        --out data_manifests/pg19_vs_post2024.csv --no-hashes
+        --out data_manifests/pg19_vs_post2024.csv --no-hashes --overwrite
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ if (_ROOT / "docaudit" / "__init__.py").is_file():  # run from a source checkout
     sys.path.insert(0, str(_ROOT))
 
 from docaudit.errors import DocauditError
-from docaudit.manifest import build_manifest, verify_files, write_manifest
+from docaudit.manifest import build_manifest, check_manifest_path, verify_files, write_manifest
 
 
 def main(argv=None) -> int:
@@ -32,8 +32,10 @@ def main(argv=None) -> int:
                     help="leave sha256/n_bytes empty (to fetch current copies from a mirror)")
     ap.add_argument("--verify-root", help="check every file's size and sha256 under this corpus root")
     ap.add_argument("--out", required=True, help="manifest CSV to write")
+    ap.add_argument("--overwrite", action="store_true", help="replace an earlier manifest at --out")
     args = ap.parse_args(argv)
     try:
+        check_manifest_path(args.out, args.overwrite)
         rows, excluded = build_manifest(args.catalog, args.cutoff, args.members_group or None, args.source,
                                         hashes=not args.no_hashes)
         if args.verify_root:
@@ -42,7 +44,7 @@ def main(argv=None) -> int:
                 for line in problems:
                     print(f"mismatch: {line}", file=sys.stderr)
                 raise DocauditError(f"{len(problems)} file(s) under {args.verify_root} do not match the catalog")
-        write_manifest(rows, args.out)
+        write_manifest(rows, args.out, args.overwrite)
     except DocauditError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -4,7 +4,7 @@ A seeded sample of PG-19 members and post-2024 non-members, one random excerpt o
 The card records the model-free blind baseline on the same folds: on these sets it is high (the groups differ in
 era and formatting), so this classifier's AUC is not, by itself, evidence of training on the books.
 
-    python scripts/train_default.py --corpus ../shared/corpus --out models/gemma3-270m-pg
+    python scripts/train_default.py --corpus ../shared/corpus --out models/gemma3-270m-pg --overwrite
 """
 from __future__ import annotations
 
@@ -30,13 +30,14 @@ def main() -> None:
     parser.add_argument("--books", type=int, default=30, help="books per group")
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--overwrite", action="store_true", help="replace the classifier already at --out")
     args = parser.parse_args()
     catalog = pd.read_csv(args.corpus / "catalog.csv")
     members = sample(catalog, args.corpus, "pg19", args.books, args.seed)
     nonmembers = sample(catalog, args.corpus, "post2024", args.books, args.seed)
     config = TrainConfig(model=ModelConfig(), query=QueryConfig(max_tokens=args.max_tokens, seed=args.seed),
                          meta=MetaConfig(seed=args.seed))
-    result = api.train(members, nonmembers, config, args.out)
+    result = api.train(members, nonmembers, config, args.out, overwrite=args.overwrite)
     print(f"{result.final_config}: {format_summary(result.summary)}")
     if result.card.get("warning"):
         print(f"WARNING: {result.card['warning']}")

@@ -54,7 +54,8 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
     result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST, "--out", out)
     assert result.exit_code == 0, result.output
     assert "AUC" in result.output
-    assert {p.name for p in out.iterdir()} == {"classifier.skops", "card.json", "card.md", "roc.csv", "roc.png"}
+    assert {p.name for p in out.iterdir()} == {"classifier.skops", "card.json", "card.md", "roc.csv", "roc.png",
+                                               ".docaudit-output.json"}
     umask = os.umask(0)
     os.umask(umask)
     assert {p.stat().st_mode & 0o777 for p in out.iterdir()} == {0o666 & ~umask}

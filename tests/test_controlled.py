@@ -48,7 +48,7 @@ def test_shuffled_labels_stay_near_chance(experiment):
     (n1 + n2 + 1) / (12 n1 n2) over the pooled documents); averaging three permutations brings it to about 0.05,
     so the 0.5 ± 0.2 band is about four standard deviations wide."""
     root, model = experiment
-    docs, labels = labelled_documents([root / "members"], [root / "nonmembers"], progress=False)
+    docs, labels, _ = labelled_documents([root / "members"], [root / "nonmembers"], progress=False)
     stats = query_documents(open_querier(ModelConfig(model=str(model)), QueryConfig(context=63)), docs, progress=False)
     meta = MetaConfig(folds=4, n_estimators=100, bins=50)
     rng = np.random.default_rng(0)

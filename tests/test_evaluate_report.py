@@ -41,7 +41,8 @@ def test_evaluate_end_to_end(tiny_gpt2, tmp_path):
     assert info["sequences_per_document"] == [2] * 8
     for (method, level), row in rows.items():
         assert row["fold_n_test"] == ([2 * n for n in n_test] if level == "sequence" else n_test), (method, level)
-    assert {p.name for p in out.iterdir()} == {"evaluation.csv", "evaluation_folds.csv", "evaluation.json", "roc.csv", "roc.png"}
+    assert {p.name for p in out.iterdir()} == {"evaluation.csv", "evaluation_folds.csv", "evaluation.json", "roc.csv",
+                                               "roc.png", ".docaudit-output.json"}
     table = pd.read_csv(out / "evaluation.csv")
     assert len(table) == 1 + len(METHODS) * len(LEVELS) + len(blind)
     assert table.pooled_auc.notna().sum() == 1 + len(METHODS) * 2 + len(blind)  # every document-level row
