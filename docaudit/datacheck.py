@@ -159,6 +159,8 @@ def format_check(result: dict) -> str:
         lines.append(f"  best: {result['blind_best_kind']} (blind AUC {result['blind_auc']:.3f})")
     else:
         lines.append("blind baseline: skipped (each set needs at least 2 documents)")
+    if result.get("skipped"):
+        lines += ["", f"skipped {len(result['skipped'])} documents that cannot be used (listed with --format json)"]
     if result["warning"]:
         lines += ["", result["warning"]]
     return "\n".join(lines)
