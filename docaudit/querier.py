@@ -17,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .cache import StatsCache, stats_key
-from .config import QueryConfig
+from .config import EXCERPTS, QueryConfig
 from .errors import DocauditError
 from .lm import LoadedModel
 from .stats import TokenStats, scored_spans
@@ -222,8 +222,8 @@ def excerpt(tokenizer, text: str, max_tokens: int | None, mode: str, seed: int, 
 
     A document of at most ``max_tokens`` tokens is queried whole. Needs a fast (Rust) tokenizer for the character
     offsets when ``max_tokens`` is set."""
-    if mode not in ("random", "leading"):
-        raise DocauditError(f"unknown excerpt mode '{mode}' (random or leading)")
+    if mode not in EXCERPTS:
+        raise DocauditError(f"unknown excerpt mode '{mode}' (choose from {', '.join(EXCERPTS)})")
     if max_tokens is None:
         ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
         return Excerpt(np.asarray(ids, dtype=np.int32), 0, len(text))

@@ -214,14 +214,13 @@ def test_large_document_with_max_tokens_is_bounded_by_the_excerpt(spm_model, tmp
                        for b in corpus_ids(g, 3))
     big = tmp_path / "big.txt"
     with open(big, "w", encoding="utf-8") as f:
-        for _ in range(50_000_000 // len(book) + 1):
-            f.write(book)
+        f.writelines(book for _ in range(50_000_000 // len(book) + 1))
     assert big.stat().st_size >= 50_000_000
     small = tmp_path / "small.txt"
     small.write_text(book[:20_000])
     env = dict(os.environ, PYTHONPATH=str(REPO))
     done = subprocess.run([sys.executable, "-c", MEASURE, str(spm_model), str(small), str(big)], capture_output=True,
-                          text=True, cwd=REPO, env=env, timeout=300)
+                          text=True, cwd=REPO, env=env, timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     measured = json.loads(done.stdout.strip().splitlines()[-1])
     assert measured["n_tokens"] == 512
