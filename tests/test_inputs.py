@@ -280,3 +280,12 @@ def test_symlink_loop_and_broken_link_are_named(tmp_path):
     assert [d.id for d in load_documents([tmp_path], skips=skips)] == ["ok"]
     assert {os.path.basename(s["file"]): s["reason"].split(" (")[0] for s in skips.as_json()} == {
         "loop.txt": "symlink loop", "broken.txt": "broken symlink"}
+
+
+def test_lab_refuses_a_context_beyond_the_base_model(tiny_gpt2, tmp_path):
+    from docaudit.lab import TargetConfig, train_target
+
+    texts = [corpus_text("members", b, n_chars=800) for b in corpus_ids("members", 2)]
+    with pytest.raises(DocauditError, match=r"--context 300 is out of range: allowed 2\.\.256 \(the base model takes 256"):
+        train_target(texts, texts, tmp_path / "lab", TargetConfig(context=300, epochs=1), base_model=str(tiny_gpt2),
+                     progress=False)
