@@ -119,6 +119,12 @@ def test_train_and_evaluate_list_skipped_documents(docs_with_bad, tiny_gpt2, tmp
     assert card["n_members"] == card["n_nonmembers"] == 4 and card["n_skipped"] == 2
     assert sorted(os.path.basename(s["file"]) for s in card["skipped"]) == ["0100_credits.txt", "0200_one_token.txt"]
 
+    result = run("predict", "--classifier", tmp_path / "clf", "--format", "json", sets["a"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert sum("membership_probability" in r for r in rows) == 4
+    assert {os.path.basename(r["file"]) for r in rows if "skipped" in r} == {"0100_credits.txt", "0200_one_token.txt"}
+
     result = run("evaluate", "--members", sets["a"], "--nonmembers", sets["b"], "--model", tiny_gpt2, *fast[:2],
                  "--methods", "loss", "--no-meta", "--no-blind", "--folds", "2")
     assert result.exit_code == 0, result.output
@@ -126,3 +132,14 @@ def test_train_and_evaluate_list_skipped_documents(docs_with_bad, tiny_gpt2, tmp
     assert_clean_error(run("evaluate", "--members", sets["a"], "--nonmembers", sets["b"], "--model", tiny_gpt2,
                            "--methods", "loss", "--no-meta", "--no-blind", "--folds", "2", "--strict"),
                        "no text left after cleaning")
+
+
+def test_report_skips_books_that_cannot_be_used(docs_with_bad, tiny_gpt2, tmp_path):
+    sets, out = docs_with_bad, tmp_path / "rep"
+    result = run("report", sets["a"], "--calibrate-members", sets["a"], "--calibrate-nonmembers", sets["b"],
+                 "--model", tiny_gpt2, "--snippets", "2", "--snippet-words", "20", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "4 books, 4 + 4 calibration books (4 skipped)" in result.stdout
+    info = json.loads((out / "report.json").read_text())["info"]
+    assert sorted(os.path.basename(s["file"]) for s in info["skipped"]) == ["0100_credits.txt", "0100_credits.txt",
+                                                                          "0200_one_token.txt", "0200_one_token.txt"]
