@@ -14,13 +14,13 @@ from . import classifier as meta_classifier
 from .blind import evaluate_blind, shift_warning
 from .cache import StatsCache, atomic_write_text
 from .config import FEATURES, NORMS, ModelConfig, QueryConfig, TrainConfig
-from .data import Document, duplicates_note, load_documents, separate_sets
+from .data import Document, Skips, duplicates_note, load_documents, separate_sets
 from .errors import DocauditError
 from .lm import LoadedModel, load_model
 from .metrics import bootstrap_ci, chunk_folds, summarize
 from .querier import Querier
 from .outputs import prepare_output, staged_dir
-from .report import format_summary, plot_roc, roc_frame
+from .report import format_query, format_summary, plot_roc, roc_frame
 from .stats import TokenStats
 
 log = logging.getLogger(__name__)
@@ -38,11 +38,18 @@ def query_documents(querier: Querier, docs: list[Document], progress: bool = Tru
     return querier.stats_many(((d.text, d.sha256) for d in docs), total=len(docs), progress=progress)
 
 
-def labelled_documents(members, nonmembers, raw: bool = False, progress: bool = True, drop_duplicates: bool = False):
+def queryable_documents(querier: Querier, docs: list[Document], skips: Skips) -> list[int]:
+    """Indices of the documents the querier can query; the others (fewer than 2 tokens) are skipped."""
+    return skips.select(docs, [querier.too_short(d.text) for d in docs], "too short")
+
+
+def labelled_documents(members, nonmembers, raw: bool = False, progress: bool = True, skips: Skips | None = None,
+                       drop_duplicates: bool = False):
     """Documents of both classes, their labels (1 = member) and the documents found in both sets
-    (``data.separate_sets``: an error, or with ``drop_duplicates`` left out of both)."""
-    pos = load_documents(members, raw=raw, progress=progress)
-    neg = load_documents(nonmembers, raw=raw, progress=progress)
+    (``data.separate_sets``: an error, or with ``drop_duplicates`` left out of both). Documents that cannot be used
+    are recorded in ``skips`` and left out (without ``skips`` they are an error)."""
+    pos = load_documents(members, raw=raw, progress=progress, skips=skips)
+    neg = load_documents(nonmembers, raw=raw, progress=progress, skips=skips)
     pos, neg, duplicates = separate_sets(pos, neg, drop_duplicates)
     return pos + neg, np.array([1] * len(pos) + [0] * len(neg)), duplicates
 
@@ -54,31 +61,33 @@ class TrainResult:
     summary: dict
     evaluation: meta_classifier.Evaluation
     documents: list[Document]
-    skipped: list[str]
+    skipped: list[dict]
     final_config: str
     card: dict
     out: Path | None = None
     extras: dict = field(default_factory=dict)
 
 
-def _drop_short(docs, stats, labels, min_tokens):
-    long_enough = [s.n_tokens >= min_tokens for s in stats]
-    keep = [i for i, ok in enumerate(long_enough) if ok]
-    skipped = [d.path for d, ok in zip(docs, long_enough) if not ok]
-    return [docs[i] for i in keep], [stats[i] for i in keep], labels[keep], skipped
-
-
 def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | None = None,
-          model: LoadedModel | None = None, progress: bool = True, overwrite: bool = False) -> TrainResult:
+          model: LoadedModel | None = None, progress: bool = True, overwrite: bool = False,
+          skips: Skips | None = None) -> TrainResult:
     """Query the documents, evaluate the meta-classifier on k-fold chunks, fit it on all documents and save it
     (with its card: config, model identity, metrics) to ``out``, a new or empty folder, or an earlier classifier
-    with ``overwrite`` (checked first: ``outputs.prepare_output``)."""
+    with ``overwrite`` (checked first: ``outputs.prepare_output``). Documents that cannot be used, and those with
+    fewer than ``config.min_tokens`` tokens, are left out and listed (``skips``: where to record them)."""
     if out is not None:
         prepare_output(out, "classifier", overwrite, [*_as_list(members), *_as_list(nonmembers)])
-    docs, labels, duplicates = labelled_documents(members, nonmembers, config.raw, progress, config.drop_duplicates)
+    skips = Skips() if skips is None else skips
+    docs, labels, duplicates = labelled_documents(members, nonmembers, config.raw, progress, skips,
+                                                  config.drop_duplicates)
     querier = open_querier(model or config.model, config.query)
+    keep = queryable_documents(querier, docs, skips)
+    docs, labels = [docs[i] for i in keep], labels[keep]
     stats = query_documents(querier, docs, progress)
-    docs, stats, labels, skipped = _drop_short(docs, stats, labels, config.min_tokens)
+    keep = skips.select(docs, [f"{s.n_tokens} tokens, fewer than --min-tokens {config.min_tokens}"
+                               if s.n_tokens < config.min_tokens else None for s in stats],
+                        "fewer tokens than --min-tokens", by_choice=True)
+    docs, stats, labels = [docs[i] for i in keep], [stats[i] for i in keep], labels[keep]
     folds = chunk_folds(labels, config.meta.folds, config.meta.seed)
     evaluation = meta_classifier.evaluate(stats, labels, config.meta, folds=folds, progress=progress)
     blind = evaluate_blind([d.text for d in docs], labels, folds, seed=config.meta.seed)
@@ -89,13 +98,14 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
         "model_identity": querier.lm.identity,
         "model_config": asdict(querier.lm.config),
         "tokenizer": querier.lm.tokenizer_hash,
-        "query": asdict(config.query),
+        "query": config.query.used(),
         "meta": asdict(config.meta),
         "raw": config.raw,
         "min_tokens": config.min_tokens,
         "n_members": int(labels.sum()),
         "n_nonmembers": int((labels == 0).sum()),
-        "n_skipped": len(skipped),
+        "n_skipped": len(skips.items),
+        "skipped": skips.as_json(),
         "duplicates_dropped": duplicates,
         "configuration": meta_classifier.chosen(estimator),
         "fold_configurations": evaluation.configs,
@@ -105,7 +115,7 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
         "blind": blind_card(blind),
         "warning": shift_warning(blind["blind_auc"], evaluation.summary["auc_mean"]),
     }
-    result = TrainResult(evaluation.summary, evaluation, docs, skipped, card["configuration"], card, out)
+    result = TrainResult(evaluation.summary, evaluation, docs, skips.as_json(), card["configuration"], card, out)
     if out is not None:
         save_model_dir(Path(out), estimator, card, evaluation, overwrite)
     return result
@@ -148,9 +158,8 @@ def model_card_markdown(card: dict) -> str:
         f"# docaudit meta-classifier — {card['configuration']}",
         "",
         f"- target model: `{card['model_identity']}` ({card['model_config']['quantize'] or card['model_config']['dtype']})",
-        f"- query: context {q['context']}, stride {q['stride'] or q['context'] - 1}, "
-        f"max tokens {q['max_tokens'] or 'all'} ({q['excerpt']} excerpt, seed {q['seed']})",
-        f"- documents: {card['n_members']} members, {card['n_nonmembers']} non-members ({card['n_skipped']} skipped as too short"
+        f"- query: {format_query(q)}",
+        f"- documents: {card['n_members']} members, {card['n_nonmembers']} non-members ({card['n_skipped']} skipped"
         f"{duplicates_note(card.get('duplicates_dropped'), '; ')})",
         f"- selection: norm={m['norm']}, features={m['features']}; chosen per fold: {', '.join(card['fold_configurations'])}",
         f"- {m['folds']}-fold chunks: {format_summary(card['metrics'])}",
@@ -169,16 +178,20 @@ def model_card_markdown(card: dict) -> str:
 
 
 def grid(members, nonmembers, config: TrainConfig = TrainConfig(), contexts=(32, 64, 128),
-         model: LoadedModel | None = None, progress: bool = True) -> pd.DataFrame:
+         model: LoadedModel | None = None, progress: bool = True, skips: Skips | None = None) -> pd.DataFrame:
     """The paper's Table 1: every normalization × feature extractor × context, on the same folds, from one cache.
-    (This is a look at all configurations on the test folds; use ``train`` for an honest choice.)"""
-    docs, labels, _ = labelled_documents(members, nonmembers, config.raw, progress, config.drop_duplicates)
+    (This is a look at all configurations on the test folds; use ``train`` for an honest choice.) Documents that
+    cannot be used are left out and recorded in ``skips``."""
+    skips = Skips() if skips is None else skips
+    docs, labels, _ = labelled_documents(members, nonmembers, config.raw, progress, skips, config.drop_duplicates)
     lm = model or load_model(config.model)
+    queriers = [open_querier(lm, replace(config.query, context=context)) for context in contexts]
+    keep = queryable_documents(queriers[0], docs, skips)
+    docs, labels = [docs[i] for i in keep], labels[keep]
     folds = chunk_folds(labels, config.meta.folds, config.meta.seed)
     rows = []
-    for context in contexts:
-        query = replace(config.query, context=context, stride=None if config.query.stride is None else min(config.query.stride, context - 1))
-        stats = query_documents(open_querier(lm, query), docs, progress)
+    for context, querier in zip(contexts, queriers):
+        stats = query_documents(querier, docs, progress)
         for norm in NORMS:
             for feats in FEATURES:
                 meta = replace(config.meta, norm=norm, features=feats)
@@ -188,11 +201,12 @@ def grid(members, nonmembers, config: TrainConfig = TrainConfig(), contexts=(32,
 
 
 def predict(paths, classifier_dir: Path | None = None, model: ModelConfig | LoadedModel | None = None,
-            progress: bool = True) -> list[dict]:
+            progress: bool = True, skips: Skips | None = None) -> list[dict]:
     """Membership probability of each document under a saved meta-classifier. Refuses a classifier made for a
-    different model than the one given."""
+    different model than the one given. Documents that cannot be used are left out and recorded in ``skips``."""
+    skips = Skips() if skips is None else skips
     pipe, card = meta_classifier.load_classifier(Path(classifier_dir or DEFAULT_CLASSIFIER))
-    docs = load_documents(paths, raw=card.get("raw", False), progress=progress)
+    docs = load_documents(paths, raw=card.get("raw", False), progress=progress, skips=skips)
     if model is None:
         model = ModelConfig(**card["model_config"])
     lm = model if isinstance(model, LoadedModel) else load_model(model)
@@ -203,6 +217,7 @@ def predict(paths, classifier_dir: Path | None = None, model: ModelConfig | Load
         log.warning("classifier trained on %s queries, predicting with %s",
                     card["model_config"]["quantize"] or card["model_config"]["dtype"], lm.precision)
     querier = open_querier(lm, QueryConfig(**card["query"]))
+    docs = [docs[i] for i in queryable_documents(querier, docs, skips)]
     stats = query_documents(querier, docs, progress)
     probs = pipe.predict_proba(meta_classifier.as_documents(stats))[:, 1]
     return [{"file": d.path, "n_tokens": s.n_tokens, "membership_probability": float(p),

@@ -51,7 +51,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
-STATS_VERSION = 2  # bump when the querier's definition of a statistic changes
+STATS_VERSION = 3  # bump when the querier's definition of a statistic (or of the tokens queried) changes
 
 
 def stats_key(model_identity: dict, query_key: dict, text_sha256: str) -> str:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
 import sys
@@ -89,6 +88,28 @@ DROP_DUPLICATES = click.option("--drop-duplicates", is_flag=True,
 def local_inputs(*groups) -> list:
     """Every path among ``groups`` (path lists or single values, None skipped) that --out must not be or contain."""
     return [p for g in groups if g is not None for p in ([g] if isinstance(g, (str, os.PathLike)) else g)]
+def strict_option(func):
+    return click.option("--strict", is_flag=True, help="Stop at the first document that cannot be used (unreadable, "
+                        "empty after cleaning, too short) instead of skipping it with a warning.")(func)
+
+
+def echo_json(value) -> None:
+    """Print strict JSON (NaN and infinities as null)."""
+    from .report import json_text
+
+    click.echo(json_text(value))
+
+
+def warn_skipped(skipped: list[dict]) -> None:
+    """One warning line on stderr per kind of skipped document."""
+    from .data import skip_warnings
+
+    for line in skip_warnings(skipped):
+        click.echo(f"warning: {line}", err=True)
+
+
+def skipped_note(skipped: list[dict]) -> str:
+    return f" ({len(skipped)} skipped)" if skipped else ""
 
 
 def model_config(kw) -> ModelConfig:
@@ -126,36 +147,40 @@ def main():
 @click.option("--out", type=click.Path(), default=None, help="Save the classifier here (e.g. models/NAME).")
 @OVERWRITE
 @DROP_DUPLICATES
+@strict_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
 def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tokens, raw, grid, grid_contexts, out,
-          overwrite, drop_duplicates, fmt, **kw):
+          overwrite, drop_duplicates, strict, fmt, **kw):
     """Evaluate the meta-classifier with k-fold chunks, then fit it on all documents and save it."""
     if not grid:
         if out is None:
             raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
         prepare_output(out, "classifier", overwrite, local_inputs(members, nonmembers, kw["model"]))
     from . import api
+    from .data import Skips
 
     kw["seed"] = seed
     config = TrainConfig(model=model_config(kw), query=query_config(kw), min_tokens=min_tokens, raw=raw,
                          drop_duplicates=drop_duplicates,
                          meta=MetaConfig(norm=norm, features=features, bins=bins, folds=folds, seed=seed, n_estimators=trees))
+    skips = Skips(strict)
     if grid:
         contexts = [int(c) for c in grid_contexts.split(",")]
-        table = api.grid(members, nonmembers, config, contexts)
+        table = api.grid(members, nonmembers, config, contexts, skips=skips)
+        warn_skipped(skips.as_json())
         click.echo(table.to_json(orient="records") if fmt == "json" else table.to_string(index=False, float_format="%.3f"))
         return
-    result = api.train(members, nonmembers, config, Path(out), overwrite=overwrite)
+    result = api.train(members, nonmembers, config, Path(out), overwrite=overwrite, skips=skips)
+    warn_skipped(result.skipped)
     if fmt == "json":
-        click.echo(json.dumps(result.card, indent=2))
+        echo_json(result.card)
         return
-    from .report import format_summary
+    from .report import format_query, format_summary
 
     click.echo(f"documents: {result.card['n_members']} members, {result.card['n_nonmembers']} non-members"
-               + (f" ({len(result.skipped)} skipped: fewer than {min_tokens} tokens)" if result.skipped else "")
-               + duplicates_note(result.card["duplicates_dropped"], "; "))
-    click.echo(f"model: {result.card['model_identity']}")
+               + skipped_note(result.skipped) + duplicates_note(result.card["duplicates_dropped"], "; "))
+    click.echo(f"model: {result.card['model_identity']}; query: {format_query(result.card['query'])}")
     click.echo(f"{folds}-fold chunks ({', '.join(result.evaluation.configs)}): {format_summary(result.summary)}")
     auc = result.card["pooled_bootstrap_95"]["auc"]
     click.echo(f"pooled out-of-fold AUC {auc['point']:.3f} (95% bootstrap interval {auc['lo']:.3f}–{auc['hi']:.3f})")
@@ -172,16 +197,21 @@ def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tok
 @click.argument("documents", nargs=-1, required=True, type=click.Path())
 @click.option("--classifier", type=click.Path(), default=None, help="Saved classifier directory (default: the shipped one).")
 @model_options
+@strict_option
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @friendly_errors
-def predict(documents, classifier, fmt, **kw):
-    """Membership probability for each document."""
+def predict(documents, classifier, strict, fmt, **kw):
+    """Membership probability for each document (a document that cannot be used is a row saying why)."""
     from . import api
+    from .data import Skips
 
     model = model_config(kw) if kw["model"] else None
-    rows = api.predict(documents, Path(classifier) if classifier else None, model)
+    skips = Skips(strict)
+    rows = api.predict(documents, Path(classifier) if classifier else None, model, skips=skips)
+    warn_skipped(skips.as_json())
+    rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
     if fmt == "json":
-        click.echo(json.dumps(rows, indent=2))
+        echo_json(rows)
         return
     import pandas as pd
 
@@ -222,7 +252,7 @@ def lab(corpus, out, overwrite, docs, base_model, methods, folds, quantize_list,
                      folds, precisions, docs, overwrite=overwrite)
     summary = result.summary()
     if fmt == "json":
-        click.echo(json.dumps(summary, indent=2, default=float))
+        echo_json(summary)
         return
     import pandas as pd
 
@@ -249,21 +279,28 @@ def lab(corpus, out, overwrite, docs, base_model, methods, folds, quantize_list,
 @click.option("--seed", default=0, show_default=True)
 @click.option("--raw", is_flag=True)
 @DROP_DUPLICATES
+@strict_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def dataset_test(suspect, nonmembers, methods, splits, raw, drop_duplicates, fmt, **kw):
+def dataset_test(suspect, nonmembers, methods, splits, raw, drop_duplicates, strict, fmt, **kw):
     """Were the suspect documents, as a set, trained on? A dataset-level test in the style of Maini et al. 2024."""
     from dataclasses import asdict
 
+    from .data import Skips
     from .dataset_test import dataset_test_documents
+    from .report import format_query
 
+    query, skips = query_config(kw), Skips(strict)
     result, scores = dataset_test_documents(suspect, nonmembers, model_config(kw), methods.split(","),
-                                            query_config(kw), kw["seed"], splits, raw, drop_duplicates=drop_duplicates)
+                                            query, kw["seed"], splits, raw, skips=skips,
+                                            drop_duplicates=drop_duplicates)
+    warn_skipped(skips.as_json())
     if fmt == "json":
-        click.echo(json.dumps({**asdict(result), "scores": scores}, indent=2, default=float))
+        echo_json({**asdict(result), "query": query.used(), "skipped": skips.as_json(), "scores": scores})
         return
-    click.echo(f"{result.n_suspect} suspect vs {result.n_nonmember} known non-member documents, "
-               f"{result.n_features} scores combined" + duplicates_note(result.duplicates_dropped, "; "))
+    click.echo(f"{result.n_suspect} suspect vs {result.n_nonmember} known non-member documents"
+               f"{skipped_note(skips.as_json())}, {result.n_features} scores combined; query: {format_query(query.used())}"
+               + duplicates_note(result.duplicates_dropped, "; "))
     click.echo(f"p-value {result.p_value:.3g} (t = {result.statistic:.2f}, effect size d = {result.effect_size:.2f})")
     click.echo(result.meaning)
 
@@ -280,18 +317,23 @@ def data():
 @click.option("--folds", default=5, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @DROP_DUPLICATES
+@strict_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def data_check(set_a, set_b, raw, folds, seed, drop_duplicates, fmt):
+def data_check(set_a, set_b, raw, folds, seed, drop_duplicates, strict, fmt):
     """Compare two document sets (counts, lengths, years, leftover boilerplate) and run the blind baseline."""
-    from .data import load_documents
+    from .data import Skips, load_documents
     from .datacheck import check_sets, format_check
+    from .report import json_text
 
-    result = check_sets(load_documents([set_a], raw=raw, progress=True), load_documents([set_b], raw=raw, progress=True),
-                        folds=folds, seed=seed, progress=True, drop_duplicates=drop_duplicates)
+    skips = Skips(strict)
+    docs_a, docs_b = (load_documents([s], raw=raw, progress=True, skips=skips) for s in (set_a, set_b))
+    result = check_sets(docs_a, docs_b, folds=folds, seed=seed, progress=True,
+                        drop_duplicates=drop_duplicates) | {"skipped": skips.as_json()}
+    warn_skipped(result["skipped"])
     if result["warning"]:
         click.echo(result["warning"], err=True)
-    click.echo(json.dumps(result, indent=2) if fmt == "json" else format_check(result))
+    click.echo(json_text(result) if fmt == "json" else format_check(result))
 
 
 def detector_options(func):
@@ -339,10 +381,11 @@ METHOD_HELP = ("Comma-separated: loss, zlib, lowercase, ref, mink, minkpp, pac, 
 @click.option("--out", type=click.Path(), default=None, help="Write evaluation.csv/.json, roc.csv and roc.png here.")
 @OVERWRITE
 @DROP_DUPLICATES
+@strict_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
 def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, features, bins, trees, meta, blind, raw, out,
-             overwrite, drop_duplicates, fmt, **kw):
+             overwrite, drop_duplicates, strict, fmt, **kw):
     """The meta-classifier and sequence-level detectors side by side on the same k-fold chunks.
 
     Detectors are scaled to documents three ways (paper sec. 6.2): `sequence` (AUC over sampled windows of
@@ -352,8 +395,9 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
         prepare_output(out, "evaluation", overwrite, local_inputs(members, nonmembers, kw["model"], kw["ref_model"],
                                                                   kw["neighbor_model"]))
     from .blind import KINDS as BLIND_KINDS
+    from .data import Skips
     from .evaluation import evaluate_methods, evaluation_json, write_evaluation
-    from .report import format_auc_pivot, format_methods_table
+    from .report import format_auc_pivot, format_methods_table, format_query
 
     kw["seed"] = seed
     result = evaluate_methods(
@@ -361,19 +405,21 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
         detector=detector_config(kw), scaling=ScalingConfig(n_sequences=sequences, seed=seed),
         meta=MetaConfig(norm=norm, features=features, bins=bins, n_estimators=trees) if meta else None,
         folds=folds, seed=seed, raw=raw, ref_model=ref_config(kw), neighbor_model=kw["neighbor_model"],
-        blind_kinds=None if not blind else BLIND_KINDS, drop_duplicates=drop_duplicates)
+        blind_kinds=None if not blind else BLIND_KINDS, drop_duplicates=drop_duplicates, skips=Skips(strict))
     if out is not None:
         write_evaluation(result, Path(out), overwrite)
+    warn_skipped(result.info["skipped"])
     if result.info["warning"]:
         click.echo(result.info["warning"], err=True)
     if fmt == "json":
-        click.echo(json.dumps(evaluation_json(result), indent=2))
+        echo_json(evaluation_json(result))
         return
     info = result.info
-    model = (f"model {info['model_identity']}; {sequences} sequences of {info['query']['context']} tokens per document"
-             if "model_identity" in info else "no model (blind baseline only)")
-    click.echo(f"{info['n_members']} members, {info['n_nonmembers']} non-members; {folds}-fold chunks; {model}"
-               + duplicates_note(info["duplicates_dropped"], "; "))
+    model = (f"model {info['model_identity']}; query: {format_query(info['query'])}; {sequences} sequences of "
+             f"{info['query']['context']} tokens per document" if "model_identity" in info
+             else "no model (blind baseline only)")
+    click.echo(f"{info['n_members']} members, {info['n_nonmembers']} non-members{skipped_note(info['skipped'])}; "
+               f"{folds}-fold chunks; {model}" + duplicates_note(info["duplicates_dropped"], "; "))
     click.echo(format_methods_table(result.table))
     click.echo("\nAUC by level:")
     click.echo(format_auc_pivot(result.table))
@@ -388,21 +434,28 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
 @detector_options
 @click.option("--seed", default=0, show_default=True, help="Seed of the augmentations (PAC, neighbours).")
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@strict_option
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
 @friendly_errors
-def score(documents, methods, seed, raw, fmt, **kw):
+def score(documents, methods, seed, raw, strict, fmt, **kw):
     """Raw membership scores per document, higher = more member-like.
 
     A document with fewer tokens than --context is one window, scored in one forward pass: its numbers are the
     sequence-level definitions exactly. A longer document is scored over all its windows' tokens (each window an
-    independent pass; text methods' extra passes likewise over the whole lowercased / augmented text)."""
+    independent pass; text methods' extra passes likewise over the whole lowercased / augmented text). With
+    --max-tokens every method scores the same excerpt of each document. Each row gives the context and stride
+    used; a document that cannot be used is a row saying why."""
+    from .data import Skips
     from .detectors import score_documents
 
     kw["seed"] = seed
+    skips = Skips(strict)
     rows = score_documents(documents, model_config(kw), methods, detector_config(kw), query_config(kw),
-                           ref_config(kw), kw["neighbor_model"], raw=raw)
+                           ref_config(kw), kw["neighbor_model"], raw=raw, skips=skips)
+    warn_skipped(skips.as_json())
+    rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
     if fmt == "json":
-        click.echo(json.dumps(rows, indent=2))
+        echo_json(rows)
         return
     import pandas as pd
 
@@ -429,25 +482,31 @@ def score(documents, methods, seed, raw, fmt, **kw):
 @OVERWRITE
 @click.option("--drop-duplicates", is_flag=True,
               help="Leave out books found in both calibration sets (by default they are an error).")
+@strict_option
 @friendly_errors
 def report(books, calibrate_members, calibrate_nonmembers, method, snippets, snippet_words, target_fpr, max_context,
-           confidence, seed, raw, out, overwrite, drop_duplicates, **kw):
+           confidence, seed, raw, out, overwrite, drop_duplicates, strict, **kw):
     """Contamination rate per book: the share of its random snippets scoring over a threshold calibrated on known
     member and non-member books (Min-K% Prob paper, sec. 5), with a Wilson interval."""
     prepare_output(out, "report", overwrite, local_inputs(books, calibrate_members, calibrate_nonmembers, kw["model"],
                                                           kw["ref_model"], kw["neighbor_model"]))
     from .contamination import contamination_report, write_contamination_report
+    from .data import Skips
 
     kw["seed"] = seed
     result = contamination_report(
         books, calibrate_members, calibrate_nonmembers, model_config(kw), method=method, snippets=snippets,
         snippet_words=snippet_words, target_fpr=target_fpr, detector=detector_config(kw), seed=seed,
         max_context=max_context, confidence=confidence, raw=raw, ref_model=ref_config(kw),
-        neighbor_model=kw["neighbor_model"], drop_duplicates=drop_duplicates)
+        neighbor_model=kw["neighbor_model"], drop_duplicates=drop_duplicates, skips=Skips(strict))
     write_contamination_report(result, Path(out), overwrite)
     info = result.info
+    warn_skipped(info["skipped"])
     if info.get("warning"):
         click.echo(info["warning"], err=True)
+    click.echo(f"{info['n_books']} books, {info['n_calibration_members']} + {info['n_calibration_nonmembers']} "
+               f"calibration books{skipped_note(info['skipped'])}; snippets scored with context {info['context']} "
+               f"(stride {info['stride']})")
     click.echo(f"threshold {result.threshold:.4g} ({info['threshold_rule']}); calibration snippet AUC "
                f"{info['calibration_auc']:.3f}, accuracy {info['calibration_accuracy']:.1%}"
                + duplicates_note(info["duplicates_dropped"], "; calibration: "))

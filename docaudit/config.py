@@ -1,12 +1,24 @@
 """Typed configuration with every default in one place (SPEC §1–5)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+
+from .errors import DocauditError
 
 NORMS = ("none", "ratio_tf", "ratio_gp", "max_tf", "max_gp")
 FEATURES = ("agg", "hist")
 DTYPES = ("float32", "bfloat16", "float16")
 QUANTIZE = ("int8", "int4")
+EXCERPTS = ("random", "leading")
+MAX_DOCUMENT_BYTES = 1 << 30  # a larger file is refused (one document is read and cleaned in memory)
+
+
+def check_range(option: str, value, lo, hi=None, note: str = "") -> None:
+    """Refuse ``value`` outside ``lo..hi`` (``hi=None``: no upper bound) with a one-line error naming the option
+    and the allowed range (``note`` says where the bound comes from)."""
+    if value < lo or (hi is not None and value > hi):
+        allowed = f"{lo}..{hi}" if hi is not None else f"{lo} or more"
+        raise DocauditError(f"{option} {value} is out of range: allowed {allowed}{f' ({note})' if note else ''}")
 
 
 @dataclass(frozen=True)
@@ -24,7 +36,8 @@ class ModelConfig:
 @dataclass(frozen=True)
 class QueryConfig:
     """Sliding-window querying (SPEC §1). ``stride = context - 1`` is the reference layout; smaller strides
-    overlap windows so every scored token has at least ``context - stride`` tokens of context."""
+    overlap windows so every scored token has at least ``context - stride`` tokens of context. ``max_tokens``
+    queries an excerpt of that many tokens per document (``excerpt``: a seeded random one or the leading one)."""
 
     context: int = 128
     stride: int | None = None
@@ -34,9 +47,32 @@ class QueryConfig:
     batch_size: int | None = None
     gp: bool = True
 
+    def __post_init__(self):
+        self.check()
+
+    def check(self, max_context: int | None = None, note: str = "") -> QueryConfig:
+        """The one rule for the query options of every command: ``--context`` in ``2..max_context`` (the
+        model's usable positions, when known; ``note`` says why), ``--stride`` in ``1..context-1``, ``--max-tokens``
+        at least 2, ``--batch-size`` at least 1. Values are refused with a one-line error, never adjusted.
+        Returns the configuration itself."""
+        check_range("--context", self.context, 2, max_context, note)
+        if self.stride is not None:
+            check_range("--stride", self.stride, 1, self.context - 1, f"for --context {self.context}")
+        if self.max_tokens is not None:
+            check_range("--max-tokens", self.max_tokens, 2, None, "a document needs at least 2 tokens to be queried")
+        if self.batch_size is not None:
+            check_range("--batch-size", self.batch_size, 1)
+        if self.excerpt not in EXCERPTS:
+            raise DocauditError(f"unknown excerpt mode '{self.excerpt}' (choose from {', '.join(EXCERPTS)})")
+        return self
+
     @property
     def effective_stride(self) -> int:
         return self.context - 1 if self.stride is None else self.stride
+
+    def used(self) -> dict:
+        """The settings as used, for outputs: every field, with the stride actually used."""
+        return asdict(replace(self, stride=self.effective_stride))
 
     def key(self) -> dict:
         """The fields that change the token statistics (batch size does not)."""
@@ -99,6 +135,15 @@ class DetectorConfig:
     neighbors: int = 5
     neighbor_mask_ratio: float = 0.15
     seed: int = 0
+
+    def __post_init__(self):
+        for option, value in (("--k", self.k), ("pac_k1", self.pac_k1), ("pac_k2", self.pac_k2),
+                              ("neighbor_mask_ratio", self.neighbor_mask_ratio)):
+            if not 0 < value <= 1:
+                raise DocauditError(f"{option} {value} is out of range: allowed a share in (0, 1]")
+        check_range("pac_swap_ratio", self.pac_swap_ratio, 0, 1)
+        check_range("--pac-copies", self.pac_copies, 1)
+        check_range("neighbors", self.neighbors, 1)
 
 
 @dataclass(frozen=True)

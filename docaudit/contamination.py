@@ -31,9 +31,9 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from .config import DetectorConfig, ModelConfig, QueryConfig
-from .data import Document, load_documents, separate_sets
-from .detectors import METHODS, Detector, build_detector, single_pass_context
+from .config import DetectorConfig, ModelConfig, QueryConfig, check_range
+from .data import Document, Skips, load_documents, separate_sets
+from .detectors import METHODS, Detector, build_detector
 from .errors import DocauditError
 from .lm import LoadedModel, load_model
 from .scaling import accuracy_threshold, fpr_threshold
@@ -44,11 +44,17 @@ _WORD = re.compile(r"\S+")
 CALIBRATION_AUC_ALERT = 0.60  # below this the calibration snippets barely separate and the rates mean little
 
 
+def too_short(doc: Document, words: int) -> str | None:
+    """Why the book cannot give one snippet of ``words`` words, or None."""
+    n = len(_WORD.findall(doc.text))
+    return f"too short for one snippet of {words} words (it has {n} words)" if n < words else None
+
+
 def book_snippets(doc: Document, n: int, words: int, seed: int = 0) -> list[tuple[int, str]]:
     """``(start word, text)`` of up to ``n`` random snippets of ``words`` consecutive words of a book."""
     spans = [m.span() for m in _WORD.finditer(doc.text)]
     if len(spans) < words:
-        raise DocauditError(f"{doc.path}: too short for one snippet of {words} words (it has {len(spans)} words)")
+        raise DocauditError(f"{doc.path}: {too_short(doc, words)}")
     n_starts = len(spans) - words + 1
     rng = np.random.default_rng([seed, int(doc.sha256[:12], 16)])
     starts = np.sort(rng.choice(n_starts, size=min(n, n_starts), replace=False))
@@ -108,34 +114,36 @@ def contamination_report(books, calibrate_members, calibrate_nonmembers, model: 
                          target_fpr: float | None = None, detector: DetectorConfig = DetectorConfig(), seed: int = 0,
                          max_context: int = 2048, confidence: float = 0.95, raw: bool = False,
                          ref_model: ModelConfig | LoadedModel | None = None, neighbor_model=None,
-                         progress: bool = True, drop_duplicates: bool = False) -> ContaminationReport:
+                         progress: bool = True, drop_duplicates: bool = False,
+                         skips: Skips | None = None) -> ContaminationReport:
     """Calibrate a snippet threshold on known member and non-member books, then measure each audited book's
     contamination rate (see the module docstring). Every input is checked before the model is loaded; a book in
-    both calibration sets is an error, or with ``drop_duplicates`` left out of both."""
+    both calibration sets is an error, or with ``drop_duplicates`` left out of both; books that cannot be used
+    (unreadable, too short for one snippet ...) are left out and recorded in ``skips``."""
     from sklearn.metrics import roc_auc_score
 
     started = time.time()
+    skips = Skips() if skips is None else skips
     if method not in METHODS:
         raise DocauditError(f"unknown method '{method}': choose from {', '.join(METHODS)}")
     if snippets < 1 or snippet_words < 1:
         raise DocauditError(f"need at least one snippet of at least one word (got {snippets} of {snippet_words})")
     if not 0 < confidence < 1:
         raise DocauditError(f"confidence must be in (0, 1), got {confidence}")
+    check_range("--max-context", max_context, 2)
     groups = {}
     for role, paths in (("member", calibrate_members), ("non-member", calibrate_nonmembers), ("audited", books)):
         if not paths:
             what = "books to audit" if role == "audited" else f"calibration books of class {role}"
             raise DocauditError(f"no {what} given")
-        groups[role] = load_documents(paths, raw=raw, progress=False)
-        for doc in groups[role]:
-            book_snippets(doc, 1, snippet_words, seed)  # fails early on a book too short for one snippet
+        docs = load_documents(paths, raw=raw, progress=False, skips=skips)
+        groups[role] = [docs[i] for i in skips.select(docs, [too_short(d, snippet_words) for d in docs], "too short")]
     groups["member"], groups["non-member"], duplicates = separate_sets(
         groups["member"], groups["non-member"], drop_duplicates, ("calibration members", "calibration non-members"))
 
     lm = model if isinstance(model, LoadedModel) else load_model(model)
-    query = QueryConfig(context=min(max_context, single_pass_context(lm)), seed=seed, gp=False)
-    scorer = build_detector(lm, query, [method], detector, ref_model if method == "ref" else None,
-                            neighbor_model if method == "neighbor" else None)
+    scorer = build_detector(lm, QueryConfig(seed=seed), [method], detector, ref_model if method == "ref" else None,
+                            neighbor_model if method == "neighbor" else None, single_pass=max_context)
     scored = {role: _score_books(scorer, method, docs, role, snippets, snippet_words, seed, progress)
               for role, docs in groups.items()}
     snip = pd.DataFrame([r for rows in scored.values() for r in rows])
@@ -158,6 +166,7 @@ def contamination_report(books, calibrate_members, calibrate_nonmembers, model: 
         "snippet_words": snippet_words,
         "seed": seed,
         "context": scorer.target.query.context,
+        "stride": scorer.target.query.effective_stride,
         "snippets_over_context": int((snip.n_tokens > scorer.target.query.context).sum()),
         "threshold_rule": f"target FPR {target_fpr}" if target_fpr is not None else "max snippet accuracy",
         "threshold": tau,
@@ -171,6 +180,7 @@ def contamination_report(books, calibrate_members, calibrate_nonmembers, model: 
         "n_calibration_members": len(groups["member"]),
         "n_calibration_nonmembers": len(groups["non-member"]),
         "duplicates_dropped": duplicates,
+        "skipped": skips.as_json(),
         "wall_seconds": round(time.time() - started, 1),
     }
     if info["calibration_auc"] < CALIBRATION_AUC_ALERT:
@@ -184,10 +194,8 @@ def write_contamination_report(report: ContaminationReport, out: Path, overwrite
     """``report.csv``, ``calibration.csv``, ``snippets.csv``, ``report.json``, ``rates.png``, ``calibration_roc.png``,
     ``calibration_scores.png`` and a self-contained ``report.html`` (PNGs embedded) into ``out`` (a new or empty
     folder, or an earlier report with ``overwrite``), written whole or not at all."""
-    import json
-
     from .outputs import staged_dir
-    from .report import plot_histogram, plot_roc, roc_frame
+    from .report import json_text, plot_histogram, plot_roc, roc_frame
 
     info = report.info
     with staged_dir(Path(out), "report", overwrite) as tmp:
@@ -195,9 +203,9 @@ def write_contamination_report(report: ContaminationReport, out: Path, overwrite
         report.calibration.to_csv(tmp / "calibration.csv", index=False)
         report.snippets.to_csv(tmp / "snippets.csv", index=False)
         tau = report.threshold
-        (tmp / "report.json").write_text(json.dumps(
+        (tmp / "report.json").write_text(json_text(
             {"info": info | {"threshold": tau if math.isfinite(tau) else str(tau)},
-             "books": report.books.to_dict(orient="records")}, indent=2))
+             "books": report.books.to_dict(orient="records")}))
         cal_mean = report.calibration.groupby("label").contamination_rate.mean()
         plot_histogram(report.books.contamination_rate, tmp / "rates.png", "contamination rate of the audited books",
                        "share of snippets over the threshold",

@@ -34,16 +34,19 @@ from __future__ import annotations
 
 import bisect
 import csv
+import errno
 import hashlib
 import html
 import logging
 import os
 import pathlib
 import re
+import stat
 import unicodedata
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
 
+from .config import MAX_DOCUMENT_BYTES
 from .errors import DocauditError
 
 log = logging.getLogger(__name__)
@@ -68,26 +71,46 @@ def sha256_text(text: str) -> str:
 # reading
 
 
+class DocumentError(DocauditError):
+    """A document that cannot be used (unreadable, empty after cleaning, too short ...): ``kind`` names the problem
+    (skipped documents are counted per kind), ``reason`` says what exactly."""
+
+    def __init__(self, path, kind: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.kind, self.reason = str(path), kind, reason
+
+
 def read_text(path) -> str:
-    """Read a UTF-8 text file (a leading byte-order mark is dropped). Raises :class:`DocauditError` naming the file
-    when it is missing, not a file, empty, binary (NUL bytes) or not valid UTF-8."""
+    """Read a UTF-8 text file (a leading byte-order mark is dropped). Raises :class:`DocumentError` naming the file
+    when it is missing, a broken link or a symlink loop, not a file, larger than ``MAX_DOCUMENT_BYTES``, empty,
+    binary (NUL bytes) or not valid UTF-8."""
     p = pathlib.Path(path)
-    if not p.exists():
-        raise DocauditError(f"{p}: no such file")
-    if not p.is_file():
-        raise DocauditError(f"{p}: not a file")
+    try:
+        info = p.stat()
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise DocumentError(p, "unreadable", "symlink loop (the link points back to itself)") from None
+        if e.errno == errno.ENOENT:
+            raise DocumentError(p, "unreadable", "broken symlink (its target does not exist)" if p.is_symlink()
+                                else "no such file") from None
+        raise DocumentError(p, "unreadable", f"cannot read ({e.strerror or e})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise DocumentError(p, "unreadable", "not a file")
+    if info.st_size > MAX_DOCUMENT_BYTES:
+        raise DocumentError(p, "too large", f"{info.st_size:,} bytes, over the limit of {MAX_DOCUMENT_BYTES:,} bytes "
+                                            "for one document")
     try:
         data = p.read_bytes()
     except OSError as e:
-        raise DocauditError(f"{p}: cannot read ({e.strerror or e})") from None
-    if not data.strip():
-        raise DocauditError(f"{p}: empty file")
+        raise DocumentError(p, "unreadable", f"cannot read ({e.strerror or e})") from None
+    if not data or data.isspace():  # (no stripped copy of a large file)
+        raise DocumentError(p, "empty", "empty file")
     if b"\x00" in data:
-        raise DocauditError(f"{p}: binary file (contains NUL bytes), expected UTF-8 text")
+        raise DocumentError(p, "binary", "binary file (contains NUL bytes), expected UTF-8 text")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise DocauditError(f"{p}: not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})") from None
+        raise DocumentError(p, "not UTF-8", f"not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})") from None
     return text[1:] if text.startswith("\ufeff") else text
 
 
@@ -516,20 +539,73 @@ def clean_text(text: str) -> str:
 
 
 def load_document(path, raw: bool = False) -> Document:
-    """Read and (unless ``raw``) clean one file. Raises :class:`DocauditError` when nothing is left."""
+    """Read and (unless ``raw``) clean one file. Raises :class:`DocumentError` when it cannot be read or nothing
+    is left."""
     p = pathlib.Path(path)
     text = read_text(p)
     if not raw:
         text = clean_text(text)
     if not text.strip():
-        raise DocauditError(f"{p}: no text left after cleaning" if not raw else f"{p}: empty file")
+        raise (DocumentError(p, "empty", "empty file") if raw else
+               DocumentError(p, "no text left after cleaning", "no text left after cleaning"))
     return Document(id=p.stem, path=str(p), text=text, sha256=sha256_text(text))
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A document left out of a run: its file, the kind of problem and what exactly."""
+
+    file: str
+    kind: str
+    reason: str
+
+
+class Skips:
+    """The documents a run leaves out, and why. Commands over many documents skip a document that cannot be used
+    instead of stopping, list it in their output (``as_json``) and warn once per kind (:func:`skip_warnings`);
+    with ``strict`` the first such document is an error."""
+
+    def __init__(self, strict: bool = False):
+        self.strict = strict
+        self.items: list[Skipped] = []
+
+    def add(self, error: DocumentError, by_choice: bool = False) -> None:
+        """Record a skipped document; ``by_choice``: left out by a filter the user asked for (never an error)."""
+        if self.strict and not by_choice:
+            raise error
+        self.items.append(Skipped(error.path, error.kind, error.reason))
+
+    def select(self, docs: Sequence[Document], reasons: Sequence[str | None], kind: str,
+               by_choice: bool = False) -> list[int]:
+        """Indices of the documents whose reason is None; each of the others is skipped as ``kind``. Raises
+        :class:`DocauditError` when none is left."""
+        for doc, reason in zip(docs, reasons):
+            if reason is not None:
+                self.add(DocumentError(doc.path, kind, reason), by_choice)
+        keep = [i for i, reason in enumerate(reasons) if reason is None]
+        if docs and not keep:
+            if len(docs) == 1:
+                raise DocumentError(docs[0].path, kind, reasons[0])
+            raise DocauditError(f"none of the {len(docs)} documents can be used: all {kind}")
+        return keep
+
+    def as_json(self) -> list[dict]:
+        return [asdict(s) for s in self.items]
+
+
+def skip_warnings(skipped: Sequence[dict], shown: int = 3) -> list[str]:
+    """One line per kind of problem among ``Skips.as_json()`` entries: the count and the first few files."""
+    kinds: dict[str, list[str]] = {}
+    for entry in skipped:
+        kinds.setdefault(entry["kind"], []).append(entry["file"])
+    return [f"skipped {len(files)} document{'s' * (len(files) != 1)} ({kind}): {', '.join(files[:shown])}"
+            + (f" and {len(files) - shown} more" if len(files) > shown else "") for kind, files in kinds.items()]
+
+
 def expand_paths(paths) -> list[pathlib.Path]:
-    """Files as given; a directory expands to its ``*.txt`` files (not recursive), sorted by name. Raises
-    :class:`DocauditError` for a path that does not exist or a directory without ``.txt`` files. A path given
-    twice is kept once."""
+    """Files as given; a directory expands to its ``*.txt`` entries that are not directories (not recursive),
+    sorted by name: a broken link among them is kept, to be reported when read. Raises :class:`DocauditError` for
+    a path that does not exist or a directory without ``.txt`` files. A file given twice is kept once."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[pathlib.Path] = []
@@ -537,23 +613,25 @@ def expand_paths(paths) -> list[pathlib.Path]:
     for raw_path in paths:
         p = pathlib.Path(raw_path)
         if p.is_dir():
-            files = sorted(f for f in p.iterdir() if f.suffix == ".txt" and f.is_file())
+            files = sorted(f for f in p.iterdir() if f.suffix == ".txt" and not f.is_dir())
             if not files:
                 raise DocauditError(f"{p}: directory has no .txt files")
-        elif p.exists():
+        elif p.exists() or p.is_symlink():
             files = [p]
         else:
             raise DocauditError(f"{p}: no such file or directory")
         for f in files:
-            key = f.resolve()
+            key = os.path.realpath(f)
             if key not in seen:
                 seen.add(key)
                 out.append(f)
     return out
 
 
-def load_documents(paths, raw: bool = False, progress: bool = False) -> list[Document]:
-    """:func:`expand_paths` then :func:`load_document` on each file, with a tqdm bar when ``progress``."""
+def load_documents(paths, raw: bool = False, progress: bool = False, skips: Skips | None = None) -> list[Document]:
+    """:func:`expand_paths` then :func:`load_document` on each file, with a tqdm bar when ``progress``. A document
+    that cannot be used is an error, or, with ``skips``, is recorded there and left out; when none is left that
+    is an error all the same (the document's own when there was one)."""
     files = expand_paths(paths)
     if progress:
         from tqdm.auto import tqdm
@@ -561,7 +639,22 @@ def load_documents(paths, raw: bool = False, progress: bool = False) -> list[Doc
         files_iter = tqdm(files, desc="reading documents", unit="doc")
     else:
         files_iter = files
-    return [load_document(f, raw=raw) for f in files_iter]
+    docs, last = [], None
+    for f in files_iter:
+        try:
+            docs.append(load_document(f, raw=raw))
+        except DocumentError as e:
+            if skips is None:
+                raise
+            skips.add(e)
+            last = e
+    if not docs and last is not None:
+        if len(files) == 1:
+            raise last
+        given = ", ".join(str(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths))
+        raise DocauditError(f"none of the {len(files)} documents in {given} can be used: "
+                            + "; ".join(skip_warnings([asdict(s) for s in skips.items[-len(files):]])))
+    return docs
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -163,4 +163,6 @@ def format_check(result: dict) -> str:
         lines.append("blind baseline: skipped (each set needs at least 2 documents)")
     if note := duplicates_note(result.get("duplicates_dropped")):
         lines.append(note)
+    if result.get("skipped"):
+        lines += ["", f"skipped {len(result['skipped'])} documents that cannot be used (listed with --format json)"]
     return "\n".join(lines)

@@ -162,10 +162,12 @@ def dataset_test(
 
 def dataset_test_documents(suspect_paths, nonmember_paths, model=None, methods=("loss", "zlib", "mink", "minkpp"),
                            query=None, seed: int = 0, n_splits: int = 10, raw: bool = False,
-                           progress: bool = True, drop_duplicates: bool = False) -> tuple[DatasetTestResult, list[dict]]:
+                           progress: bool = True, skips=None,
+                           drop_duplicates: bool = False) -> tuple[DatasetTestResult, list[dict]]:
     """Score both document sets with the detectors ``methods`` on the target model (one query pass each, cached)
     and run :func:`dataset_test` on the score matrices. A text in both sets is an error, or with
-    ``drop_duplicates`` left out of both. Returns the result and the per-document scores."""
+    ``drop_duplicates`` left out of both. Documents that cannot be used are left out and recorded in ``skips``
+    (a ``data.Skips``). Returns the result and the per-document scores."""
     from dataclasses import replace
 
     from .config import ModelConfig, QueryConfig
@@ -174,10 +176,11 @@ def dataset_test_documents(suspect_paths, nonmember_paths, model=None, methods=(
     from .lm import load_model
 
     suspect_docs, known_docs, duplicates = separate_sets(
-        load_documents(suspect_paths, raw=raw, progress=progress),
-        load_documents(nonmember_paths, raw=raw, progress=progress), drop_duplicates, ("suspects", "non-members"))
+        load_documents(suspect_paths, raw=raw, progress=progress, skips=skips),
+        load_documents(nonmember_paths, raw=raw, progress=progress, skips=skips), drop_duplicates, ("suspects", "non-members"))
     lm = load_model(model or ModelConfig())
-    kwargs = {"methods": list(methods), "query": query or QueryConfig(), "raw": raw, "progress": progress}
+    kwargs = {"methods": list(methods), "query": query or QueryConfig(), "raw": raw, "progress": progress,
+              "skips": skips}
     suspect = score_documents(suspect_docs, lm, **kwargs)
     known = score_documents(known_docs, lm, **kwargs)
     result = dataset_test(_score_matrix(suspect, methods), _score_matrix(known, methods), seed=seed, n_splits=n_splits)

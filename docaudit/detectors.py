@@ -303,8 +303,6 @@ class Detector:
             raise DocauditError("method 'ref' needs a reference model (--ref-model)")
         if "neighbor" in self.methods and neighbors is None:
             raise DocauditError("method 'neighbor' needs a masked language model (--neighbor-model)")
-        if not 0 < config.k <= 1 or not 0 < config.pac_k1 <= 1 or not 0 < config.pac_k2 <= 1:
-            raise DocauditError(f"shares must be in (0, 1]: k={config.k}, pac_k1={config.pac_k1}, pac_k2={config.pac_k2}")
         self.passes = list(dict.fromkeys(p for m in self.methods for p in METHODS[m].passes))
 
     @property
@@ -342,43 +340,56 @@ def single_pass_context(lm: LoadedModel, cap: int = SINGLE_PASS_CAP) -> int:
 
 def build_detector(lm: LoadedModel, query: QueryConfig, methods=None, config: DetectorConfig = DetectorConfig(),
                    ref_model: ModelConfig | LoadedModel | None = None, neighbor_model: str | MaskedNeighbors | None = None,
-                   cache: bool = True) -> Detector:
+                   cache: bool = True, single_pass: int | None = None) -> Detector:
     """A Detector over ``lm`` whose queriers (target, and reference model when given) use ``query`` without GP
-    sums (detectors do not use them). ``query.context`` is capped at each model's :func:`single_pass_context`."""
+    sums (detectors do not use them). Each querier checks the query against its model: a context beyond the
+    model's positions is refused, never changed. With ``single_pass=cap`` the context is derived instead: the
+    longest window every model takes (:func:`single_pass_context`, at most ``cap``), with stride C-1 and no
+    excerpt, so that a text that fits is scored in one forward pass."""
     from .cache import StatsCache
 
-    def querier(model: LoadedModel) -> Querier:
-        context = min(query.context, single_pass_context(model))
-        stride = None if query.stride is None else min(query.stride, context - 1)
-        return Querier(model, replace(query, gp=False, context=context, stride=stride), StatsCache() if cache else None)
-
-    ref = None
-    if ref_model is not None:
-        ref = querier(ref_model if isinstance(ref_model, LoadedModel) else load_model(ref_model))
+    ref = None if ref_model is None else ref_model if isinstance(ref_model, LoadedModel) else load_model(ref_model)
+    if single_pass is not None:
+        context = min(single_pass_context(m, single_pass) for m in (lm, ref) if m is not None)
+        query = replace(query, context=context, stride=None, max_tokens=None)
+    query = replace(query, gp=False)
     neighbors = neighbor_model
     if isinstance(neighbor_model, str):
         neighbors = load_masked_lm(neighbor_model, config, lm.config.device)
-    return Detector(querier(lm), methods, config, ref, neighbors)
+    return Detector(Querier(lm, query, StatsCache() if cache else None), methods, config,
+                    None if ref is None else Querier(ref, query, StatsCache() if cache else None), neighbors)
 
 
 def score_documents(paths, model: ModelConfig | LoadedModel = ModelConfig(), methods=None,
                     config: DetectorConfig = DetectorConfig(), query: QueryConfig = QueryConfig(),
                     ref_model: ModelConfig | LoadedModel | None = None, neighbor_model: str | MaskedNeighbors | None = None,
-                    raw: bool = False, progress: bool = True) -> list[dict]:
-    """Raw per-document scores: ``[{"file", "n_tokens", <method>: score, ...}]`` of the files ``paths`` (or of
-    already loaded Documents). A document shorter than the context is one window, so its scores equal the
-    sequence-level definitions; a longer one is scored over all its windows' tokens (and its extra passes over all
-    theirs)."""
+                    raw: bool = False, progress: bool = True, skips=None) -> list[dict]:
+    """Raw per-document scores: ``[{"file", "n_tokens", "context", "stride", <method>: score, ...}]`` of the files
+    ``paths`` (or of already loaded Documents). A document shorter than the context is one window, so its scores
+    equal the sequence-level definitions; a longer one is scored over all its windows' tokens (and its extra passes
+    over all theirs). With ``query.max_tokens`` every method scores the document's excerpt
+    (:func:`querier.excerpt`): its characters are the text scored, extra passes included. Documents that cannot be
+    used are left out and recorded in ``skips`` (a ``data.Skips``)."""
     from tqdm.auto import tqdm
 
-    from .data import Document, load_documents
+    from .api import queryable_documents
+    from .data import Document, Skips, load_documents, sha256_text
+    from .querier import excerpt
 
+    skips = Skips() if skips is None else skips
     loaded = isinstance(paths, list) and all(isinstance(p, Document) for p in paths)
-    docs = paths if loaded else load_documents(paths, raw=raw, progress=progress)
+    docs = paths if loaded else load_documents(paths, raw=raw, progress=progress, skips=skips)
     lm = model if isinstance(model, LoadedModel) else load_model(model)
-    detector = build_detector(lm, query, methods, config, ref_model, neighbor_model)
+    detector = build_detector(lm, replace(query, max_tokens=None), methods, config, ref_model, neighbor_model)
+    if query.max_tokens is not None:
+        cut = [excerpt(lm.tokenizer, d.text, query.max_tokens, query.excerpt, query.seed, d.sha256) for d in docs]
+        docs = [Document(d.id, d.path, d.text[c.start:c.end], sha256_text(d.text[c.start:c.end]))
+                for d, c in zip(docs, cut)]
+    docs = [docs[i] for i in queryable_documents(detector.target, docs, skips)]
+    used = {"context": query.context, "stride": query.effective_stride}
     rows = []
     for doc in tqdm(docs, desc="scoring", unit="doc", disable=not progress):
         stats = detector.target.stats(doc.text, doc.sha256)
-        rows.append({"file": doc.path, "n_tokens": stats.n_tokens, **detector.score(stats.logp, stats.mu, stats.sigma, doc.text)})
+        rows.append({"file": doc.path, "n_tokens": stats.n_tokens, **used,
+                     **detector.score(stats.logp, stats.mu, stats.sigma, doc.text)})
     return rows

@@ -15,7 +15,6 @@ Document-level rows also carry the pooled out-of-fold AUC with a 95% stratified 
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -28,9 +27,11 @@ from . import classifier as meta_classifier
 from .blind import KINDS as BLIND_KINDS
 from .blind import evaluate_blind, shift_warning
 from .config import DetectorConfig, MetaConfig, ModelConfig, QueryConfig, ScalingConfig
-from .detectors import METHODS, build_detector, single_pass_context
+from .data import Skips
+from .detectors import METHODS, SINGLE_PASS_CAP, build_detector
 from .lm import LoadedModel, load_model
 from .metrics import LOW_FPRS, FoldMetrics, bootstrap_ci, chunk_folds, fold_metrics, summarize
+from .report import jsonable
 from .scaling import LEVELS, sequence_scores
 
 log = logging.getLogger(__name__)
@@ -63,25 +64,31 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
                      meta: MetaConfig | None = MetaConfig(), folds: int = 5, seed: int = 0, raw: bool = False,
                      ref_model: ModelConfig | LoadedModel | None = None, neighbor_model=None,
                      levels: Sequence[str] = tuple(LEVELS), blind_kinds: Sequence[str] | None = BLIND_KINDS,
-                     progress: bool = True, drop_duplicates: bool = False) -> MethodsEvaluation:
+                     progress: bool = True, drop_duplicates: bool = False,
+                     skips: Skips | None = None) -> MethodsEvaluation:
     """Evaluate the meta-classifier (unless ``meta`` is None), every selected detector at every level and the
     model-free baselines ``blind_kinds`` (none when empty or None) on the same ``folds`` chunks (seeded by
     ``seed``). Documents are queried once with ``query`` (the cache is shared with ``train``); the sequences are
-    that query's windows. A text in both sets is an error, or with ``drop_duplicates`` left out of both."""
-    from .api import labelled_documents, open_querier, query_documents
+    that query's windows. A text in both sets is an error, or with ``drop_duplicates`` left out of both; documents
+    that cannot be used are left out and recorded in ``skips``."""
+    from .api import labelled_documents, open_querier, query_documents, queryable_documents
 
     started = time.time()
+    skips = Skips() if skips is None else skips
     methods, blind_kinds = _split_blind(methods, blind_kinds)
-    docs, labels, duplicates = labelled_documents(members, nonmembers, raw, progress, drop_duplicates)
-    splits = chunk_folds(labels, folds, seed)
+    docs, labels, duplicates = labelled_documents(members, nonmembers, raw, progress, skips, drop_duplicates)
     summary_rows, fold_rows, curves, info = [], [], {}, {}
-    n_test = [len(test) for _, test in splits]
     if methods != []:  # only `--methods blind` needs no model
         lm = model if isinstance(model, LoadedModel) else load_model(model)
+        querier = open_querier(lm, query)
+        keep = queryable_documents(querier, docs, skips)
+        docs, labels = [docs[i] for i in keep], labels[keep]
+    splits = chunk_folds(labels, folds, seed)
+    n_test = [len(test) for _, test in splits]
+    if methods != []:
         # text passes of a sequence (lowercased, augmented, ...) are queried in one window of the widest context
-        text_query = replace(query, context=single_pass_context(lm), stride=None, max_tokens=None)
-        scorer = build_detector(lm, text_query, methods, detector, ref_model, neighbor_model)
-        stats = query_documents(open_querier(lm, query), docs, progress)
+        scorer = build_detector(lm, query, methods, detector, ref_model, neighbor_model, single_pass=SINGLE_PASS_CAP)
+        stats = query_documents(querier, docs, progress)
         if meta is not None:
             ev = meta_classifier.evaluate(stats, labels, replace(meta, folds=folds, seed=seed), folds=splits,
                                           progress=progress)
@@ -103,8 +110,8 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
         info = {
             "model_identity": lm.identity,
             "model_config": asdict(lm.config),
-            "query": asdict(query),
-            "text_pass_context": text_query.context,
+            "query": query.used(),
+            "text_pass_context": scorer.target.query.context,
             "detector": asdict(detector),
             "scaling": asdict(scaling),
             "meta": None if meta is None else asdict(replace(meta, folds=folds, seed=seed)),
@@ -134,6 +141,7 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
         "fold_test_documents": [[docs[i].id for i in test] for _, test in splits],
         "blind_auc": blind_auc,
         "warning": shift_warning(blind_auc, best),
+        "skipped": skips.as_json(),
         "wall_seconds": round(time.time() - started, 1),
     }
     return MethodsEvaluation(pd.DataFrame(summary_rows), pd.DataFrame(fold_rows), curves, info)
@@ -173,18 +181,6 @@ def roc_panels(result: MethodsEvaluation) -> dict[str, pd.DataFrame]:
     return panels or {"document": roc_frame(doc_wide)}
 
 
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def evaluation_json(result: MethodsEvaluation) -> dict:
     """The evaluation as one JSON-able object: ``{"methods": [row, ...], "info": {...}}``; each row has
     ``method``, ``level``, the summary metrics and ``fold_aucs``."""
@@ -192,21 +188,19 @@ def evaluation_json(result: MethodsEvaluation) -> dict:
     for row in result.table.to_dict(orient="records"):
         part = result.per_fold[(result.per_fold.method == row["method"]) & (result.per_fold.level == row["level"])]
         rows.append(row | {"fold_aucs": part.auc.tolist(), "fold_n_test": part.n_test.tolist()})
-    return _jsonable({"methods": rows, "info": result.info})
+    return jsonable({"methods": rows, "info": result.info})
 
 
 def write_evaluation(result: MethodsEvaluation, out: Path, overwrite: bool = False) -> None:
     """``evaluation.csv`` (the table), ``evaluation_folds.csv``, ``evaluation.json``, ``roc.csv`` and ``roc.png``
     into ``out`` (a new or empty folder, or an earlier evaluation with ``overwrite``), written whole or not at all."""
-    import json
-
     from .outputs import staged_dir
-    from .report import plot_roc_panels
+    from .report import json_text, plot_roc_panels
 
     with staged_dir(Path(out), "evaluation", overwrite) as tmp:
         result.table.drop(columns=["configs"], errors="ignore").to_csv(tmp / "evaluation.csv", index=False)
         result.per_fold.to_csv(tmp / "evaluation_folds.csv", index=False)
-        (tmp / "evaluation.json").write_text(json.dumps(evaluation_json(result), indent=2))
+        (tmp / "evaluation.json").write_text(json_text(evaluation_json(result)))
         panels = roc_panels(result)
         pd.concat([f.assign(level=lv) for lv, f in panels.items()], ignore_index=True).to_csv(tmp / "roc.csv", index=False)
         plot_roc_panels(panels, tmp / "roc.png", title=f"pooled out-of-fold ROC — {result.info.get('model_identity', 'no model')}")

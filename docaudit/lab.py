@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from .cache import atomic_write_text
+from .config import check_range
 from .errors import DocauditError
 
 log = logging.getLogger(__name__)
@@ -386,7 +387,7 @@ def train_target(
     - Tokenizer: byte-level BPE trained on ``pool_texts`` (all documents of the experiment, members and
       non-members); with ``base_model`` (a local Hugging Face directory) that model and its own tokenizer are
       trained further instead (continued pretraining, same loop; ``arch``/``layers``/``width``/``heads``/
-      ``vocab_size`` are then ignored and ``context`` is capped at the model's positions).
+      ``vocab_size`` are then ignored and a ``context`` beyond the model's positions is refused).
     - Data: the leading ``config.max_tokens`` tokens of each member, concatenated and cut into blocks of
       ``config.context`` tokens (an EOS is inserted between documents when the tokenizer adds no BOS). The block
       boundaries shift by a seeded random offset every epoch after the first, so the model memorizes the text
@@ -451,7 +452,8 @@ def train_target(
         torch.manual_seed(config.seed)
         model = AutoModelForCausalLM.from_pretrained(base_model, trust_remote_code=False)
         max_pos = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None)
-        context = min(config.context, max_pos) if max_pos else config.context
+        check_range("--context", config.context, 2, max_pos, f"the base model takes {max_pos} positions")
+        context = config.context
     else:
         model = build_model(config, len(tokenizer), special_token_id=tokenizer.bos_token_id)
         context = config.context

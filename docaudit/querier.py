@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
 from .cache import StatsCache, stats_key
-from .config import QueryConfig
+from .config import EXCERPTS, QueryConfig
 from .errors import DocauditError
 from .lm import LoadedModel
 from .stats import TokenStats, scored_spans
@@ -130,6 +132,16 @@ def max_positions(model) -> int | None:
     return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
 
 
+def context_limit(lm: LoadedModel) -> tuple[int | None, str]:
+    """The longest ``--context`` the model takes (its positions, less one for a BOS put before every window), and
+    a note saying so; ``(None, "")`` when its config does not say."""
+    limit = max_positions(lm.model)
+    if limit is None:
+        return None, ""
+    bos = bos_per_window(lm.tokenizer) is not None
+    return limit - bos, f"the model takes {limit} positions" + (", one of them for the BOS token" if bos else "")
+
+
 def bos_per_window(tokenizer) -> int | None:
     """The BOS id when the tokenizer starts every encoding with it (e.g. Gemma, Llama), else None. Such models
     expect it: each window is then queried as ``[BOS] + tokens``, which changes no scored position."""
@@ -140,48 +152,123 @@ def bos_per_window(tokenizer) -> int | None:
     return bos if encoded and encoded[0] == bos else None
 
 
-def excerpt(ids: np.ndarray, max_tokens: int | None, mode: str, seed: int, text_sha256: str) -> np.ndarray:
-    """The document's tokens, or a leading / seeded random excerpt of ``max_tokens`` of them."""
-    if max_tokens is None or len(ids) <= max_tokens:
-        return ids
-    if mode == "leading":
-        return ids[:max_tokens]
-    if mode != "random":
-        raise DocauditError(f"unknown excerpt mode '{mode}' (random or leading)")
-    rng = np.random.default_rng([seed, int(text_sha256[:12], 16)])
-    start = int(rng.integers(0, len(ids) - max_tokens + 1))
-    return ids[start : start + max_tokens]
+EXCERPT_CHARS_PER_TOKEN = 16  # a generous bound on characters per token: the first span tokenized for an excerpt
+EXCERPT_MARGIN_TOKENS = 64  # tokens beyond the excerpt in every span tokenized (a cut changes only the last few)
+_RUN_START = re.compile(r"(?<=\S)\s")  # the first whitespace character after a word: where a new word begins
+_SNAP_CHARS = 256  # how far back a random start looks for it
+SHORT_TEXT_CHARS = 1024  # no tokenizer has a single token this long
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """The tokens queried for a document and the characters ``text[start:end]`` they come from."""
+
+    ids: np.ndarray
+    start: int
+    end: int
+
+
+def _encode(tokenizer, text: str):
+    enc = tokenizer(text, add_special_tokens=False, verbose=False, return_offsets_mapping=True)
+    return enc["input_ids"], enc["offset_mapping"]
+
+
+def _tokens_from(tokenizer, text: str, start: int, n: int) -> tuple[list[int], list[tuple[int, int]]]:
+    """The first ``n`` tokens of ``tokenizer(text[start:])`` (all of them when fewer) and their character offsets in
+    ``text``, tokenizing only a span long enough for them: ``(n + margin) * 16`` characters, doubled until it yields
+    ``n + margin`` tokens or reaches the end of the text."""
+    width = (n + EXCERPT_MARGIN_TOKENS) * EXCERPT_CHARS_PER_TOKEN
+    while True:
+        end = min(len(text), start + width)
+        ids, offsets = _encode(tokenizer, text[start:end])
+        if end == len(text) or len(ids) >= n + EXCERPT_MARGIN_TOKENS:
+            return ids[:n], [(start + a, start + b) for a, b in offsets[:n]]
+        width *= 2
+
+
+def _tail_start(tokenizer, text: str, n: int) -> int:
+    """The character offset where the last ``n`` tokens of the text begin, from a tokenized tail of the text
+    (widened until it holds ``n + margin`` tokens)."""
+    width = (n + EXCERPT_MARGIN_TOKENS) * EXCERPT_CHARS_PER_TOKEN
+    while True:
+        start = max(0, len(text) - width)
+        ids, offsets = _encode(tokenizer, text[start:])
+        if start == 0 or len(ids) >= n + EXCERPT_MARGIN_TOKENS:
+            return start + offsets[max(0, len(ids) - n)][0]
+        width *= 2
+
+
+def _word_start(text: str, pos: int) -> int:
+    """The start of the whitespace run before the word at ``pos`` (looking at most 256 characters back: ``pos``
+    itself when there is none there, 0 within the first word), so that an excerpt starts where a new word starts in
+    the full text."""
+    lo = max(0, pos - _SNAP_CHARS)
+    found = 0 if lo == 0 else pos
+    for m in _RUN_START.finditer(text, lo, pos + 1):
+        found = m.start()
+    return found
+
+
+def excerpt(tokenizer, text: str, max_tokens: int | None, mode: str, seed: int, text_sha256: str) -> Excerpt:
+    """The tokens of a document to query (without special tokens): all of them, or an excerpt of ``max_tokens``.
+
+    Only character spans of about ``max_tokens * 16`` characters are tokenized, so time and memory are bounded by
+    the excerpt, not the document. The excerpt is the first ``max_tokens`` tokens of ``tokenizer(text[s:])``:
+
+    - ``leading``: ``s = 0`` (the document's first tokens);
+    - ``random``: a character ``c`` is drawn uniformly (``np.random.default_rng([seed, sha256[:12]])``) from
+      ``0`` to the offset where the document's last ``max_tokens`` tokens begin, and ``s`` is the start of the
+      whitespace run before the word at ``c`` (so the excerpt begins at a word, as in the whole text).
+
+    A document of at most ``max_tokens`` tokens is queried whole. Needs a fast (Rust) tokenizer for the character
+    offsets when ``max_tokens`` is set."""
+    if mode not in EXCERPTS:
+        raise DocauditError(f"unknown excerpt mode '{mode}' (choose from {', '.join(EXCERPTS)})")
+    if max_tokens is None:
+        ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+        return Excerpt(np.asarray(ids, dtype=np.int32), 0, len(text))
+    if not getattr(tokenizer, "is_fast", False):
+        raise DocauditError("--max-tokens needs a fast (Rust) tokenizer, and this model's tokenizer is not one")
+    ids, offsets = _tokens_from(tokenizer, text, 0, max_tokens + 1)
+    if len(ids) <= max_tokens:
+        return Excerpt(np.asarray(ids, dtype=np.int32), 0, len(text))
+    start = 0
+    if mode == "random":
+        rng = np.random.default_rng([seed, int(text_sha256[:12], 16)])
+        start = _word_start(text, int(rng.integers(0, _tail_start(tokenizer, text, max_tokens) + 1)))
+        ids, offsets = _tokens_from(tokenizer, text, start, max_tokens)
+    return Excerpt(np.asarray(ids[:max_tokens], dtype=np.int32), start, offsets[min(len(ids), max_tokens) - 1][1])
 
 
 class Querier:
     """Queries one loaded model with one QueryConfig, through an optional StatsCache."""
 
     def __init__(self, lm: LoadedModel, query: QueryConfig = QueryConfig(), cache: StatsCache | None = None):
-        stride = query.effective_stride
-        if query.context < 2 or not 1 <= stride <= query.context - 1:
-            raise DocauditError(f"need context >= 2 and 1 <= stride <= context - 1 (got C={query.context}, S={stride})")
+        query.check(*context_limit(lm))
         self.lm, self.query, self.cache = lm, query, cache
-        self.stride = stride
+        self.stride = query.effective_stride
         self.device = lm.device
         kind = "cuda" if self.device.type == "cuda" else "cpu"
         self.batch_size = query.batch_size or max(1, TOKENS_PER_BATCH[kind] // query.context)
         self.chunk_rows = max(1, LOGIT_ELEMENTS_PER_CHUNK[kind] // lm.vocab_size)
         self.bos = bos_per_window(lm.tokenizer)
-        window = query.context + (self.bos is not None)
-        limit = max_positions(lm.model)
-        if limit is not None and window > limit:
-            raise DocauditError(f"context {query.context}{' + BOS' if self.bos is not None else ''} exceeds the "
-                                f"model's {limit} positions; use --context {limit - (self.bos is not None)} or less")
         self._trunk, head_fn, module, cap = split_model(lm.model)
         self._head = _Head(head_fn, module, cap, self.device)
         self._work: dict[str, torch.Tensor] = {}
 
     def token_ids(self, text: str, text_sha256: str) -> np.ndarray:
-        """Tokenize the document once (without special tokens: a BOS, when the tokenizer uses one, is given to
-        every window instead) and apply the excerpt setting."""
-        ids = self.lm.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+        """The document's tokens to query under the excerpt setting (see :func:`excerpt`; without special tokens:
+        a BOS, when the tokenizer uses one, is given to every window instead)."""
         q = self.query
-        return excerpt(np.asarray(ids, dtype=np.int32), q.max_tokens, q.excerpt, q.seed, text_sha256)
+        return excerpt(self.lm.tokenizer, text, q.max_tokens, q.excerpt, q.seed, text_sha256).ids
+
+    def too_short(self, text: str) -> str | None:
+        """Why the text cannot be queried (fewer than 2 tokens), or None. Only a text of at most
+        ``SHORT_TEXT_CHARS`` characters is tokenized for this: a longer one is never a single token."""
+        if len(text) > SHORT_TEXT_CHARS:
+            return None
+        n = len(self.lm.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
+        return None if n >= 2 else f"too short: {n} token{'s' * (n != 1)} (a document needs at least 2 to be queried)"
 
     def key(self, text_sha256: str) -> str:
         return stats_key(self.lm.cache_identity(), self.query.key(), text_sha256)
@@ -196,7 +283,7 @@ class Querier:
             return hit
         ids = self.token_ids(text, sha)
         if len(ids) < 2:
-            raise DocauditError("a document needs at least 2 tokens to be queried")
+            raise DocauditError(f"a document needs at least 2 tokens to be queried, this one has {len(ids)}")
         result = self.compute(ids)
         if self.cache is not None:
             self.cache.put(key, result)

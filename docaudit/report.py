@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import base64
 import html
+import json
+import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .metrics import roc_table
-from .outputs import staged_dir  # noqa: F401  (importable from here as before)
 
 
 def roc_frame(curves: dict[str, tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
@@ -122,8 +123,33 @@ def html_table(frame: pd.DataFrame, floats: str = "{:.3f}") -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def format_query(query: dict) -> str:
+    """``context 128, stride 127, max tokens 512 (random excerpt, seed 0)`` from ``QueryConfig.used()``."""
+    stride = query["stride"] if query["stride"] is not None else query["context"] - 1
+    return (f"context {query['context']}, stride {stride}, max tokens {query['max_tokens'] or 'all'}"
+            + (f" ({query['excerpt']} excerpt, seed {query['seed']})" if query["max_tokens"] else ""))
+
+
 def format_summary(summary: dict) -> str:
     """``AUC 0.812 ± 0.041 | TPR@10%FPR 45.0% ± 8.1% | TPR@1%FPR 12.0% ± 6.0%``."""
     return (f"AUC {summary['auc_mean']:.3f} ± {summary['auc_std']:.3f} | "
             f"TPR@10%FPR {summary['tpr_at_10fpr_mean']:.1%} ± {summary['tpr_at_10fpr_std']:.1%} | "
             f"TPR@1%FPR {summary['tpr_at_1fpr_mean']:.1%} ± {summary['tpr_at_1fpr_std']:.1%}")
+
+
+def jsonable(value):
+    """``value`` with NumPy scalars as Python numbers and every NaN or infinity as None (JSON has no NaN)."""
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def json_text(value, indent: int = 2) -> str:
+    """Strict JSON of ``value`` (see :func:`jsonable`): what every docaudit JSON output is written with."""
+    return json.dumps(jsonable(value), indent=indent, allow_nan=False)

@@ -90,7 +90,8 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
 def test_bad_documents_fail_cleanly(sets, tiny_gpt2, trained, tmp_path, name, content, message):
     (sets["mem"] / name).write_bytes(content)
     out = tmp_path / "out"
-    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST, "--out", out)
+    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST, "--out", out,
+                 "--strict")
     assert_clean_error(result, message)
     assert not out.exists()
     assert_clean_error(run("predict", "--classifier", trained, sets["mem"] / name), message)
@@ -107,7 +108,7 @@ def test_unknown_models_fail_cleanly(sets, tmp_path):
 def test_context_longer_than_the_model_accepts(sets, tiny_gpt2, tmp_path):
     result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2,
                  *FAST, "--context", "300", "--out", tmp_path / "o")
-    assert_clean_error(result, "exceeds the model's 256 positions")
+    assert_clean_error(result, "--context 300 is out of range: allowed 2..256")
 
 
 def test_too_few_documents_for_folds(sets, tiny_gpt2, tmp_path):

@@ -168,9 +168,10 @@ def test_score_cli_json_fields(tiny_gpt2, tmp_path):
     rows = json.loads(result.stdout)
     assert len(rows) == 2
     for row in rows:
-        assert set(row) == {"file", "n_tokens", "loss", "zlib", "lowercase", "mink", "minkpp", "pac"}
+        assert set(row) == {"file", "n_tokens", "context", "stride", "loss", "zlib", "lowercase", "mink", "minkpp", "pac"}
+        assert (row["context"], row["stride"]) == (128, 127)
         assert all(isinstance(row[m], float) for m in ("loss", "zlib", "lowercase", "mink", "minkpp", "pac"))
     csv = CliRunner().invoke(main, ["score", "--model", str(tiny_gpt2), "--methods", "loss,mink", "--format", "csv",
                                     str(tmp_path / "d0.txt")])
-    assert csv.exit_code == 0 and csv.stdout.splitlines()[0] == "file,n_tokens,loss,mink"
+    assert csv.exit_code == 0 and csv.stdout.splitlines()[0] == "file,n_tokens,context,stride,loss,mink"
 

@@ -59,11 +59,14 @@ def test_cache_roundtrip_and_keys(lms, tmp_path):
     assert not list(cache.root.rglob("*.tmp"))
 
 
-def test_excerpt_is_seeded_and_bounded():
-    ids = np.arange(1000)
-    a = excerpt(ids, 100, "random", 0, "ab" * 32)
-    assert len(a) == 100 and np.array_equal(a, excerpt(ids, 100, "random", 0, "ab" * 32))
-    assert np.array_equal(a, np.arange(a[0], a[0] + 100))
-    assert not np.array_equal(a, excerpt(ids, 100, "random", 1, "ab" * 32))
-    assert np.array_equal(excerpt(ids, 100, "leading", 0, "ab" * 32), np.arange(100))
-    assert excerpt(ids[:50], 100, "random", 0, "ab" * 32).size == 50
+def test_excerpt_is_seeded_and_bounded(lms):
+    tok = lms["gpt2"].tokenizer
+    text = corpus_text("members", corpus_ids("members", 2)[1], n_chars=12000)
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    a = excerpt(tok, text, 100, "random", 0, "ab" * 32)
+    assert len(a.ids) == 100 and np.array_equal(a.ids, excerpt(tok, text, 100, "random", 0, "ab" * 32).ids)
+    assert not np.array_equal(a.ids, excerpt(tok, text, 100, "random", 1, "ab" * 32).ids)
+    assert np.array_equal(excerpt(tok, text, 100, "leading", 0, "ab" * 32).ids, ids[:100])
+    short = text[:300]
+    assert np.array_equal(excerpt(tok, short, 10_000, "random", 0, "ab" * 32).ids,
+                          tok(short, add_special_tokens=False)["input_ids"])
