@@ -71,6 +71,22 @@ def test_scores_with_a_bos_model(llama):
     assert scores["minkpp"] == pytest.approx(ref.mink_plus_plus(llama.model, ids, 0.2, bos), **TOL)
 
 
+def test_every_detector_ranks_memorized_members_first():
+    """On a target that memorized its members, every score must rank members above non-members: an AUC far below
+    0.5 there is a sign error (PAC scored the authors' PAC value with higher = member and had AUC 0.0 here)."""
+    from labtarget import tiny_target
+    from sklearn.metrics import roc_auc_score
+
+    model_dir, members, nonmembers = tiny_target()
+    names = ["loss", "zlib", "lowercase", "mink", "minkpp", "pac"]
+    det = build_detector(load_model(ModelConfig(model=str(model_dir))), QueryConfig(context=250), names, cache=False)
+    rows = [det.score_text(text) for text in members + nonmembers]
+    labels = [1] * len(members) + [0] * len(nonmembers)
+    aucs = {m: roc_auc_score(labels, [r[m] for r in rows]) for m in names}
+    assert all(auc >= 0.75 for auc in aucs.values()), aucs
+    assert aucs["pac"] == 1.0, aucs
+
+
 def test_building_blocks():
     # at least one token; sigma = 0 guarded
     assert minkpp_tokens(np.array([-1.0, -2.0]), np.array([-1.0, -1.5]), np.array([0.0, 0.5])).tolist() == [0.0, -1.0]
