@@ -25,6 +25,8 @@ from .stats import TokenStats
 log = logging.getLogger(__name__)
 
 DEFAULT_CLASSIFIER = Path(__file__).resolve().parents[1] / "models" / "gemma3-270m-pg"
+# cards written before the ``normalize_chars`` field existed were trained on character-normalized text
+CARD_NORMALIZE_CHARS_BEFORE_FIELD = True
 
 
 def open_querier(model: ModelConfig | LoadedModel, query: QueryConfig, cache: bool = True) -> Querier:
@@ -37,10 +39,10 @@ def query_documents(querier: Querier, docs: list[Document], progress: bool = Tru
     return querier.stats_many(((d.text, d.sha256) for d in docs), total=len(docs), progress=progress)
 
 
-def labelled_documents(members, nonmembers, raw: bool = False, progress: bool = True):
+def labelled_documents(members, nonmembers, raw: bool = False, progress: bool = True, normalize_chars: bool = False):
     """Documents of both classes and their labels (1 = member)."""
-    pos = load_documents(members, raw=raw, progress=progress)
-    neg = load_documents(nonmembers, raw=raw, progress=progress)
+    pos = load_documents(members, raw=raw, progress=progress, normalize_chars=normalize_chars)
+    neg = load_documents(nonmembers, raw=raw, progress=progress, normalize_chars=normalize_chars)
     return pos + neg, np.array([1] * len(pos) + [0] * len(neg))
 
 
@@ -69,7 +71,7 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
           model: LoadedModel | None = None, progress: bool = True) -> TrainResult:
     """Query the documents, evaluate the meta-classifier on k-fold chunks, fit it on all documents and save it
     (with its card: config, model identity, metrics) to ``out``."""
-    docs, labels = labelled_documents(members, nonmembers, config.raw, progress)
+    docs, labels = labelled_documents(members, nonmembers, config.raw, progress, config.normalize_chars)
     querier = open_querier(model or config.model, config.query)
     stats = query_documents(querier, docs, progress)
     docs, stats, labels, skipped = _drop_short(docs, stats, labels, config.min_tokens)
@@ -86,6 +88,7 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
         "query": asdict(config.query),
         "meta": asdict(config.meta),
         "raw": config.raw,
+        "normalize_chars": config.normalize_chars,
         "min_tokens": config.min_tokens,
         "n_members": int(labels.sum()),
         "n_nonmembers": int((labels == 0).sum()),
@@ -124,6 +127,15 @@ def save_model_dir(out: Path, estimator, card: dict, evaluation: meta_classifier
         atomic_write_text(tmp / "card.md", model_card_markdown(card))
 
 
+def text_cleaning(card: dict) -> str:
+    """How a classifier's documents were cleaned, in words (from its card)."""
+    if card.get("raw", False):
+        return "as in the files (no cleaning)"
+    if card.get("normalize_chars", CARD_NORMALIZE_CHARS_BEFORE_FIELD):
+        return "boilerplate removed; typographic characters, emphasis markup and whitespace normalized"
+    return "boilerplate removed; characters as in the files"
+
+
 def chance_level(card: dict) -> bool:
     """Whether the pooled out-of-fold AUC's bootstrap interval includes 0.5."""
     auc = card["pooled_bootstrap_95"]["auc"]
@@ -139,6 +151,7 @@ def model_card_markdown(card: dict) -> str:
         f"- query: context {q['context']}, stride {q['stride'] or q['context'] - 1}, "
         f"max tokens {q['max_tokens'] or 'all'} ({q['excerpt']} excerpt, seed {q['seed']})",
         f"- documents: {card['n_members']} members, {card['n_nonmembers']} non-members ({card['n_skipped']} skipped as too short)",
+        f"- text: {text_cleaning(card)}",
         f"- selection: norm={m['norm']}, features={m['features']}; chosen per fold: {', '.join(card['fold_configurations'])}",
         f"- {m['folds']}-fold chunks: {format_summary(card['metrics'])}",
         "- pooled out-of-fold AUC {point:.3f} (95% bootstrap interval over documents {lo:.3f}–{hi:.3f})".format(
@@ -159,7 +172,7 @@ def grid(members, nonmembers, config: TrainConfig = TrainConfig(), contexts=(32,
          model: LoadedModel | None = None, progress: bool = True) -> pd.DataFrame:
     """The paper's Table 1: every normalization × feature extractor × context, on the same folds, from one cache.
     (This is a look at all configurations on the test folds; use ``train`` for an honest choice.)"""
-    docs, labels = labelled_documents(members, nonmembers, config.raw, progress)
+    docs, labels = labelled_documents(members, nonmembers, config.raw, progress, config.normalize_chars)
     lm = model or load_model(config.model)
     folds = chunk_folds(labels, config.meta.folds, config.meta.seed)
     rows = []
@@ -177,9 +190,11 @@ def grid(members, nonmembers, config: TrainConfig = TrainConfig(), contexts=(32,
 def predict(paths, classifier_dir: Path | None = None, model: ModelConfig | LoadedModel | None = None,
             progress: bool = True) -> list[dict]:
     """Membership probability of each document under a saved meta-classifier. Refuses a classifier made for a
-    different model than the one given."""
+    different model than the one given. Documents are cleaned as the classifier's training documents were (its
+    card's ``raw`` and ``normalize_chars``)."""
     pipe, card = meta_classifier.load_classifier(Path(classifier_dir or DEFAULT_CLASSIFIER))
-    docs = load_documents(paths, raw=card.get("raw", False), progress=progress)
+    docs = load_documents(paths, raw=card.get("raw", False), progress=progress,
+                          normalize_chars=card.get("normalize_chars", CARD_NORMALIZE_CHARS_BEFORE_FIELD))
     if model is None:
         model = ModelConfig(**card["model_config"])
     lm = model if isinstance(model, LoadedModel) else load_model(model)

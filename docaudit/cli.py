@@ -74,6 +74,12 @@ def query_options(func):
     return functools.reduce(lambda f, o: o(f), reversed(options), func)
 
 
+normalize_chars_option = click.option(
+    "--normalize-chars", is_flag=True, default=TrainConfig.normalize_chars,
+    help="Also normalize typographic characters (curly quotes, dashes, special spaces), emphasis markup (_x_) and "
+         "whitespace. Off by default: the work's text reaches the model as written, only boilerplate is removed.")
+
+
 def model_config(kw) -> ModelConfig:
     return ModelConfig(model=kw["model"], dtype=kw["dtype"], device=kw["device"], quantize=kw["quantize"],
                        revision=kw["revision"], trust_remote_code=kw["trust_remote_code"])
@@ -104,17 +110,20 @@ def main():
 @click.option("--trees", default=500, show_default=True, help="Random-forest trees.")
 @click.option("--min-tokens", default=0, show_default=True, help="Skip documents with fewer tokens (paper: 5000).")
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@normalize_chars_option
 @click.option("--grid", is_flag=True, help="Run the Table-1 grid (norms × features × contexts) and print it.")
 @click.option("--grid-contexts", default="32,64,128", show_default=True)
 @click.option("--out", type=click.Path(), default=None, help="Save the classifier here (e.g. models/NAME).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tokens, raw, grid, grid_contexts, out, fmt, **kw):
+def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tokens, raw, normalize_chars, grid, grid_contexts,
+          out, fmt, **kw):
     """Evaluate the meta-classifier with k-fold chunks, then fit it on all documents and save it."""
     from . import api
 
     kw["seed"] = seed
     config = TrainConfig(model=model_config(kw), query=query_config(kw), min_tokens=min_tokens, raw=raw,
+                         normalize_chars=normalize_chars,
                          meta=MetaConfig(norm=norm, features=features, bins=bins, folds=folds, seed=seed, n_estimators=trees))
     if grid:
         contexts = [int(c) for c in grid_contexts.split(",")]
@@ -184,16 +193,17 @@ def predict(documents, classifier, fmt, **kw):
 @click.option("--seed", default=0, show_default=True)
 @click.option("--quantize", "quantize_list", default="", help="Also evaluate at these precisions, e.g. int8,int4.")
 @click.option("--dtype", "dtype_list", default="", help="Also evaluate at these dtypes, e.g. bfloat16,float16.")
+@normalize_chars_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def lab(corpus, out, docs, base_model, methods, folds, quantize_list, dtype_list, fmt, **target):
+def lab(corpus, out, docs, base_model, methods, folds, quantize_list, dtype_list, normalize_chars, fmt, **target):
     """Randomized controlled experiment: train a target on a random half of a pool, then evaluate on true labels."""
     from .lab import TargetConfig, run_lab
     from .report import format_methods_table
 
     precisions = [p for p in f"{dtype_list},{quantize_list}".split(",") if p]
     result = run_lab(corpus, Path(out), TargetConfig(**target), base_model, methods.split(",") if methods else None,
-                     folds, precisions, docs)
+                     folds, precisions, docs, normalize_chars=normalize_chars)
     summary = result.summary()
     if fmt == "json":
         click.echo(json.dumps(summary, indent=2, default=float))
@@ -221,17 +231,19 @@ def lab(corpus, out, docs, base_model, methods, folds, quantize_list, dtype_list
 @click.option("--methods", default="loss,zlib,mink,minkpp", show_default=True, help="Detector scores to combine.")
 @click.option("--splits", default=10, show_default=True, help="Random half splits whose p-values are combined.")
 @click.option("--seed", default=0, show_default=True)
-@click.option("--raw", is_flag=True)
+@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@normalize_chars_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def dataset_test(suspect, nonmembers, methods, splits, raw, fmt, **kw):
+def dataset_test(suspect, nonmembers, methods, splits, raw, normalize_chars, fmt, **kw):
     """Were the suspect documents, as a set, trained on? A dataset-level test in the style of Maini et al. 2024."""
     from dataclasses import asdict
 
     from .dataset_test import dataset_test_documents
 
     result, scores = dataset_test_documents(suspect, nonmembers, model_config(kw), methods.split(","),
-                                            query_config(kw), kw["seed"], splits, raw)
+                                            query_config(kw), kw["seed"], splits, raw,
+                                            normalize_chars=normalize_chars)
     if fmt == "json":
         click.echo(json.dumps({**asdict(result), "scores": scores}, indent=2, default=float))
         return
@@ -250,17 +262,18 @@ def data():
 @click.argument("set_a", type=click.Path())
 @click.argument("set_b", type=click.Path())
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate (to see what cleaning removes).")
+@normalize_chars_option
 @click.option("--folds", default=5, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def data_check(set_a, set_b, raw, folds, seed, fmt):
+def data_check(set_a, set_b, raw, normalize_chars, folds, seed, fmt):
     """Compare two document sets (counts, lengths, years, leftover boilerplate) and run the blind baseline."""
     from .data import load_documents
     from .datacheck import check_sets, format_check
 
-    result = check_sets(load_documents([set_a], raw=raw, progress=True), load_documents([set_b], raw=raw, progress=True),
-                        folds=folds, seed=seed, progress=True)
+    sets = [load_documents([path], raw=raw, progress=True, normalize_chars=normalize_chars) for path in (set_a, set_b)]
+    result = check_sets(*sets, folds=folds, seed=seed, progress=True)
     click.echo(json.dumps(result, indent=2) if fmt == "json" else format_check(result))
     if result["warning"] and fmt != "json":
         click.echo(result["warning"], err=True)
@@ -307,11 +320,12 @@ METHOD_HELP = ("Comma-separated: loss, zlib, lowercase, ref, mink, minkpp, pac, 
 @click.option("--blind/--no-blind", default=True, show_default=True,
               help="Include the model-free baselines (tfidf, nb, dates) on the same folds.")
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@normalize_chars_option
 @click.option("--out", type=click.Path(), default=None, help="Write evaluation.csv/.json, roc.csv and roc.png here.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, features, bins, trees, meta, blind, raw, out,
-             fmt, **kw):
+def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, features, bins, trees, meta, blind, raw,
+             normalize_chars, out, fmt, **kw):
     """The meta-classifier and sequence-level detectors side by side on the same k-fold chunks.
 
     Detectors are scaled to documents three ways (paper sec. 6.2): `sequence` (AUC over sampled windows of
@@ -326,7 +340,8 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
         members, nonmembers, model=model_config(kw), query=query_config(kw), methods=methods,
         detector=detector_config(kw), scaling=ScalingConfig(n_sequences=sequences, seed=seed),
         meta=MetaConfig(norm=norm, features=features, bins=bins, n_estimators=trees) if meta else None,
-        folds=folds, seed=seed, raw=raw, ref_model=ref_config(kw), neighbor_model=kw["neighbor_model"],
+        folds=folds, seed=seed, raw=raw, normalize_chars=normalize_chars, ref_model=ref_config(kw),
+        neighbor_model=kw["neighbor_model"],
         blind_kinds=None if not blind else BLIND_KINDS)
     if out is not None:
         write_evaluation(result, Path(out))
@@ -353,9 +368,10 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
 @detector_options
 @click.option("--seed", default=0, show_default=True, help="Seed of the augmentations (PAC, neighbours).")
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@normalize_chars_option
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
 @friendly_errors
-def score(documents, methods, seed, raw, fmt, **kw):
+def score(documents, methods, seed, raw, normalize_chars, fmt, **kw):
     """Raw membership scores per document, higher = more member-like.
 
     A document with fewer tokens than --context is one window, scored in one forward pass: its numbers are the
@@ -365,7 +381,7 @@ def score(documents, methods, seed, raw, fmt, **kw):
 
     kw["seed"] = seed
     rows = score_documents(documents, model_config(kw), methods, detector_config(kw), query_config(kw),
-                           ref_config(kw), kw["neighbor_model"], raw=raw)
+                           ref_config(kw), kw["neighbor_model"], raw=raw, normalize_chars=normalize_chars)
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
@@ -390,10 +406,11 @@ def score(documents, methods, seed, raw, fmt, **kw):
 @click.option("--confidence", default=0.95, show_default=True, help="Level of the Wilson interval of each rate.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@normalize_chars_option
 @click.option("--out", type=click.Path(), required=True, help="Write report.csv, report.html and the plots here.")
 @friendly_errors
 def report(books, calibrate_members, calibrate_nonmembers, method, snippets, snippet_words, target_fpr, max_context,
-           confidence, seed, raw, out, **kw):
+           confidence, seed, raw, normalize_chars, out, **kw):
     """Contamination rate per book: the share of its random snippets scoring over a threshold calibrated on known
     member and non-member books (Min-K% Prob paper, sec. 5), with a Wilson interval."""
     from .contamination import contamination_report, write_contamination_report
@@ -402,7 +419,7 @@ def report(books, calibrate_members, calibrate_nonmembers, method, snippets, sni
     result = contamination_report(
         books, calibrate_members, calibrate_nonmembers, model_config(kw), method=method, snippets=snippets,
         snippet_words=snippet_words, target_fpr=target_fpr, detector=detector_config(kw), seed=seed,
-        max_context=max_context, confidence=confidence, raw=raw, ref_model=ref_config(kw),
+        max_context=max_context, confidence=confidence, raw=raw, normalize_chars=normalize_chars, ref_model=ref_config(kw),
         neighbor_model=kw["neighbor_model"])
     write_contamination_report(result, Path(out))
     info = result.info

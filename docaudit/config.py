@@ -1,4 +1,4 @@
-"""Typed configuration with every default in one place (SPEC §1–5)."""
+"""Typed configuration with every default in one place (the methods are described in docs/methods.md)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -73,13 +73,16 @@ class MetaConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything ``docaudit train`` needs."""
+    """Everything ``docaudit train`` needs. ``raw``: query the files as they are (no boilerplate removal);
+    ``normalize_chars``: also normalize typographic characters, emphasis markup and whitespace (off by default, so
+    the work's text reaches the model as written: docs/methods.md, "Cleaning")."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     meta: MetaConfig = field(default_factory=MetaConfig)
     min_tokens: int = 0
     raw: bool = False
+    normalize_chars: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Per-book contamination rates (Min-K% Prob paper, sec. 5; SPEC §7).
+"""Per-book contamination rates (Min-K% Prob paper, sec. 5; docs/methods.md, "Contamination rate").
 
 1. Snippets: from each book, ``snippets`` random runs of ``snippet_words`` consecutive words (whitespace-separated;
    the snippet is the book's text from the first word's start to the last word's end, so line breaks are kept).
@@ -107,6 +107,7 @@ def contamination_report(books, calibrate_members, calibrate_nonmembers, model: 
                          method: str = "minkpp", snippets: int = 100, snippet_words: int = 512,
                          target_fpr: float | None = None, detector: DetectorConfig = DetectorConfig(), seed: int = 0,
                          max_context: int = 2048, confidence: float = 0.95, raw: bool = False,
+                         normalize_chars: bool = False,
                          ref_model: ModelConfig | LoadedModel | None = None, neighbor_model=None,
                          progress: bool = True) -> ContaminationReport:
     """Calibrate a snippet threshold on known member and non-member books, then measure each audited book's
@@ -125,7 +126,7 @@ def contamination_report(books, calibrate_members, calibrate_nonmembers, model: 
         if not paths:
             what = "books to audit" if role == "audited" else f"calibration books of class {role}"
             raise DocauditError(f"no {what} given")
-        groups[role] = load_documents(paths, raw=raw, progress=False)
+        groups[role] = load_documents(paths, raw=raw, progress=False, normalize_chars=normalize_chars)
         for doc in groups[role]:
             book_snippets(doc, 1, snippet_words, seed)  # fails early on a book too short for one snippet
 

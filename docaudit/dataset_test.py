@@ -159,7 +159,7 @@ def dataset_test(
 
 def dataset_test_documents(suspect_paths, nonmember_paths, model=None, methods=("loss", "zlib", "mink", "minkpp"),
                            query=None, seed: int = 0, n_splits: int = 10, raw: bool = False,
-                           progress: bool = True) -> tuple[DatasetTestResult, list[dict]]:
+                           progress: bool = True, normalize_chars: bool = False) -> tuple[DatasetTestResult, list[dict]]:
     """Score both document sets with the detectors ``methods`` on the target model (one query pass each, cached)
     and run :func:`dataset_test` on the score matrices. Returns the result and the per-document scores."""
     from .config import ModelConfig, QueryConfig
@@ -167,7 +167,8 @@ def dataset_test_documents(suspect_paths, nonmember_paths, model=None, methods=(
     from .lm import load_model
 
     lm = load_model(model or ModelConfig())
-    kwargs = {"methods": list(methods), "query": query or QueryConfig(), "raw": raw, "progress": progress}
+    kwargs = {"methods": list(methods), "query": query or QueryConfig(), "raw": raw, "progress": progress,
+              "normalize_chars": normalize_chars}
     suspect = score_documents(suspect_paths, lm, **kwargs)
     known = score_documents(nonmember_paths, lm, **kwargs)
     result = dataset_test(_score_matrix(suspect, methods), _score_matrix(known, methods), seed=seed, n_splits=n_splits)

@@ -431,7 +431,7 @@ def build_detector(lm: LoadedModel, query: QueryConfig, methods=None, config: De
 def score_documents(paths, model: ModelConfig | LoadedModel = ModelConfig(), methods=None,
                     config: DetectorConfig = DetectorConfig(), query: QueryConfig = QueryConfig(),
                     ref_model: ModelConfig | LoadedModel | None = None, neighbor_model: str | MaskedNeighbors | None = None,
-                    raw: bool = False, progress: bool = True) -> list[dict]:
+                    raw: bool = False, progress: bool = True, normalize_chars: bool = False) -> list[dict]:
     """Raw per-document scores: ``[{"file", "n_tokens", <method>: score, ...}]``. A document shorter than the
     context is one window, so its scores equal the sequence-level definitions; a longer one is scored over all
     its windows' tokens (and its extra passes over all theirs)."""
@@ -439,7 +439,7 @@ def score_documents(paths, model: ModelConfig | LoadedModel = ModelConfig(), met
 
     from .data import load_documents
 
-    docs = load_documents(paths, raw=raw, progress=progress)
+    docs = load_documents(paths, raw=raw, progress=progress, normalize_chars=normalize_chars)
     lm = model if isinstance(model, LoadedModel) else load_model(model)
     detector = build_detector(lm, query, methods, config, ref_model, neighbor_model)
     rows = []

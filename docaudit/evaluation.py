@@ -61,7 +61,7 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
                      query: QueryConfig = QueryConfig(), methods: Sequence[str] | str | None = None,
                      detector: DetectorConfig = DetectorConfig(), scaling: ScalingConfig = ScalingConfig(),
                      meta: MetaConfig | None = MetaConfig(), folds: int = 5, seed: int = 0, raw: bool = False,
-                     ref_model: ModelConfig | LoadedModel | None = None, neighbor_model=None,
+                     normalize_chars: bool = False, ref_model: ModelConfig | LoadedModel | None = None, neighbor_model=None,
                      levels: Sequence[str] = tuple(LEVELS), blind_kinds: Sequence[str] | None = BLIND_KINDS,
                      progress: bool = True) -> MethodsEvaluation:
     """Evaluate the meta-classifier (unless ``meta`` is None), every selected detector at every level and the
@@ -72,7 +72,7 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
 
     started = time.time()
     methods, blind_kinds = _split_blind(methods, blind_kinds)
-    docs, labels = labelled_documents(members, nonmembers, raw, progress)
+    docs, labels = labelled_documents(members, nonmembers, raw, progress, normalize_chars)
     splits = chunk_folds(labels, folds, seed)
     summary_rows, fold_rows, curves, info = [], [], {}, {}
     n_test = [len(test) for _, test in splits]

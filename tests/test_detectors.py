@@ -60,6 +60,24 @@ def test_scores_equal_direct_computations(gpt2, llama, tmp_path):
     assert row["pac"] == pytest.approx(ref.pac(model, tok, text), rel=1e-4, abs=1e-4)
 
 
+def test_score_on_a_snippet_equals_the_direct_computation_on_its_raw_text(gpt2, tmp_path):
+    """``score`` with its defaults queries a snippet without boilerplate exactly as written (curly quotes, dashes,
+    double spaces), so its numbers are the authors' computation on the raw text."""
+    from test_data import SNIPPET
+
+    doc = tmp_path / "snippet.txt"
+    doc.write_text(SNIPPET, encoding="utf-8")
+    [row] = score_documents([doc], gpt2, ["loss", "zlib", "mink", "minkpp"], query=QueryConfig(context=250),
+                            progress=False)
+    model, ids = gpt2.model, ref.token_ids(gpt2.tokenizer, SNIPPET)
+    loss = ref.loss_by_labels(model, ids)
+    assert row["n_tokens"] == len(ids)
+    assert row["loss"] == pytest.approx(-loss, **TOL)
+    assert row["zlib"] == pytest.approx(ref.zlib_score(loss, SNIPPET), **TOL)
+    assert row["mink"] == pytest.approx(ref.mink_prob(model, ids, 0.2), **TOL)
+    assert row["minkpp"] == pytest.approx(ref.mink_plus_plus(model, ids, 0.2), **TOL)
+
+
 def test_scores_with_a_bos_model(llama):
     """With a BOS before every window, the first text token is context only, as in the querier."""
     text = short_text(300, 1)
