@@ -1,5 +1,6 @@
-"""The meta-classifier (SPEC §5): normalization → features → min-max scaling → random forest in one Pipeline,
-so every fitted statistic (dictionaries, bin edges, scaling, trees) is learned on training documents only.
+"""The meta-classifier (docs/methods.md, "Meta-classifier"): normalization → features → min-max scaling → random
+forest in one Pipeline, so every fitted statistic (dictionaries, bin edges, scaling, trees) is learned on training
+documents only.
 
 With ``norm``/``features`` = "auto" the pipeline is wrapped in an inner cross-validated grid search, so the
 configuration is chosen inside each training fold and the outer AUC measures the whole procedure."""

@@ -23,8 +23,8 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class QueryConfig:
-    """Sliding-window querying (SPEC §1). ``stride = context - 1`` is the reference layout; smaller strides
-    overlap windows so every scored token has at least ``context - stride`` tokens of context."""
+    """Sliding-window querying (docs/methods.md, "Querying"). ``stride = context - 1`` is the reference layout;
+    smaller strides overlap windows so every scored token has at least ``context - stride`` tokens of context."""
 
     context: int = 128
     stride: int | None = None
@@ -48,8 +48,8 @@ class QueryConfig:
 
 @dataclass(frozen=True)
 class MetaConfig:
-    """The meta-classifier (SPEC §2–5). ``norm``/``features`` = "auto" chooses them by inner cross-validation
-    inside each training fold."""
+    """The meta-classifier (docs/methods.md, "Normalization dictionaries" to "Meta-classifier").
+    ``norm``/``features`` = "auto" chooses them by inner cross-validation inside each training fold."""
 
     norm: str = "auto"
     features: str = "auto"
@@ -87,8 +87,8 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class DetectorConfig:
-    """Sequence-level detectors (SPEC §6). ``k``: share of tokens averaged by Min-K% Prob and Min-K%++;
-    PAC: top ``pac_k1`` and bottom ``pac_k2`` shares, ``pac_copies`` augmented copies with
+    """Sequence-level detectors (docs/methods.md, "Sequence-level detectors"). ``k``: share of tokens averaged by
+    Min-K% Prob and Min-K%++; PAC: top ``pac_k1`` and bottom ``pac_k2`` shares, ``pac_copies`` augmented copies with
     ``max(1, int(pac_swap_ratio * n_words))`` swaps each; Neighborhood: ``neighbors`` neighbours, each with
     ``max(1, int(neighbor_mask_ratio * n_tokens))`` masked-LM replacements. ``seed`` seeds every augmentation."""
 

@@ -1,4 +1,5 @@
-"""Document-level feature extraction (SPEC §4) as a scikit-learn estimator over per-token value arrays."""
+"""Document-level feature extraction (docs/methods.md, "Feature extractors") as a scikit-learn estimator over
+per-token value arrays."""
 from __future__ import annotations
 
 import numpy as np

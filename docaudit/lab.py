@@ -1,11 +1,11 @@
 """Controlled experiments: train a small target model on a random half of a document pool.
 
 Membership is assigned at random (``split_members``), so any member/non-member difference the detectors find is
-caused by training and not by a difference between the two sets (docs/methods.md, "Blind baseline"). ``train_target`` trains a
-byte-level BPE tokenizer on the whole pool (members and non-members, so the tokenizer itself carries no membership
-signal), then a GPT-2 or Llama model from scratch on the members only, and saves an ordinary Hugging Face model
-directory. Training is deterministic given the seed, checkpoints after every epoch and resumes after an
-interruption.
+caused by training and not by a difference between the two sets (docs/methods.md, "Blind baseline" and
+"Controlled experiments"). ``train_target`` trains a byte-level BPE tokenizer on the whole pool (members and
+non-members, so the tokenizer itself carries no membership signal), then a GPT-2 or Llama model from scratch on the
+members only, and saves an ordinary Hugging Face model directory. Training is deterministic given the seed,
+checkpoints after every epoch and resumes after an interruption.
 
 Layout of ``out_dir``::
 

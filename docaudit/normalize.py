@@ -1,5 +1,6 @@
-"""Token-level normalization (SPEC §2–3) as a scikit-learn estimator: dictionaries are fit on training
-documents only, then any document's true-token probabilities are turned into values x_t."""
+"""Token-level normalization (docs/methods.md, "Normalization dictionaries" and "Normalizations") as a
+scikit-learn estimator: dictionaries are fit on training documents only, then any document's true-token
+probabilities are turned into values x_t."""
 from __future__ import annotations
 
 import numpy as np

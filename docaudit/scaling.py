@@ -1,4 +1,4 @@
-"""From sequence scores to document scores (Meeus et al., sec. 6.2; SPEC §6).
+"""From sequence scores to document scores (Meeus et al., sec. 6.2; docs/methods.md, "Document-level scaling").
 
 A document's *sequences* are the querier's windows: the window ``tokens[start:end]`` (``end - start`` = the query
 context C, 128 by default) is one sequence, and its slice of the document's TokenStats equals a single forward
