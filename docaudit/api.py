@@ -26,6 +26,8 @@ from .stats import TokenStats
 log = logging.getLogger(__name__)
 
 DEFAULT_CLASSIFIER = Path(__file__).resolve().parents[1] / "models" / "gemma3-270m-pg"
+# cards written before the ``normalize_chars`` field existed were trained on character-normalized text
+CARD_NORMALIZE_CHARS_BEFORE_FIELD = True
 
 
 def open_querier(model: ModelConfig | LoadedModel, query: QueryConfig, cache: bool = True) -> Querier:
@@ -44,12 +46,12 @@ def queryable_documents(querier: Querier, docs: list[Document], skips: Skips) ->
 
 
 def labelled_documents(members, nonmembers, raw: bool = False, progress: bool = True, skips: Skips | None = None,
-                       drop_duplicates: bool = False):
+                       drop_duplicates: bool = False, normalize_chars: bool = False):
     """Documents of both classes, their labels (1 = member) and the documents found in both sets
     (``data.separate_sets``: an error, or with ``drop_duplicates`` left out of both). Documents that cannot be used
     are recorded in ``skips`` and left out (without ``skips`` they are an error)."""
-    pos = load_documents(members, raw=raw, progress=progress, skips=skips)
-    neg = load_documents(nonmembers, raw=raw, progress=progress, skips=skips)
+    pos = load_documents(members, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
+    neg = load_documents(nonmembers, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
     pos, neg, duplicates = separate_sets(pos, neg, drop_duplicates)
     return pos + neg, np.array([1] * len(pos) + [0] * len(neg)), duplicates
 
@@ -79,7 +81,7 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
         prepare_output(out, "classifier", overwrite, [*_as_list(members), *_as_list(nonmembers)])
     skips = Skips() if skips is None else skips
     docs, labels, duplicates = labelled_documents(members, nonmembers, config.raw, progress, skips,
-                                                  config.drop_duplicates)
+                                                  config.drop_duplicates, config.normalize_chars)
     querier = open_querier(model or config.model, config.query)
     keep = queryable_documents(querier, docs, skips)
     docs, labels = [docs[i] for i in keep], labels[keep]
@@ -101,6 +103,7 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
         "query": config.query.used(),
         "meta": asdict(config.meta),
         "raw": config.raw,
+        "normalize_chars": config.normalize_chars,
         "min_tokens": config.min_tokens,
         "n_members": int(labels.sum()),
         "n_nonmembers": int((labels == 0).sum()),
@@ -146,6 +149,15 @@ def save_model_dir(out: Path, estimator, card: dict, evaluation: meta_classifier
         atomic_write_text(tmp / "card.md", model_card_markdown(card))
 
 
+def text_cleaning(card: dict) -> str:
+    """How a classifier's documents were cleaned, in words (from its card)."""
+    if card.get("raw", False):
+        return "as in the files (no cleaning)"
+    if card.get("normalize_chars", CARD_NORMALIZE_CHARS_BEFORE_FIELD):
+        return "boilerplate removed; typographic characters, emphasis markup and whitespace normalized"
+    return "boilerplate removed; characters as in the files"
+
+
 def chance_level(card: dict) -> bool:
     """Whether the pooled out-of-fold AUC's bootstrap interval includes 0.5."""
     auc = card["pooled_bootstrap_95"]["auc"]
@@ -161,6 +173,7 @@ def model_card_markdown(card: dict) -> str:
         f"- query: {format_query(q)}",
         f"- documents: {card['n_members']} members, {card['n_nonmembers']} non-members ({card['n_skipped']} skipped"
         f"{duplicates_note(card.get('duplicates_dropped'), '; ')})",
+        f"- text: {text_cleaning(card)}",
         f"- selection: norm={m['norm']}, features={m['features']}; chosen per fold: {', '.join(card['fold_configurations'])}",
         f"- {m['folds']}-fold chunks: {format_summary(card['metrics'])}",
         "- pooled out-of-fold AUC {point:.3f} (95% bootstrap interval over documents {lo:.3f}–{hi:.3f})".format(
@@ -183,7 +196,8 @@ def grid(members, nonmembers, config: TrainConfig = TrainConfig(), contexts=(32,
     (This is a look at all configurations on the test folds; use ``train`` for an honest choice.) Documents that
     cannot be used are left out and recorded in ``skips``."""
     skips = Skips() if skips is None else skips
-    docs, labels, _ = labelled_documents(members, nonmembers, config.raw, progress, skips, config.drop_duplicates)
+    docs, labels, _ = labelled_documents(members, nonmembers, config.raw, progress, skips, config.drop_duplicates,
+                                         config.normalize_chars)
     lm = model or load_model(config.model)
     queriers = [open_querier(lm, replace(config.query, context=context)) for context in contexts]
     keep = queryable_documents(queriers[0], docs, skips)
@@ -203,10 +217,12 @@ def grid(members, nonmembers, config: TrainConfig = TrainConfig(), contexts=(32,
 def predict(paths, classifier_dir: Path | None = None, model: ModelConfig | LoadedModel | None = None,
             progress: bool = True, skips: Skips | None = None) -> list[dict]:
     """Membership probability of each document under a saved meta-classifier. Refuses a classifier made for a
-    different model than the one given. Documents that cannot be used are left out and recorded in ``skips``."""
+    different model than the one given. Documents are cleaned as the classifier's training documents were (its
+    card's ``raw`` and ``normalize_chars``); those that cannot be used are left out and recorded in ``skips``."""
     skips = Skips() if skips is None else skips
     pipe, card = meta_classifier.load_classifier(Path(classifier_dir or DEFAULT_CLASSIFIER))
-    docs = load_documents(paths, raw=card.get("raw", False), progress=progress, skips=skips)
+    docs = load_documents(paths, raw=card.get("raw", False), progress=progress, skips=skips,
+                          normalize_chars=card.get("normalize_chars", CARD_NORMALIZE_CHARS_BEFORE_FIELD))
     if model is None:
         model = ModelConfig(**card["model_config"])
     lm = model if isinstance(model, LoadedModel) else load_model(model)

@@ -1,9 +1,11 @@
 """Model-free ("blind") baselines: how well can the two document sets be told apart without any language model?
 
+Das, Zhang and Tramèr (2024, "Blind Baselines Beat Membership Inference Attacks for Foundation Models") showed
+that such model-free classifiers beat published membership attacks on several benchmarks.
 If a bag-of-words or a date classifier separates members from non-members, the sets differ by distribution (era,
-topic, formatting), and a membership-inference AUC on them says little about training (SPEC §5). Every kind is
-evaluated on the same k-fold chunks as the membership methods (:func:`docaudit.metrics.chunk_folds`), fitting
-only on the training chunks.
+topic, formatting), and a membership-inference AUC on them says little about training (docs/methods.md, "Blind
+baseline"). Every kind is evaluated on the same k-fold chunks as the membership methods
+(:func:`docaudit.metrics.chunk_folds`), fitting only on the training chunks.
 
 Kinds (scikit-learn Pipelines; the first step is stateless, so it is computed once for all documents and the
 rest of the pipeline is fit per fold):

@@ -1,5 +1,8 @@
-"""The meta-classifier (SPEC §5): normalization → features → min-max scaling → random forest in one Pipeline,
-so every fitted statistic (dictionaries, bin edges, scaling, trees) is learned on training documents only.
+"""The meta-classifier (docs/methods.md, "Meta-classifier"): normalization → features → min-max scaling → random
+forest in one Pipeline, so every fitted statistic (dictionaries, bin edges, scaling, trees) is learned on training
+documents only. Checked against computationalprivacy/document-level-membership-inference
+``src/meta_classifier.py`` (``scale_features``: min-max scaling fit on the training features; ``train_RandomForest``:
+500 trees, max depth 5, min samples per leaf 3) and ``main.py`` (train on k-1 chunks, test on the held-out one).
 
 With ``norm``/``features`` = "auto" the pipeline is wrapped in an inner cross-validated grid search, so the
 configuration is chosen inside each training fold and the outer AUC measures the whole procedure."""

@@ -83,11 +83,17 @@ def query_options(func):
 OVERWRITE = click.option("--overwrite", is_flag=True, help="Replace an earlier docaudit output of the same kind at --out.")
 DROP_DUPLICATES = click.option("--drop-duplicates", is_flag=True,
                                help="Leave out documents found in both sets (by default they are an error).")
+normalize_chars_option = click.option(
+    "--normalize-chars", is_flag=True, default=TrainConfig.normalize_chars,
+    help="Also normalize typographic characters (curly quotes, dashes, special spaces), emphasis markup (_x_) and "
+         "whitespace. Off by default: the work's text reaches the model as written, only boilerplate is removed.")
 
 
 def local_inputs(*groups) -> list:
     """Every path among ``groups`` (path lists or single values, None skipped) that --out must not be or contain."""
     return [p for g in groups if g is not None for p in ([g] if isinstance(g, (str, os.PathLike)) else g)]
+
+
 def strict_option(func):
     return click.option("--strict", is_flag=True, help="Stop at the first document that cannot be used (unreadable, "
                         "empty after cleaning, too short) instead of skipping it with a warning.")(func)
@@ -142,6 +148,7 @@ def main():
 @click.option("--trees", default=500, show_default=True, help="Random-forest trees.")
 @click.option("--min-tokens", default=0, show_default=True, help="Skip documents with fewer tokens (paper: 5000).")
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@normalize_chars_option
 @click.option("--grid", is_flag=True, help="Run the Table-1 grid (norms × features × contexts) and print it.")
 @click.option("--grid-contexts", default="32,64,128", show_default=True)
 @click.option("--out", type=click.Path(), default=None, help="Save the classifier here (e.g. models/NAME).")
@@ -150,8 +157,8 @@ def main():
 @strict_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tokens, raw, grid, grid_contexts, out,
-          overwrite, drop_duplicates, strict, fmt, **kw):
+def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tokens, raw, normalize_chars, grid,
+          grid_contexts, out, overwrite, drop_duplicates, strict, fmt, **kw):
     """Evaluate the meta-classifier with k-fold chunks, then fit it on all documents and save it."""
     if not grid:
         if out is None:
@@ -162,7 +169,7 @@ def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tok
 
     kw["seed"] = seed
     config = TrainConfig(model=model_config(kw), query=query_config(kw), min_tokens=min_tokens, raw=raw,
-                         drop_duplicates=drop_duplicates,
+                         drop_duplicates=drop_duplicates, normalize_chars=normalize_chars,
                          meta=MetaConfig(norm=norm, features=features, bins=bins, folds=folds, seed=seed, n_estimators=trees))
     skips = Skips(strict)
     if grid:
@@ -239,9 +246,11 @@ def predict(documents, classifier, strict, fmt, **kw):
 @click.option("--seed", default=0, show_default=True)
 @click.option("--quantize", "quantize_list", default="", help="Also evaluate at these precisions, e.g. int8,int4.")
 @click.option("--dtype", "dtype_list", default="", help="Also evaluate at these dtypes, e.g. bfloat16,float16.")
+@normalize_chars_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def lab(corpus, out, overwrite, docs, base_model, methods, folds, quantize_list, dtype_list, fmt, **target):
+def lab(corpus, out, overwrite, docs, base_model, methods, folds, quantize_list, dtype_list, normalize_chars, fmt,
+        **target):
     """Randomized controlled experiment: train a target on a random half of a pool, then evaluate on true labels."""
     prepare_output(out, "lab", overwrite, local_inputs(corpus, base_model), resume=True)
     from .lab import TargetConfig, run_lab
@@ -249,7 +258,7 @@ def lab(corpus, out, overwrite, docs, base_model, methods, folds, quantize_list,
 
     precisions = [p for p in f"{dtype_list},{quantize_list}".split(",") if p]
     result = run_lab(corpus, Path(out), TargetConfig(**target), base_model, methods.split(",") if methods else None,
-                     folds, precisions, docs, overwrite=overwrite)
+                     folds, precisions, docs, overwrite=overwrite, normalize_chars=normalize_chars)
     summary = result.summary()
     if fmt == "json":
         echo_json(summary)
@@ -277,12 +286,13 @@ def lab(corpus, out, overwrite, docs, base_model, methods, folds, quantize_list,
 @click.option("--methods", default="loss,zlib,mink,minkpp", show_default=True, help="Detector scores to combine.")
 @click.option("--splits", default=10, show_default=True, help="Random half splits whose p-values are combined.")
 @click.option("--seed", default=0, show_default=True)
-@click.option("--raw", is_flag=True)
+@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@normalize_chars_option
 @DROP_DUPLICATES
 @strict_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def dataset_test(suspect, nonmembers, methods, splits, raw, drop_duplicates, strict, fmt, **kw):
+def dataset_test(suspect, nonmembers, methods, splits, raw, normalize_chars, drop_duplicates, strict, fmt, **kw):
     """Were the suspect documents, as a set, trained on? A dataset-level test in the style of Maini et al. 2024."""
     from dataclasses import asdict
 
@@ -293,7 +303,7 @@ def dataset_test(suspect, nonmembers, methods, splits, raw, drop_duplicates, str
     query, skips = query_config(kw), Skips(strict)
     result, scores = dataset_test_documents(suspect, nonmembers, model_config(kw), methods.split(","),
                                             query, kw["seed"], splits, raw, skips=skips,
-                                            drop_duplicates=drop_duplicates)
+                                            drop_duplicates=drop_duplicates, normalize_chars=normalize_chars)
     warn_skipped(skips.as_json())
     if fmt == "json":
         echo_json({**asdict(result), "query": query.used(), "skipped": skips.as_json(), "scores": scores})
@@ -314,20 +324,22 @@ def data():
 @click.argument("set_a", type=click.Path())
 @click.argument("set_b", type=click.Path())
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate (to see what cleaning removes).")
+@normalize_chars_option
 @click.option("--folds", default=5, show_default=True)
 @click.option("--seed", default=0, show_default=True)
 @DROP_DUPLICATES
 @strict_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def data_check(set_a, set_b, raw, folds, seed, drop_duplicates, strict, fmt):
+def data_check(set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates, strict, fmt):
     """Compare two document sets (counts, lengths, years, leftover boilerplate) and run the blind baseline."""
     from .data import Skips, load_documents
     from .datacheck import check_sets, format_check
     from .report import json_text
 
     skips = Skips(strict)
-    docs_a, docs_b = (load_documents([s], raw=raw, progress=True, skips=skips) for s in (set_a, set_b))
+    docs_a, docs_b = (load_documents([s], raw=raw, progress=True, skips=skips, normalize_chars=normalize_chars)
+                      for s in (set_a, set_b))
     result = check_sets(docs_a, docs_b, folds=folds, seed=seed, progress=True,
                         drop_duplicates=drop_duplicates) | {"skipped": skips.as_json()}
     warn_skipped(result["skipped"])
@@ -378,14 +390,15 @@ METHOD_HELP = ("Comma-separated: loss, zlib, lowercase, ref, mink, minkpp, pac, 
 @click.option("--blind/--no-blind", default=True, show_default=True,
               help="Include the model-free baselines (tfidf, nb, dates) on the same folds.")
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@normalize_chars_option
 @click.option("--out", type=click.Path(), default=None, help="Write evaluation.csv/.json, roc.csv and roc.png here.")
 @OVERWRITE
 @DROP_DUPLICATES
 @strict_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, features, bins, trees, meta, blind, raw, out,
-             overwrite, drop_duplicates, strict, fmt, **kw):
+def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, features, bins, trees, meta, blind, raw,
+             normalize_chars, out, overwrite, drop_duplicates, strict, fmt, **kw):
     """The meta-classifier and sequence-level detectors side by side on the same k-fold chunks.
 
     Detectors are scaled to documents three ways (paper sec. 6.2): `sequence` (AUC over sampled windows of
@@ -404,8 +417,9 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
         members, nonmembers, model=model_config(kw), query=query_config(kw), methods=methods,
         detector=detector_config(kw), scaling=ScalingConfig(n_sequences=sequences, seed=seed),
         meta=MetaConfig(norm=norm, features=features, bins=bins, n_estimators=trees) if meta else None,
-        folds=folds, seed=seed, raw=raw, ref_model=ref_config(kw), neighbor_model=kw["neighbor_model"],
-        blind_kinds=None if not blind else BLIND_KINDS, drop_duplicates=drop_duplicates, skips=Skips(strict))
+        folds=folds, seed=seed, raw=raw, normalize_chars=normalize_chars, ref_model=ref_config(kw),
+        neighbor_model=kw["neighbor_model"], blind_kinds=None if not blind else BLIND_KINDS,
+        drop_duplicates=drop_duplicates, skips=Skips(strict))
     if out is not None:
         write_evaluation(result, Path(out), overwrite)
     warn_skipped(result.info["skipped"])
@@ -434,10 +448,11 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
 @detector_options
 @click.option("--seed", default=0, show_default=True, help="Seed of the augmentations (PAC, neighbours).")
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@normalize_chars_option
 @strict_option
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
 @friendly_errors
-def score(documents, methods, seed, raw, strict, fmt, **kw):
+def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
     """Raw membership scores per document, higher = more member-like.
 
     A document with fewer tokens than --context is one window, scored in one forward pass: its numbers are the
@@ -451,7 +466,7 @@ def score(documents, methods, seed, raw, strict, fmt, **kw):
     kw["seed"] = seed
     skips = Skips(strict)
     rows = score_documents(documents, model_config(kw), methods, detector_config(kw), query_config(kw),
-                           ref_config(kw), kw["neighbor_model"], raw=raw, skips=skips)
+                           ref_config(kw), kw["neighbor_model"], raw=raw, skips=skips, normalize_chars=normalize_chars)
     warn_skipped(skips.as_json())
     rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
     if fmt == "json":
@@ -478,6 +493,7 @@ def score(documents, methods, seed, raw, strict, fmt, **kw):
 @click.option("--confidence", default=0.95, show_default=True, help="Level of the Wilson interval of each rate.")
 @click.option("--seed", default=0, show_default=True)
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
+@normalize_chars_option
 @click.option("--out", type=click.Path(), required=True, help="Write report.csv, report.html and the plots here.")
 @OVERWRITE
 @click.option("--drop-duplicates", is_flag=True,
@@ -485,7 +501,7 @@ def score(documents, methods, seed, raw, strict, fmt, **kw):
 @strict_option
 @friendly_errors
 def report(books, calibrate_members, calibrate_nonmembers, method, snippets, snippet_words, target_fpr, max_context,
-           confidence, seed, raw, out, overwrite, drop_duplicates, strict, **kw):
+           confidence, seed, raw, normalize_chars, out, overwrite, drop_duplicates, strict, **kw):
     """Contamination rate per book: the share of its random snippets scoring over a threshold calibrated on known
     member and non-member books (Min-K% Prob paper, sec. 5), with a Wilson interval."""
     prepare_output(out, "report", overwrite, local_inputs(books, calibrate_members, calibrate_nonmembers, kw["model"],
@@ -497,8 +513,9 @@ def report(books, calibrate_members, calibrate_nonmembers, method, snippets, sni
     result = contamination_report(
         books, calibrate_members, calibrate_nonmembers, model_config(kw), method=method, snippets=snippets,
         snippet_words=snippet_words, target_fpr=target_fpr, detector=detector_config(kw), seed=seed,
-        max_context=max_context, confidence=confidence, raw=raw, ref_model=ref_config(kw),
-        neighbor_model=kw["neighbor_model"], drop_duplicates=drop_duplicates, skips=Skips(strict))
+        max_context=max_context, confidence=confidence, raw=raw, normalize_chars=normalize_chars,
+        ref_model=ref_config(kw), neighbor_model=kw["neighbor_model"], drop_duplicates=drop_duplicates,
+        skips=Skips(strict))
     write_contamination_report(result, Path(out), overwrite)
     info = result.info
     warn_skipped(info["skipped"])

@@ -1,4 +1,4 @@
-"""Typed configuration with every default in one place (SPEC §1–5)."""
+"""Typed configuration with every default in one place (the methods are described in docs/methods.md)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
@@ -35,9 +35,10 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class QueryConfig:
-    """Sliding-window querying (SPEC §1). ``stride = context - 1`` is the reference layout; smaller strides
-    overlap windows so every scored token has at least ``context - stride`` tokens of context. ``max_tokens``
-    queries an excerpt of that many tokens per document (``excerpt``: a seeded random one or the leading one)."""
+    """Sliding-window querying (docs/methods.md, "Querying"). ``stride = context - 1`` is the reference layout;
+    smaller strides overlap windows so every scored token has at least ``context - stride`` tokens of context.
+    ``max_tokens`` queries an excerpt of that many tokens per document (``excerpt``: a seeded random one or the
+    leading one)."""
 
     context: int = 128
     stride: int | None = None
@@ -84,8 +85,8 @@ class QueryConfig:
 
 @dataclass(frozen=True)
 class MetaConfig:
-    """The meta-classifier (SPEC §2–5). ``norm``/``features`` = "auto" chooses them by inner cross-validation
-    inside each training fold."""
+    """The meta-classifier (docs/methods.md, "Normalization dictionaries" to "Meta-classifier").
+    ``norm``/``features`` = "auto" chooses them by inner cross-validation inside each training fold."""
 
     norm: str = "auto"
     features: str = "auto"
@@ -109,8 +110,10 @@ class MetaConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything ``docaudit train`` needs. ``drop_duplicates``: leave out documents whose text is in both sets
-    (otherwise they are an error)."""
+    """Everything ``docaudit train`` needs. ``raw``: query the files as they are (no boilerplate removal);
+    ``normalize_chars``: also normalize typographic characters, emphasis markup and whitespace (off by default, so
+    the work's text reaches the model as written: docs/methods.md, "Cleaning"); ``drop_duplicates``: leave out
+    documents whose text is in both sets (otherwise they are an error)."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
@@ -118,12 +121,13 @@ class TrainConfig:
     min_tokens: int = 0
     raw: bool = False
     drop_duplicates: bool = False
+    normalize_chars: bool = False
 
 
 @dataclass(frozen=True)
 class DetectorConfig:
-    """Sequence-level detectors (SPEC §6). ``k``: share of tokens averaged by Min-K% Prob and Min-K%++;
-    PAC: top ``pac_k1`` and bottom ``pac_k2`` shares, ``pac_copies`` augmented copies with
+    """Sequence-level detectors (docs/methods.md, "Sequence-level detectors"). ``k``: share of tokens averaged by
+    Min-K% Prob and Min-K%++; PAC: top ``pac_k1`` and bottom ``pac_k2`` shares, ``pac_copies`` augmented copies with
     ``max(1, int(pac_swap_ratio * n_words))`` swaps each; Neighborhood: ``neighbors`` neighbours, each with
     ``max(1, int(neighbor_mask_ratio * n_tokens))`` masked-LM replacements. ``seed`` seeds every augmentation."""
 

@@ -1,4 +1,4 @@
-"""Per-book contamination rates (Min-K% Prob paper, sec. 5; SPEC §7).
+"""Per-book contamination rates (Min-K% Prob paper, sec. 5; docs/methods.md, "Contamination rate").
 
 1. Snippets: from each book, ``snippets`` random runs of ``snippet_words`` consecutive words (whitespace-separated;
    the snippet is the book's text from the first word's start to the last word's end, so line breaks are kept).
@@ -113,6 +113,7 @@ def contamination_report(books, calibrate_members, calibrate_nonmembers, model: 
                          method: str = "minkpp", snippets: int = 100, snippet_words: int = 512,
                          target_fpr: float | None = None, detector: DetectorConfig = DetectorConfig(), seed: int = 0,
                          max_context: int = 2048, confidence: float = 0.95, raw: bool = False,
+                         normalize_chars: bool = False,
                          ref_model: ModelConfig | LoadedModel | None = None, neighbor_model=None,
                          progress: bool = True, drop_duplicates: bool = False,
                          skips: Skips | None = None) -> ContaminationReport:
@@ -136,7 +137,7 @@ def contamination_report(books, calibrate_members, calibrate_nonmembers, model: 
         if not paths:
             what = "books to audit" if role == "audited" else f"calibration books of class {role}"
             raise DocauditError(f"no {what} given")
-        docs = load_documents(paths, raw=raw, progress=False, skips=skips)
+        docs = load_documents(paths, raw=raw, progress=False, skips=skips, normalize_chars=normalize_chars)
         groups[role] = [docs[i] for i in skips.select(docs, [too_short(d, snippet_words) for d in docs], "too short")]
     groups["member"], groups["non-member"], duplicates = separate_sets(
         groups["member"], groups["non-member"], drop_duplicates, ("calibration members", "calibration non-members"))

@@ -1,13 +1,17 @@
-"""Documents: reading, Project Gutenberg boilerplate removal, normalization, hashing and filters.
+"""Documents: reading, Project Gutenberg boilerplate removal, optional character normalization, hashing and filters.
 
 Every command that reads documents goes through :func:`load_documents`, so members and non-members are cleaned
-the same way. Cleaning (:func:`clean_text`) does, in order:
+the same way. Cleaning (:func:`clean_text`) removes what is not part of the work and, by default, leaves the
+characters of the work exactly as they are: membership signal lives in the exact text a model was trained on, so
+a text in which no boilerplate is found (a benchmark snippet) reaches the model unchanged, apart from its line
+endings (CRLF/CR -> LF). Steps 1, 6 and 8 run only with ``normalize_chars=True`` (``--normalize-chars``); the
+numbers behind that default are in docs/methods.md, "Cleaning".
 
-1. **Character normalization** (:func:`normalize_chars`): CRLF/CR -> LF, Unicode NFC, curly quotes and
+1. **Character normalization** (:func:`normalize_characters`, opt-in): Unicode NFC, curly quotes and
    apostrophes -> ``'`` and ``"``, em dash / horizontal bar -> ``--`` and en/figure dash, hyphen variants and
    minus -> ``-`` (the ASCII convention most Project Gutenberg texts already use, so both eras look alike),
    ellipsis -> ``...``, non-breaking and other fixed-width spaces -> space, soft hyphens, zero-width characters and
-   byte-order marks removed. None of this changes a word.
+   byte-order marks removed. None of this changes a word, but every one changes the tokens the model sees.
 2. **Header and footer removal** (:func:`strip_gutenberg`): keep only the text between the ``*** START OF ...``
    and ``*** END OF ...`` markers (all spellings found in PG files, markers wrapped over several lines, the older
    "Small Print" license blocks), and cut the "End of the Project Gutenberg EBook of ..." closing line.
@@ -21,13 +25,14 @@ the same way. Cleaning (:func:`clean_text`) does, in order:
    "Transcriber's Note(s)" near the beginning (up to the next section break: two or more blank lines or a
    separator line); notes in the last few percent of the text (everything from the heading to the end: these are
    lists of corrections); elsewhere, the paragraph holding the heading.
-6. **Markup of emphasis**: ``_italic_`` -> ``italic``, ``=bold=`` -> ``bold`` and ``~spaced~`` -> ``spaced`` (the
-   Distributed Proofreaders conventions, far more common in recent productions).
+6. **Markup of emphasis** (opt-in): ``_italic_`` -> ``italic``, ``=bold=`` -> ``bold`` and ``~spaced~`` -> ``spaced``
+   (the Distributed Proofreaders conventions, far more common in recent productions).
 7. **Bare markers**: lines holding only ``[Illustration]`` (or ``[Frontispiece]``, ``[Decoration]`` ...) without a
    caption; captioned ``[Illustration: ...]`` lines are kept, their captions are words of the book.
-8. **Whitespace**: trailing whitespace stripped on every line, runs of three or more blank lines collapsed to one
-   blank line, leading and trailing blank lines removed. Indentation is kept (verse, tables).
+8. **Whitespace** (opt-in): trailing whitespace stripped on every line, runs of three or more blank lines
+   collapsed to one blank line. Indentation is kept (verse, tables).
 
+When any boilerplate was removed, blank and separator-only lines left at either end are trimmed (:func:`trim_ends`).
 ``raw=True`` skips all of it (the text is only decoded).
 """
 from __future__ import annotations
@@ -138,7 +143,7 @@ def normalize_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def normalize_chars(text: str) -> str:
+def normalize_characters(text: str) -> str:
     """Line endings to LF, NFC, and the character conventions listed in the module docstring."""
     text = normalize_newlines(text)
     if text.isascii():
@@ -161,7 +166,7 @@ _FOOTER_RE = re.compile(
     r"\*{3}\s*START\*\*\s*(?:THE\s+)?SMALL\s+PRINT"  # ***START**THE SMALL PRINT!**FOR PUBLIC DOMAIN EBOOKS**
     r"|\*{3}\s*START:?\s+FULL\s+LICENSE"
     r"|End\s+of\s+(?:the\s+|this\s+)?Project\s+Gutenberg"  # End of the Project Gutenberg EBook of ...
-    r"|End\s+of\s+Project\s+Gutenberg's"
+    r"|End\s+of\s+Project\s+Gutenberg[\u2019']s"
     r")",
     re.I,
 )
@@ -185,7 +190,8 @@ def strip_gutenberg(text: str) -> str:
     """Project Gutenberg header and footer removal only (the "first version" of the cleaning): keep the text
     between the START and END markers, cut the "End of the Project Gutenberg EBook ..." line and license blocks.
     Text without any marker is returned unchanged (line endings normalized to LF)."""
-    lines = normalize_newlines(text).split("\n")
+    text = normalize_newlines(text)
+    lines = text.split("\n")
     start = 0
     for i, line in enumerate(lines):
         if _START_RE.match(line):
@@ -202,6 +208,8 @@ def strip_gutenberg(text: str) -> str:
         if _END_RE.match(lines[i]) or _FOOTER_RE.match(lines[i]):
             end = i
             break
+    if start == 0 and end == len(lines):
+        return text
     return "\n".join(lines[start:end]).strip("\n")
 
 
@@ -246,8 +254,9 @@ _CREDIT_RE = re.compile(
     re.I,
 )
 _CREDIT_FIRST_CHAR_RE = re.compile(r"^\s*[A-Z(]")  # a credit paragraph starts capitalized
+# names of Project Gutenberg and its sites only: a paragraph with any other web address is words of the text
 _PG_MENTION_RE = re.compile(
-    r"Project\s+Gutenberg|gutenberg\.(?:org|net)|pgdp\.net|Distributed\s+Proofread|archive\.org|https?://|www\.",
+    r"Project\s+Gutenberg|gutenberg\.(?:org|net)|pgdp\.net|Distributed\s+Proofread|archive\.org",
     re.I,
 )
 _LICENSE_PARA_RE = re.compile(
@@ -256,17 +265,17 @@ _LICENSE_PARA_RE = re.compile(
 )
 _CREDIT_EDGE = 12  # credits are looked for among the first and last paragraphs only
 
-_TN_WORD = r"transcriber(?:'s|s'|s)?\s*(?:'s\s*)?(?:end-?)?notes?\b"
+_TN_WORD = r"transcriber(?:['\u2019]s|s['\u2019]|s)?\s*(?:['\u2019]s\s*)?(?:end-?)?notes?\b"
 _TN_HEAD_RE = re.compile(
     r"^(?:" + _TN_WORD +
     r"|(?:list\s+of\s+)?typographical\s+errors?\s+corrected\s+(?:by\s+the\s+(?:e-?text\s+)?transcriber|in\s+this\s+e-?text)"
     r"|notes?\s+(?:by|from)\s+the\s+transcriber"
     r"|(?:a\s+)?note\s+on\s+the\s+(?:text|transcription)\W*$"
-    r"|e-?text\s+editor'?s\s+bookmarks"
+    r"|e-?text\s+editor[\u2019']?s\s+bookmarks"
     r")",
     re.I,
 )
-_TN_QUICK_RE = re.compile(r"transcriber|typographical|note\s+on\s+the|editor'?s\s+bookmarks", re.I)
+_TN_QUICK_RE = re.compile(r"transcriber|typographical|note\s+on\s+the|editor[\u2019']?s\s+bookmarks", re.I)
 _TN_BRACKET_RE = re.compile(r"[\[{]\s*" + _TN_WORD, re.I)
 _DECOR_RE = re.compile(r"^[\s|\[\]{}●○•*=#~+\-]*")
 _SEPARATOR_RE = re.compile(r"^\s*[-=#*_+~|.·•●]{3,}[-=#*_+~|.·•●\s]*$|^\s*(?:\*\s+){2,}\*\s*$")
@@ -275,7 +284,7 @@ _BOX_LINE_RE = re.compile(r"^\s*\|")
 _NOTE_VOCAB_RE = re.compile(
     r"\b(?:denoted|underscores?|italics?|bold|small\s+cap|typographical|typos?|corrected|changed|changes|retained|"
     r"hyphenat\w*|spelling|e-?books?|e-?texts?|transcri\w*|public\s+domain|cover\s+art|HTML|plain\s+text|"
-    r"original\s+(?:book|edition|text|publication)|silently|standardi[sz]ed|inconsisten\w*|printer'?s\s+errors?)\b",
+    r"original\s+(?:book|edition|text|publication)|silently|standardi[sz]ed|inconsisten\w*|printer[\u2019']?s\s+errors?)\b",
     re.I,
 )
 _BACK_MATTER_RE = re.compile(r"^\s*(?:FOOTNOTES?|ENDNOTES|NOTES|INDEX|APPENDIX|GLOSSARY)\b[\s.:]*$")
@@ -499,10 +508,12 @@ def strip_emphasis(text: str) -> str:
 
 
 def normalize_whitespace(text: str) -> str:
-    """Trailing whitespace, runs of 3+ blank lines, and blank or separator-only lines at either end (the latter
-    can be left behind where a note or credit was cut)."""
-    text = _TRAILING_WS_RE.sub("", text)
-    text = _BLANK_RUN_RE.sub("\n\n", text)
+    """Trailing whitespace, runs of 3+ blank lines, then :func:`trim_ends`."""
+    return trim_ends(_BLANK_RUN_RE.sub("\n\n", _TRAILING_WS_RE.sub("", text)))
+
+
+def trim_ends(text: str) -> str:
+    """Blank or separator-only lines at either end (left behind where a header, note or credit was cut)."""
     lines = text.strip("\n").split("\n")
     a, b = 0, len(lines)
     while a < b and (_is_blank(lines[a]) or _SEPARATOR_RE.match(lines[a])):
@@ -522,29 +533,39 @@ def remove_bare_markers(text: str) -> str:
     return _BARE_MARKER_RE.sub("", text) if "[" in text else text
 
 
-def clean_text(text: str) -> str:
-    """The full cleaning used by every command that reads documents (see the module docstring)."""
-    text = normalize_chars(text)
+def remove_boilerplate(text: str) -> str:
+    """Steps 2-5 and 7 of the module docstring: what is not part of the work. The work's own characters are left
+    as they are, and a text in which nothing is found comes back unchanged."""
     text = strip_gutenberg(text)
-    text = normalize_chars(strip_html(text))  # again: decoded entities may be curly quotes or dashes
+    text = strip_html(text)
     text = remove_credits(text)
     text = remove_transcriber_notes(text)
-    text = remove_bare_markers(text)
-    text = strip_emphasis(text)
-    return normalize_whitespace(text)
+    return remove_bare_markers(text)
+
+
+def clean_text(text: str, normalize_chars: bool = False) -> str:
+    """The cleaning used by every command that reads documents (see the module docstring): boilerplate removal,
+    and with ``normalize_chars`` the character, emphasis and whitespace normalization too."""
+    text = normalize_newlines(text)
+    if not normalize_chars:
+        body = remove_boilerplate(text)
+        return body if body == text else trim_ends(body)
+    # characters first so that the boilerplate patterns see one convention, again after HTML entities are decoded
+    body = normalize_characters(remove_boilerplate(normalize_characters(text)))
+    return normalize_whitespace(strip_emphasis(body))
 
 
 # ---------------------------------------------------------------------------------------------------------------
 # documents
 
 
-def load_document(path, raw: bool = False) -> Document:
-    """Read and (unless ``raw``) clean one file. Raises :class:`DocumentError` when it cannot be read or nothing
-    is left."""
+def load_document(path, raw: bool = False, normalize_chars: bool = False) -> Document:
+    """Read and (unless ``raw``) clean one file (:func:`clean_text`). Raises :class:`DocumentError` when it cannot
+    be read or nothing is left."""
     p = pathlib.Path(path)
     text = read_text(p)
     if not raw:
-        text = clean_text(text)
+        text = clean_text(text, normalize_chars)
     if not text.strip():
         raise (DocumentError(p, "empty", "empty file") if raw else
                DocumentError(p, "no text left after cleaning", "no text left after cleaning"))
@@ -628,7 +649,8 @@ def expand_paths(paths) -> list[pathlib.Path]:
     return out
 
 
-def load_documents(paths, raw: bool = False, progress: bool = False, skips: Skips | None = None) -> list[Document]:
+def load_documents(paths, raw: bool = False, progress: bool = False, skips: Skips | None = None,
+                   normalize_chars: bool = False) -> list[Document]:
     """:func:`expand_paths` then :func:`load_document` on each file, with a tqdm bar when ``progress``. A document
     that cannot be used is an error, or, with ``skips``, is recorded there and left out; when none is left that
     is an error all the same (the document's own when there was one)."""
@@ -642,7 +664,7 @@ def load_documents(paths, raw: bool = False, progress: bool = False, skips: Skip
     docs, last = [], None
     for f in files_iter:
         try:
-            docs.append(load_document(f, raw=raw))
+            docs.append(load_document(f, raw=raw, normalize_chars=normalize_chars))
         except DocumentError as e:
             if skips is None:
                 raise

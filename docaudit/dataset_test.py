@@ -162,8 +162,8 @@ def dataset_test(
 
 def dataset_test_documents(suspect_paths, nonmember_paths, model=None, methods=("loss", "zlib", "mink", "minkpp"),
                            query=None, seed: int = 0, n_splits: int = 10, raw: bool = False,
-                           progress: bool = True, skips=None,
-                           drop_duplicates: bool = False) -> tuple[DatasetTestResult, list[dict]]:
+                           progress: bool = True, skips=None, drop_duplicates: bool = False,
+                           normalize_chars: bool = False) -> tuple[DatasetTestResult, list[dict]]:
     """Score both document sets with the detectors ``methods`` on the target model (one query pass each, cached)
     and run :func:`dataset_test` on the score matrices. A text in both sets is an error, or with
     ``drop_duplicates`` left out of both. Documents that cannot be used are left out and recorded in ``skips``
@@ -176,8 +176,8 @@ def dataset_test_documents(suspect_paths, nonmember_paths, model=None, methods=(
     from .lm import load_model
 
     suspect_docs, known_docs, duplicates = separate_sets(
-        load_documents(suspect_paths, raw=raw, progress=progress, skips=skips),
-        load_documents(nonmember_paths, raw=raw, progress=progress, skips=skips), drop_duplicates, ("suspects", "non-members"))
+        load_documents(suspect_paths, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars),
+        load_documents(nonmember_paths, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars), drop_duplicates, ("suspects", "non-members"))
     lm = load_model(model or ModelConfig())
     kwargs = {"methods": list(methods), "query": query or QueryConfig(), "raw": raw, "progress": progress,
               "skips": skips}

@@ -1,4 +1,5 @@
-"""Sequence-level membership scores (SPEC §6), every one oriented so that **higher = more member-like**.
+"""Sequence-level membership scores, every one oriented so that **higher = more member-like** (docs/methods.md,
+"Sequence-level detectors").
 
 A score is computed from a *view* of one sequence: the target model's per-token ``logp``, ``mu`` and ``sigma``
 (TokenStats arrays, or a slice of them for one querier window), the sequence's text where a method needs it, and
@@ -6,28 +7,17 @@ the log-probabilities of the extra passes the method needs (texts derived from t
 Querier and therefore cached like any document). With ``L(x) = -mean(logp)``, the cross-entropy loss in nats per
 scored token of text ``x``:
 
-- ``loss``: ``mean(logp) = -L(x)``.
-- ``zlib``: ``-L(x) / Z(x)`` with ``Z(x) = len(zlib.compress(x.encode("utf-8")))`` (bytes, default compression
-  level), i.e. ``mean(logp) / Z``: the loss divided by the zlib entropy (Carlini et al.), negated. Always <= 0;
-  for equal ``Z`` a lower loss gives a higher score.
-- ``lowercase``: ``L(x.lower()) / L(x)``, the ratio of the loss on the lowercased text to the loss on the
-  original (extra pass: the lowercased text). A memorized text has a low loss only in its original casing.
-- ``ref``: ``L_ref(x) - L(x)``, the reference model's loss minus the target's (a difference, not a ratio; each
-  loss is per token of its own model's tokenization, so the two models need not share a tokenizer).
-- ``mink``: Min-K% Prob, the mean of the lowest ``max(1, int(k * n))`` values of ``logp``.
-- ``minkpp``: Min-K%++, per token ``(logp - mu) / sigma`` (0 where ``sigma == 0``: a flat or one-hot
-  distribution says nothing), then the mean of the lowest ``max(1, int(k * n))``.
-- ``pac``: ``PD(x) - mean_i PD(aug_i(x))`` with the polarized distance ``PD = mean(top max(1, int(k1 n)) logp) -
-  mean(bottom max(1, int(k2 n)) logp)`` and ``N`` augmented copies (extra passes), see :func:`swap_words`. The
-  sign is the paper's (Ye et al., eq. 6). Caution: on a small model that memorized its members
-  (``docaudit lab``) members have a flat, high log-p profile (small PD) and their swapped
-  copies lose probability at the swaps (larger PD), so this score ranks members *lowest* there.
-- ``neighbor``: ``mean_j L(nb_j(x)) - L(x)``: mean loss of masked-LM neighbours (extra passes) minus the loss,
-  see :class:`MaskedNeighbors`. Optional: needs a masked language model.
+- ``loss``: ``-L(x)``; ``zlib``: ``-L(x) / Z(x)``, ``Z`` the zlib-compressed size of the UTF-8 bytes;
+  ``lowercase``: ``L(x.lower()) / L(x)``; ``ref``: ``L_ref(x) - L(x)``; ``mink``: Min-K% Prob; ``minkpp``:
+  Min-K%++; ``pac``: ``mean_i PD(aug_i(x)) - PD(x)``; ``neighbor``: ``mean_j L(nb_j(x)) - L(x)``.
 
-For a text that fits one window of the querier (fewer tokens than the context), the view is a single forward
-pass and the scores are exactly the sequence-level definitions; a longer text is scored over all its windows'
-tokens (each window scored independently, SPEC §1).
+Each score function below says which file and function of its authors' public code it was checked against, and
+how that code orients the score. Those scripts score a text with one forward pass of ``tokenizer.encode(text)``;
+for a text that fits one window of the querier (fewer tokens than the context) docaudit's view is the same single
+pass, so the scores are exactly the sequence-level definitions (one difference: with a tokenizer that puts a BOS
+first, the authors' scripts also score the first text token, predicted from the BOS alone; docaudit does not
+score it). A longer text is scored over all its windows' tokens (each window an independent pass,
+docs/methods.md, "Querying").
 """
 from __future__ import annotations
 
@@ -81,7 +71,9 @@ def minkpp_tokens(logp: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> np.nda
 
 
 def polarized_distance(logp: np.ndarray, k1: float, k2: float) -> float:
-    """PAC's polarized distance: mean of the top ``k1`` share of ``logp`` minus mean of the bottom ``k2`` share."""
+    """PAC's polarized distance: mean of the top ``k1`` share of ``logp`` minus mean of the bottom ``k2`` share
+    (yyy01/PAC ``attack.py`` ``calculate_Polarized_Distance``: ``ratio_far = 0.05`` on top, ``ratio_local = 0.3``
+    at the bottom, each at least one value)."""
     return highest_mean(logp, k1) - lowest_mean(logp, k2)
 
 
@@ -113,7 +105,10 @@ def swap_words(text: str, n_swaps: int, rng: np.random.Generator) -> str:
 
 def pac_copies(text: str, config: DetectorConfig) -> list[str]:
     """PAC's augmented copies: copy ``c`` (0-based) makes ``max(1, int(pac_swap_ratio * n_words))`` swaps with
-    ``np.random.default_rng([seed, c, text_seed(text)])``."""
+    ``np.random.default_rng([seed, c, text_seed(text)])``. As yyy01/PAC ``src/eda.py`` (``eda``, ``random_swap``:
+    ``max(1, int(alpha * n_words))`` swaps of two random words per copy), except that words are whitespace runs
+    kept in place (the authors split on single spaces) and that the two positions always differ and are seeded
+    per text (the authors retry three times, then skip the swap, with a global seed)."""
     n_words = sum(1 for p in _SPACE.split(text) if p and not p.isspace())
     n_swaps = n_of(config.pac_swap_ratio, n_words)
     seed = text_seed(text)
@@ -253,18 +248,90 @@ class Method:
         return self.uses_text or bool(self.passes)
 
 
+def score_loss(v: View, c: DetectorConfig) -> float:
+    """Loss attack: ``mean(logp) = -L(x)``. Checked against zjysteven/mink-plus-plus ``run.py`` (``scores['loss']
+    = -loss``, larger = member) and swj0419/detect-pretrain-code ``src/run.py`` ``inference`` (``ppl = exp(L)``,
+    negated by ``src/eval.py`` ``sweep``: lower perplexity = member)."""
+    return -_loss(v.logp)
+
+
+def score_zlib(v: View, c: DetectorConfig) -> float:
+    """Zlib attack (Carlini et al. 2021): ``-L(x) / Z(x)`` with ``Z(x) = len(zlib.compress(x.encode("utf-8")))``,
+    the compressed size in bytes of the UTF-8 encoding at zlib's default level. Checked against
+    zjysteven/mink-plus-plus ``run.py`` (``ll / len(zlib.compress(bytes(text, 'utf-8')))``, larger = member),
+    swj0419/detect-pretrain-code ``src/run.py`` ``inference`` (``log(ppl) / zlib_entropy``, negated by ``sweep``)
+    and iamgroot42/mimir ``mimir/attacks/zlib.py`` (``loss / zlib_entropy``, negated by ``get_roc_metrics``).
+    Always <= 0; for equal ``Z`` a lower loss gives a higher score."""
+    return -_loss(v.logp) / len(zlib.compress(v.text.encode("utf-8")))
+
+
+def score_lowercase(v: View, c: DetectorConfig) -> float:
+    """Lowercase attack (Carlini et al. 2021): ``L(x.lower()) / L(x)`` (extra pass: the lowercased text); a
+    memorized text has a low loss only in its original casing. Checked against zjysteven/mink-plus-plus
+    ``run_ref.py`` (``ll_lowercase / ll``, larger = member) and swj0419/detect-pretrain-code ``src/run.py``
+    ``inference`` (``-(log ppl_lower / log ppl)``, negated by ``sweep``)."""
+    return _loss(v.extra["lower"][0]) / max(_loss(v.logp), 1e-12)
+
+
+def score_ref(v: View, c: DetectorConfig) -> float:
+    """Reference-model attack (Carlini et al. 2021): ``L_ref(x) - L(x)``, a difference of losses (each per token of
+    its own model's tokenization, so the models need not share a tokenizer). Checked against
+    zjysteven/mink-plus-plus ``run_ref.py`` (``ll - ll_ref``, larger = member), swj0419/detect-pretrain-code
+    ``src/run.py`` ``inference`` (``L - L_ref``, negated by ``sweep``) and iamgroot42/mimir
+    ``mimir/attacks/reference.py`` (``loss - ref_loss`` with mimir's loss, negated)."""
+    return _loss(v.extra["ref"][0]) - _loss(v.logp)
+
+
+def score_mink(v: View, c: DetectorConfig) -> float:
+    """Min-K% Prob (Shi et al. 2024): the mean of the lowest ``max(1, int(k * n))`` values of ``logp``. Checked
+    against swj0419/detect-pretrain-code ``src/run.py`` ``inference`` (``-mean(sorted(all_prob)[:int(n * ratio)])``,
+    negated by ``src/eval.py`` ``sweep``), zjysteven/mink-plus-plus ``run.py`` (``mink_{ratio}``, larger = member)
+    and iamgroot42/mimir ``mimir/attacks/min_k.py`` (negated mean, negated again by ``get_roc_metrics``). The
+    authors' ``int(n * ratio)`` is empty for very short texts; docaudit takes at least one token."""
+    return lowest_mean(v.logp, c.k)
+
+
+def score_minkpp(v: View, c: DetectorConfig) -> float:
+    """Min-K%++ (Zhang et al. 2024): per token ``(logp - mu) / sigma`` with ``mu`` and ``sigma`` the mean and
+    standard deviation of ``log p`` under the model's next-token distribution (0 where ``sigma == 0``: a flat or
+    one-hot distribution says nothing), then the mean of the lowest ``max(1, int(k * n))``. Checked against
+    zjysteven/mink-plus-plus ``run.py`` (``(token_log_probs - mu) / sigma.sqrt()`` with ``sigma`` the variance
+    ``E[log p ** 2] - mu ** 2``; ``mink++_{ratio}``, larger = member) and iamgroot42/mimir
+    ``mimir/attacks/min_k_plus_plus.py`` (negated, negated again by ``get_roc_metrics``)."""
+    return lowest_mean(minkpp_tokens(v.logp, v.mu, v.sigma), c.k)
+
+
+def score_pac(v: View, c: DetectorConfig) -> float:
+    """PAC (Ye et al. 2024), member-oriented: ``mean_i PD(aug_i(x)) - PD(x)``, the negation of the authors'
+    ``PAC(x) = PD(x) - mean_i PD(aug_i(x))``. ``PD = mean(top max(1, int(k1 n)) logp) - mean(bottom max(1,
+    int(k2 n)) logp)`` is the polarized distance and ``aug_i`` the ``N`` word-swapped copies (extra passes, see
+    :func:`pac_copies`). Checked against yyy01/PAC ``attack.py``: ``calculate_Polarized_Distance`` (far region =
+    top 5%, local region = bottom 30%), ``calculate_PAC`` (``pds - calibrated_pds``) and ``calculate_auc``, which
+    scores ``roc_auc_score(labels, [-x for x in PAC_list])``: **a lower PAC means member**, and the published AUCs
+    come from that orientation. A memorized text has a flat, high log-p profile (small PD) while its swapped copies
+    lose probability at the swaps (larger PD)."""
+    return float(np.mean([polarized_distance(a, c.pac_k1, c.pac_k2) for a in v.extra["pac"]])) \
+        - polarized_distance(v.logp, c.pac_k1, c.pac_k2)
+
+
+def score_neighbor(v: View, c: DetectorConfig) -> float:
+    """Neighbourhood attack (Mattern et al. 2023): ``mean_j L(nb_j(x)) - L(x)``, the mean loss of masked-LM
+    neighbours (extra passes, see :class:`MaskedNeighbors`) minus the text's loss. Checked against
+    zjysteven/mink-plus-plus ``run_neighbor.py`` (``ll - mean(ll_neighbors)``, larger = member) and
+    iamgroot42/mimir ``mimir/attacks/neighborhood.py`` ``NeighborhoodAttack._attack`` (``loss - mean neighbour
+    loss``, negated by ``get_roc_metrics``). Optional: needs a masked language model."""
+    return float(np.mean([_loss(a) for a in v.extra["neighbor"]])) - _loss(v.logp)
+
+
 METHODS: dict[str, Method] = {m.name: m for m in (
-    Method("loss", "Loss", lambda v, c: -_loss(v.logp)),
-    Method("zlib", "Zlib", lambda v, c: -_loss(v.logp) / len(zlib.compress(v.text.encode("utf-8"))), uses_text=True),
-    Method("lowercase", "Lowercase", lambda v, c: _loss(v.extra["lower"][0]) / max(_loss(v.logp), 1e-12),
-           passes=("lower",)),
-    Method("ref", "Ref", lambda v, c: _loss(v.extra["ref"][0]) - _loss(v.logp), passes=("ref",)),
-    Method("mink", "Min-K% Prob", lambda v, c: lowest_mean(v.logp, c.k)),
-    Method("minkpp", "Min-K%++", lambda v, c: lowest_mean(minkpp_tokens(v.logp, v.mu, v.sigma), c.k)),
-    Method("pac", "PAC", lambda v, c: polarized_distance(v.logp, c.pac_k1, c.pac_k2)
-           - float(np.mean([polarized_distance(a, c.pac_k1, c.pac_k2) for a in v.extra["pac"]])), passes=("pac",)),
-    Method("neighbor", "Neighborhood", lambda v, c: float(np.mean([_loss(a) for a in v.extra["neighbor"]])) - _loss(v.logp),
-           passes=("neighbor",)),
+    Method("loss", "Loss", score_loss),
+    Method("zlib", "Zlib", score_zlib, uses_text=True),
+    Method("lowercase", "Lowercase", score_lowercase, passes=("lower",)),
+    Method("ref", "Ref", score_ref, passes=("ref",)),
+    Method("mink", "Min-K% Prob", score_mink),
+    Method("minkpp", "Min-K%++", score_minkpp),
+    Method("pac", "PAC", score_pac, passes=("pac",)),
+    Method("neighbor", "Neighborhood", score_neighbor, passes=("neighbor",)),
 )}
 
 DEFAULT_METHODS = ("loss", "zlib", "lowercase", "mink", "minkpp", "pac")
@@ -363,7 +430,7 @@ def build_detector(lm: LoadedModel, query: QueryConfig, methods=None, config: De
 def score_documents(paths, model: ModelConfig | LoadedModel = ModelConfig(), methods=None,
                     config: DetectorConfig = DetectorConfig(), query: QueryConfig = QueryConfig(),
                     ref_model: ModelConfig | LoadedModel | None = None, neighbor_model: str | MaskedNeighbors | None = None,
-                    raw: bool = False, progress: bool = True, skips=None) -> list[dict]:
+                    raw: bool = False, progress: bool = True, skips=None, normalize_chars: bool = False) -> list[dict]:
     """Raw per-document scores: ``[{"file", "n_tokens", "context", "stride", <method>: score, ...}]`` of the files
     ``paths`` (or of already loaded Documents). A document shorter than the context is one window, so its scores
     equal the sequence-level definitions; a longer one is scored over all its windows' tokens (and its extra passes
@@ -378,7 +445,8 @@ def score_documents(paths, model: ModelConfig | LoadedModel = ModelConfig(), met
 
     skips = Skips() if skips is None else skips
     loaded = isinstance(paths, list) and all(isinstance(p, Document) for p in paths)
-    docs = paths if loaded else load_documents(paths, raw=raw, progress=progress, skips=skips)
+    docs = paths if loaded else load_documents(paths, raw=raw, progress=progress, skips=skips,
+                                               normalize_chars=normalize_chars)
     lm = model if isinstance(model, LoadedModel) else load_model(model)
     detector = build_detector(lm, replace(query, max_tokens=None), methods, config, ref_model, neighbor_model)
     if query.max_tokens is not None:

@@ -62,7 +62,7 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
                      query: QueryConfig = QueryConfig(), methods: Sequence[str] | str | None = None,
                      detector: DetectorConfig = DetectorConfig(), scaling: ScalingConfig = ScalingConfig(),
                      meta: MetaConfig | None = MetaConfig(), folds: int = 5, seed: int = 0, raw: bool = False,
-                     ref_model: ModelConfig | LoadedModel | None = None, neighbor_model=None,
+                     normalize_chars: bool = False, ref_model: ModelConfig | LoadedModel | None = None, neighbor_model=None,
                      levels: Sequence[str] = tuple(LEVELS), blind_kinds: Sequence[str] | None = BLIND_KINDS,
                      progress: bool = True, drop_duplicates: bool = False,
                      skips: Skips | None = None) -> MethodsEvaluation:
@@ -76,7 +76,8 @@ def evaluate_methods(members, nonmembers, model: ModelConfig | LoadedModel = Mod
     started = time.time()
     skips = Skips() if skips is None else skips
     methods, blind_kinds = _split_blind(methods, blind_kinds)
-    docs, labels, duplicates = labelled_documents(members, nonmembers, raw, progress, skips, drop_duplicates)
+    docs, labels, duplicates = labelled_documents(members, nonmembers, raw, progress, skips, drop_duplicates,
+                                                  normalize_chars)
     summary_rows, fold_rows, curves, info = [], [], {}, {}
     if methods != []:  # only `--methods blind` needs no model
         lm = model if isinstance(model, LoadedModel) else load_model(model)

@@ -1,4 +1,5 @@
-"""Document-level feature extraction (SPEC §4) as a scikit-learn estimator over per-token value arrays."""
+"""Document-level feature extraction (docs/methods.md, "Feature extractors") as a scikit-learn estimator over
+per-token value arrays."""
 from __future__ import annotations
 
 import numpy as np
@@ -14,7 +15,10 @@ class DocumentFeatures(BaseEstimator, TransformerMixin):
     """``kind="agg"`` (AggFE): mean, min, max, std and percentiles of a document's values (+ token count when
     ``token_count``; off by default as it mostly measures length). ``kind="hist"`` (HistFE): the fraction of
     values in each of ``bins`` equal-width bins spanning the pooled training values; values outside that range
-    are clipped into the edge bins."""
+    are clipped into the edge bins. Checked against computationalprivacy/document-level-membership-inference
+    ``src/feature_extraction.py``: ``simple_agg_feat_extraction`` (which always appends the count) and
+    ``histogram_feats`` (``np.histogram(..., density=True)`` over training bin edges, which drops values outside
+    them)."""
 
     def __init__(self, kind: str = "hist", bins: int = 1000, token_count: bool = False):
         self.kind = kind

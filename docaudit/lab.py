@@ -1,11 +1,11 @@
 """Controlled experiments: train a small target model on a random half of a document pool.
 
 Membership is assigned at random (``split_members``), so any member/non-member difference the detectors find is
-caused by training and not by a difference between the two sets (SPEC §5, caution). ``train_target`` trains a
-byte-level BPE tokenizer on the whole pool (members and non-members, so the tokenizer itself carries no membership
-signal), then a GPT-2 or Llama model from scratch on the members only, and saves an ordinary Hugging Face model
-directory. Training is deterministic given the seed, checkpoints after every epoch and resumes after an
-interruption.
+caused by training and not by a difference between the two sets (docs/methods.md, "Blind baseline" and
+"Controlled experiments"). ``train_target`` trains a byte-level BPE tokenizer on the whole pool (members and
+non-members, so the tokenizer itself carries no membership signal), then a GPT-2 or Llama model from scratch on the
+members only, and saves an ordinary Hugging Face model directory. Training is deterministic given the seed,
+checkpoints after every epoch and resumes after an interruption.
 
 Layout of ``out_dir``::
 
@@ -674,13 +674,15 @@ def _write_texts(directory: pathlib.Path, texts: dict[str, str]) -> None:
 
 def run_lab(corpus, out, target: TargetConfig = TargetConfig(), base_model: str | None = None,
             methods=None, folds: int = 5, precisions=(), max_docs: int | None = None, progress: bool = True,
-            overwrite: bool = False) -> LabResult:
+            overwrite: bool = False, normalize_chars: bool = False) -> LabResult:
     """A randomized controlled membership experiment. Split the documents of ``corpus`` at random (seeded) into
     members and non-members, train ``target`` on the members (resumable), then evaluate the meta-classifier, the
     detectors and the blind baseline with the true labels on exactly the text the target was trained on (each
     document's leading ``target.max_tokens`` tokens). ``precisions`` (e.g. ``["bfloat16", "int8", "int4"]``)
     re-query the same target at those precisions for the paper's Table-5 comparison. ``out`` is a new or empty
-    folder or an earlier lab, resumed, or with ``overwrite`` discarded first (``outputs.prepare_output``)."""
+    folder or an earlier lab, resumed, or with ``overwrite`` discarded first (``outputs.prepare_output``).
+    ``normalize_chars`` cleans the pool with character normalization (:func:`docaudit.data.clean_text`); the
+    evaluation reads the trained text as written (``raw``), so it is never cleaned twice."""
     from transformers import AutoTokenizer
 
     from .config import ModelConfig, QueryConfig
@@ -689,7 +691,7 @@ def run_lab(corpus, out, target: TargetConfig = TargetConfig(), base_model: str 
     from .outputs import discard_output, prepare_output, write_marker
 
     out = prepare_output(out, "lab", overwrite, [corpus, *([base_model] if base_model else [])], resume=True)
-    docs = load_documents([corpus], progress=progress)
+    docs = load_documents([corpus], progress=progress, normalize_chars=normalize_chars)
     if overwrite:
         discard_output(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -712,7 +714,8 @@ def run_lab(corpus, out, target: TargetConfig = TargetConfig(), base_model: str 
 
     query = QueryConfig(context=target.context - 1)
     evaluation = evaluate_methods([out / "members"], [out / "nonmembers"], ModelConfig(model=str(model_dir)),
-                                  query=query, methods=methods, folds=folds, seed=target.seed, progress=progress)
+                                  query=query, methods=methods, folds=folds, seed=target.seed, raw=True,
+                                  progress=progress)
     write_evaluation(evaluation, out / "evaluation", overwrite=True)
     columns = ["method", "level", "auc_mean", "auc_std"]
     baseline = evaluation.table[evaluation.table.method != "blind"][columns]
@@ -721,7 +724,7 @@ def run_lab(corpus, out, target: TargetConfig = TargetConfig(), base_model: str 
         model = ModelConfig(model=str(model_dir), **({"quantize": precision} if precision in ("int8", "int4")
                                                       else {"dtype": precision}))
         ev = evaluate_methods([out / "members"], [out / "nonmembers"], model, query=query, methods=methods,
-                              folds=folds, seed=target.seed, blind_kinds=None, progress=progress)
+                              folds=folds, seed=target.seed, raw=True, blind_kinds=None, progress=progress)
         rows += [{"precision": precision, **r} for r in ev.table[columns].to_dict("records")]
     result = LabResult(out, model_dir, int(sum(split.values())), int(len(split) - sum(split.values())),
                        int(sum(len(tokenizer(t).input_ids) for t in trained.values())), loss, evaluation, rows)

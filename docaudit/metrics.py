@@ -13,8 +13,8 @@ LOW_FPRS = (0.10, 0.01)
 
 
 def chunk_folds(labels, k: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Split members and non-members each into ``k`` near-equal random chunks (SPEC §5); fold ``i`` tests on
-    chunk ``i`` of both classes and trains on the rest."""
+    """Split members and non-members each into ``k`` near-equal random chunks (docs/methods.md,
+    "Meta-classifier"); fold ``i`` tests on chunk ``i`` of both classes and trains on the rest."""
     labels = np.asarray(labels)
     counts = {int(c): int((labels == c).sum()) for c in (0, 1)}
     if k < 2:

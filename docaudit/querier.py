@@ -1,4 +1,4 @@
-"""The sliding-window querier (SPEC §1): one pass of the model over a document gives its TokenStats.
+"""The sliding-window querier (docs/methods.md, "Querying"): one pass of the model over a document gives its TokenStats.
 
 Windows of equal length are batched. The model's trunk produces hidden states; the LM head is applied to chunks
 of scored positions, and each chunk's logits are reduced at once (in float32) to the per-token statistics, so no

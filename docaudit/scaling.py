@@ -1,4 +1,4 @@
-"""From sequence scores to document scores (Meeus et al., sec. 6.2; SPEC §6).
+"""From sequence scores to document scores (Meeus et al., sec. 6.2; docs/methods.md, "Document-level scaling").
 
 A document's *sequences* are the querier's windows: the window ``tokens[start:end]`` (``end - start`` = the query
 context C, 128 by default) is one sequence, and its slice of the document's TokenStats equals a single forward
@@ -17,6 +17,12 @@ Three levels (``LEVELS``), each a function of one fold ``(train, test)`` returni
 - ``doc_avg``: a test document's score is the mean of its sequence scores (no training);
 - ``doc_threshold``: ``tau`` maximizes sequence-level accuracy (``score > tau`` = member) over the sequences of
   the **training** documents only; a test document's score is the fraction of its sequences above ``tau``.
+
+The sequences are the windows of computationalprivacy/document-level-membership-inference
+``src/compute_baselines.py`` (128 tokens, stride 127; the authors decode each window and query its text again,
+docaudit takes the window's slice of the cached statistics). That repository holds no code for the two document
+levels, which follow the paper's sec. 6.2. Every score is oriented higher = member, so "above ``tau``"
+is right for every method.
 """
 from __future__ import annotations
 

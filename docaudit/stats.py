@@ -10,7 +10,7 @@ import numpy as np
 
 
 def window_starts(n_tokens: int, context: int, stride: int) -> list[int]:
-    """Start offsets of the sliding windows over a sequence of ``n_tokens`` tokens (SPEC §1)."""
+    """Start offsets of the sliding windows over a sequence of ``n_tokens`` tokens (docs/methods.md, "Querying")."""
     starts = [0]
     while starts[-1] + context < n_tokens:
         starts.append(starts[-1] + stride)

@@ -35,8 +35,9 @@ def main() -> None:
     catalog = pd.read_csv(args.corpus / "catalog.csv")
     members = sample(catalog, args.corpus, "pg19", args.books, args.seed)
     nonmembers = sample(catalog, args.corpus, "post2024", args.books, args.seed)
+    # the shipped classifier was built on character-normalized text (its card records it, and predict follows it)
     config = TrainConfig(model=ModelConfig(), query=QueryConfig(max_tokens=args.max_tokens, seed=args.seed),
-                         meta=MetaConfig(seed=args.seed))
+                         meta=MetaConfig(seed=args.seed), normalize_chars=True)
     result = api.train(members, nonmembers, config, args.out, overwrite=args.overwrite)
     print(f"{result.final_config}: {format_summary(result.summary)}")
     if result.card.get("warning"):

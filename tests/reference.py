@@ -113,10 +113,13 @@ def swapped(text: str, copy: int, seed: int, swap_ratio: float) -> str:
 
 
 def pac(model, tokenizer, text, seed=0, copies=5, swap_ratio=0.3, k1=0.05, k2=0.3, bos=None):
+    """Member-oriented PAC: minus the authors' ``PD(x) - mean PD(aug)``, since their ``calculate_auc`` scores
+    ``-PAC`` (a lower PAC means member)."""
+
     def polarized(t):
         lp = sorted(row[y] for row, y in full_softmax_rows(model, token_ids(tokenizer, t), bos))
         top = lp[::-1][: max(1, int(k1 * len(lp)))]
         bottom = lp[: max(1, int(k2 * len(lp)))]
         return float(np.mean(top) - np.mean(bottom))
 
-    return polarized(text) - float(np.mean([polarized(swapped(text, c, seed, swap_ratio)) for c in range(copies)]))
+    return float(np.mean([polarized(swapped(text, c, seed, swap_ratio)) for c in range(copies)])) - polarized(text)

@@ -80,6 +80,35 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
     assert_clean_error(run("predict", "--classifier", out, "--model", tiny_llama, book), "trained for model")
 
 
+def test_predict_cleans_documents_as_the_card_says(trained, tiny_gpt2, tmp_path):
+    """predict reads documents as the classifier's training documents were read: a card without the
+    ``normalize_chars`` field (written before it existed, like the shipped classifier's) means normalized text."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    from docaudit.data import clean_text
+
+    text = "\u201cWell,\u201d she said \u2014 \u201cit\u2019s late\u2026\u201d " * 8
+    doc = tmp_path / "quotes.txt"
+    doc.write_text(text, encoding="utf-8")
+    tokenizer = AutoTokenizer.from_pretrained(tiny_gpt2)
+    n_tokens = {norm: len(tokenizer(clean_text(text, norm), add_special_tokens=False)["input_ids"]) for norm in (False, True)}
+    assert n_tokens[False] != n_tokens[True]
+    card = json.loads((trained / "card.json").read_text())
+    assert card["normalize_chars"] is False
+    for field, expected in ((False, n_tokens[False]), (True, n_tokens[True]), (None, n_tokens[True])):
+        copy = tmp_path / f"classifier-{field}"
+        shutil.copytree(trained, copy)
+        edited = {k: v for k, v in card.items() if k != "normalize_chars"}
+        if field is not None:
+            edited["normalize_chars"] = field
+        (copy / "card.json").write_text(json.dumps(edited))
+        result = run("predict", "--classifier", copy, "--model", tiny_gpt2, "--format", "json", doc)
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)[0]["n_tokens"] == expected
+
+
 @pytest.mark.parametrize("name,content,message", [
     ("empty.txt", b"", "empty file"),
     ("binary.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),

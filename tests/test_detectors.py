@@ -60,6 +60,24 @@ def test_scores_equal_direct_computations(gpt2, llama, tmp_path):
     assert row["pac"] == pytest.approx(ref.pac(model, tok, text), rel=1e-4, abs=1e-4)
 
 
+def test_score_on_a_snippet_equals_the_direct_computation_on_its_raw_text(gpt2, tmp_path):
+    """``score`` with its defaults queries a snippet without boilerplate exactly as written (curly quotes, dashes,
+    double spaces), so its numbers are the authors' computation on the raw text."""
+    from test_data import SNIPPET
+
+    doc = tmp_path / "snippet.txt"
+    doc.write_text(SNIPPET, encoding="utf-8")
+    [row] = score_documents([doc], gpt2, ["loss", "zlib", "mink", "minkpp"], query=QueryConfig(context=250),
+                            progress=False)
+    model, ids = gpt2.model, ref.token_ids(gpt2.tokenizer, SNIPPET)
+    loss = ref.loss_by_labels(model, ids)
+    assert row["n_tokens"] == len(ids)
+    assert row["loss"] == pytest.approx(-loss, **TOL)
+    assert row["zlib"] == pytest.approx(ref.zlib_score(loss, SNIPPET), **TOL)
+    assert row["mink"] == pytest.approx(ref.mink_prob(model, ids, 0.2), **TOL)
+    assert row["minkpp"] == pytest.approx(ref.mink_plus_plus(model, ids, 0.2), **TOL)
+
+
 def test_scores_with_a_bos_model(llama):
     """With a BOS before every window, the first text token is context only, as in the querier."""
     text = short_text(300, 1)
@@ -69,6 +87,22 @@ def test_scores_with_a_bos_model(llama):
     assert scores["loss"] == pytest.approx(-ref.loss_with_bos(llama.model, ids, bos), **TOL)
     assert scores["mink"] == pytest.approx(ref.mink_prob(llama.model, ids, 0.2, bos), **TOL)
     assert scores["minkpp"] == pytest.approx(ref.mink_plus_plus(llama.model, ids, 0.2, bos), **TOL)
+
+
+def test_every_detector_ranks_memorized_members_first():
+    """On a target that memorized its members, every score must rank members above non-members: an AUC far below
+    0.5 there is a sign error (PAC scored the authors' PAC value with higher = member and had AUC 0.0 here)."""
+    from labtarget import tiny_target
+    from sklearn.metrics import roc_auc_score
+
+    model_dir, members, nonmembers = tiny_target()
+    names = ["loss", "zlib", "lowercase", "mink", "minkpp", "pac"]
+    det = build_detector(load_model(ModelConfig(model=str(model_dir))), QueryConfig(), names, cache=False, single_pass=250)
+    rows = [det.score_text(text) for text in members + nonmembers]
+    labels = [1] * len(members) + [0] * len(nonmembers)
+    aucs = {m: roc_auc_score(labels, [r[m] for r in rows]) for m in names}
+    assert all(auc >= 0.75 for auc in aucs.values()), aucs
+    assert aucs["pac"] == 1.0, aucs
 
 
 def test_building_blocks():
