@@ -151,17 +151,23 @@ def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tok
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @friendly_errors
 def predict(documents, classifier, fmt, **kw):
-    """Membership probability for each document."""
+    """Membership probability for each document, beside the classifier's own evaluated AUC."""
     from . import api
 
     model = model_config(kw) if kw["model"] else None
-    rows = api.predict(documents, Path(classifier) if classifier else None, model)
+    rows = api.predict(documents, Path(classifier) if classifier else None, model,
+                       trust_remote_code=kw["trust_remote_code"])
+    if rows and api.includes_chance(ci := rows[0]["classifier_auc_ci"]):
+        click.echo(f"warning: this classifier's own evaluated AUC is {rows[0]['classifier_auc']:.3f} (95% interval "
+                   f"{ci[0]:.3f}-{ci[1]:.3f}), which includes 0.5: it does not detect membership better than chance, "
+                   "so these predictions are not evidence either way", err=True)
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
     import pandas as pd
 
-    click.echo(pd.DataFrame(rows).to_string(index=False, float_format="%.3f"))
+    table = pd.DataFrame(rows).assign(classifier_auc_ci=[f"{lo:.3f}-{hi:.3f}" for lo, hi in (r["classifier_auc_ci"] for r in rows)])
+    click.echo(table.to_string(index=False, float_format="%.3f"))
 
 
 @main.command()
