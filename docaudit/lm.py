@@ -102,7 +102,7 @@ def _convert_gguf(gguf_path: Path, out_dir: Path) -> None:
     kwargs = {"gguf_file": gguf_path.name}
     steps = ["reading the tokenizer", "de-quantizing the weights", "writing safetensors"]
     with tqdm(total=len(steps), desc=f"first use of {gguf_path.name}: converting to safetensors (once)",
-              unit="step", bar_format="{desc}: {n}/{total} {postfix} [{elapsed}]") as bar:
+              unit="step", bar_format="{desc}: {n}/{total}{postfix} [{elapsed}]") as bar:
         bar.set_postfix_str(steps[0])
         tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, **kwargs)
         bar.update()
