@@ -133,8 +133,8 @@ ALLOWED_NODES = {
     "TypeNode": _PLAIN | _NUMPY,
     "NdArrayNode": _NUMPY,
 }
-REQUIRED_CARD_FIELDS = {"model_identity": str, "model_config": dict, "tokenizer": str, "query": dict, "raw": bool,
-                        "pooled_bootstrap_95": dict, "sklearn_version": str, "skops_version": str}
+REQUIRED_CARD_FIELDS = {"model_identity": str, "model_config": dict, "query": dict, "raw": bool, "pooled_bootstrap_95": dict,
+                        "sklearn_version": str, "skops_version": str}
 
 
 def trusted_types() -> list[str]:
@@ -211,12 +211,13 @@ def untrusted_types(data: bytes, path: Path) -> set[str]:
 def check_pipeline(pipe, path: Path) -> None:
     """Refuse anything but docaudit's pipeline: its four steps, in order, of exactly the expected classes."""
     steps = getattr(pipe, "steps", None)
-    ok = (type(pipe) is Pipeline and isinstance(steps, list) and pipe.memory is None
+    ok = (type(pipe) is Pipeline and isinstance(steps, list) and getattr(pipe, "memory", None) is None
           and [(name, type(step)) for name, step in steps] == list(PIPELINE_STEPS))
     if ok:
         normalize, features, _, forest = (step for _, step in steps)
         trees = getattr(forest, "estimators_", None)
-        ok = (normalize.method in NORMS and features.kind in FEATURES and isinstance(trees, list) and len(trees) > 0
+        ok = (getattr(normalize, "method", None) in NORMS and getattr(features, "kind", None) in FEATURES
+              and isinstance(trees, list) and len(trees) > 0
               and all(type(tree) is DecisionTreeClassifier for tree in trees))
     if not ok:
         raise DocauditError(f"refusing to load {path}: not a docaudit classifier (expected the pipeline "
