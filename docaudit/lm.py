@@ -264,12 +264,14 @@ def load_model(config: ModelConfig, expected_identity: str | None = None) -> Loa
         tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
         model = AutoModelForCausalLM.from_pretrained(location, **model_kwargs)
     except (OSError, ValueError) as e:
+        reason = f" ({_first_line(e)})"
         if source.hub and not download:
             where = ("not a local path, the Hugging Face hub is unreachable"
                      + (" (HF_HUB_OFFLINE is set)" if _offline() else "") + " and it is not in the local Hugging Face cache")
+            reason = "" if isinstance(e, OSError) else reason
         else:
             where = "not a local path, and the Hugging Face hub did not provide it" if source.hub else "could not be loaded"
-        raise DocauditError(f"unknown model '{config.model}': {where} ({_first_line(e)})") from e
+        raise DocauditError(f"unknown model '{config.model}': {where}{reason}") from e
     if not config.quantize:
         model.to(device)
     model.eval()

@@ -271,3 +271,43 @@ def test_chance_warning_follows_the_interval(trained, tmp_path, lo, hi):
     assert len(warnings) == (lo <= 0.5 <= hi), result.stderr
     if warnings:
         assert f"{lo:.3f}-{hi:.3f}" in warnings[0] and "not evidence" in warnings[0]
+
+
+def test_hub_that_does_not_know_the_id_is_asked_once(sets_dir):
+    """A (local) hub answering 404: one request, no retries, one line."""
+    import http.server
+    import os
+    import subprocess
+    import sys
+    import threading
+    from pathlib import Path
+
+    requests = []
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            requests.append(self.path)
+            self.send_response(404)
+            self.send_header("X-Error-Code", "RepoNotFound")
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"error": "Repository not found"}')
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{server.server_port}", "HF_HUB_OFFLINE": "0"}
+    try:
+        result = subprocess.run([sys.executable, "-m", "docaudit.cli", "score", "--model", "no-such-org/no-such-model-xyz",
+                                 "--methods", "loss", str(sets_dir["mem"])], capture_output=True, text=True, env=env,
+                                cwd=Path(__file__).resolve().parents[1], timeout=120)
+    finally:
+        server.shutdown()
+    lines = [line for line in result.stderr.splitlines() if line.strip() and "%|" not in line]
+    assert result.returncode != 0 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: unknown model 'no-such-org/no-such-model-xyz'") and "no such model" in lines[0]
+    assert [r for r in requests if "no-such-model-xyz" in r] == ["/api/models/no-such-org/no-such-model-xyz"], requests
