@@ -13,7 +13,10 @@ start=$SECONDS
 python3 -m venv "$work/venv"
 py="$work/venv/bin/python"
 "$py" -m pip install -q --no-compile torch==2.13.0
-"$py" -m pip wheel -q --no-deps -w "$work/dist" "$repo"
+# build from a copy of the files git sees (tracked or not ignored), so no stale build/ output slips into the wheel
+mkdir "$work/src"
+(cd "$repo" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -xf - -C "$work/src"
+"$py" -m pip wheel -q --no-deps -w "$work/dist" "$work/src"
 "$py" -m pip install -q --no-compile "$work"/dist/docaudit-*.whl
 echo "wheel built and installed in $((SECONDS - start)) s"
 models="${DOCAUDIT_CACHE:-$HOME/.cache/docaudit}/models"
