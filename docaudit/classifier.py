@@ -10,9 +10,9 @@ import json
 import re
 import typing
 import zipfile
-from zipfile import ZIP_DEFLATED
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from zipfile import ZIP_DEFLATED
 
 import numpy as np
 import sklearn

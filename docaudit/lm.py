@@ -210,7 +210,7 @@ def _hub_access(spec: str, revision: str | None) -> bool:
     False to load it from the local Hugging Face cache only. Fails at once, on one line, for an id the hub does
     not know or when the hub is unreachable (or ``HF_HUB_OFFLINE`` is set) and the model is not cached."""
     import huggingface_hub
-    from huggingface_hub.errors import HFValidationError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.errors import HfHubHTTPError, HFValidationError, RepositoryNotFoundError, RevisionNotFoundError
 
     if _offline():
         return False

@@ -46,13 +46,14 @@ def write_gguf(model_dir, path):
 
     top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
            "lm_head.weight": "output.weight"}
+    heads = {"self_attn.q_proj": c.num_attention_heads, "self_attn.k_proj": c.num_key_value_heads}
     for key, value in model.state_dict().items():
         w = value.numpy().astype(np.float32)
-        if key not in top:
-            layer, part = key.split(".")[2], ".".join(key.split(".")[3:-1])
-            w = {"self_attn.q_proj": lambda: permute(w, c.num_attention_heads),
-                 "self_attn.k_proj": lambda: permute(w, c.num_key_value_heads)}.get(part, lambda: w)()
-        writer.add_tensor(top.get(key) or f"blk.{layer}.{GGUF_NAMES[part]}.weight", w)
+        if key in top:
+            writer.add_tensor(top[key], w)
+            continue
+        layer, part = key.split(".")[2], ".".join(key.split(".")[3:-1])
+        writer.add_tensor(f"blk.{layer}.{GGUF_NAMES[part]}.weight", permute(w, heads[part]) if part in heads else w)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
