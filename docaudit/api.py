@@ -16,7 +16,7 @@ from .cache import StatsCache, atomic_write_text
 from .config import FEATURES, NORMS, ModelConfig, QueryConfig, TrainConfig
 from .data import Document, Skips, duplicates_note, load_documents, separate_sets
 from .errors import DocauditError
-from .lm import LoadedModel, load_model
+from .lm import LoadedModel, check_identity, load_model
 from .metrics import bootstrap_ci, chunk_folds, summarize
 from .querier import Querier
 from .outputs import prepare_output, staged_dir
@@ -25,7 +25,11 @@ from .stats import TokenStats
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CLASSIFIER = Path(__file__).resolve().parents[1] / "models" / "gemma3-270m-pg"
+# The shipped classifier and manifests live at the repository's top level (models/, data_manifests/); the links in
+# docaudit/_shipped/ point there, so the same paths work in a checkout and, as package data, in a wheel.
+PACKAGE_DIR = Path(__file__).resolve().parent
+DEFAULT_CLASSIFIER = PACKAGE_DIR / "_shipped" / "models" / "gemma3-270m-pg"
+MANIFESTS_DIR = PACKAGE_DIR / "_shipped" / "data_manifests"
 # cards written before the ``normalize_chars`` field existed were trained on character-normalized text
 CARD_NORMALIZE_CHARS_BEFORE_FIELD = True
 
@@ -96,6 +100,7 @@ def train(members, nonmembers, config: TrainConfig = TrainConfig(), out: Path | 
     estimator = meta_classifier.fit(stats, labels, config.meta)
     card = {
         "docaudit_version": __version__,
+        **meta_classifier.library_versions(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "model_identity": querier.lm.identity,
         "model_config": asdict(querier.lm.config),
@@ -161,7 +166,12 @@ def text_cleaning(card: dict) -> str:
 def chance_level(card: dict) -> bool:
     """Whether the pooled out-of-fold AUC's bootstrap interval includes 0.5."""
     auc = card["pooled_bootstrap_95"]["auc"]
-    return auc["lo"] <= 0.5 <= auc["hi"]
+    return includes_chance((auc["lo"], auc["hi"]))
+
+
+def includes_chance(interval) -> bool:
+    lo, hi = interval
+    return lo <= 0.5 <= hi
 
 
 def model_card_markdown(card: dict) -> str:
@@ -214,27 +224,55 @@ def grid(members, nonmembers, config: TrainConfig = TrainConfig(), contexts=(32,
     return pd.DataFrame(rows)
 
 
+def card_model(card: dict, trust_remote_code: bool = False) -> ModelConfig:
+    """The model a classifier was trained for, as its card names it. ``trust_remote_code`` comes from the caller
+    (the user's own flag), never from the card. A local model that is not where the card says is an error here,
+    never a hub request."""
+    config = replace(ModelConfig(**card["model_config"]), trust_remote_code=trust_remote_code)
+    if config.model is not None and not card["model_identity"].startswith("hub:"):
+        where = Path(config.model)
+        if not where.is_absolute():
+            raise DocauditError(f"this classifier's card names its model by the relative path '{config.model}', "
+                                "which cannot be found from here: pass --model with that model (a copy is accepted)")
+        if not where.exists():
+            raise DocauditError(f"the model this classifier was trained for is no longer at {config.model}: pass "
+                                "--model with that model (a copy is accepted)")
+    return config
+
+
 def predict(paths, classifier_dir: Path | None = None, model: ModelConfig | LoadedModel | None = None,
-            progress: bool = True, skips: Skips | None = None) -> list[dict]:
-    """Membership probability of each document under a saved meta-classifier. Refuses a classifier made for a
-    different model than the one given. Documents are cleaned as the classifier's training documents were (its
+            progress: bool = True, skips: Skips | None = None, trust_remote_code: bool = False) -> list[dict]:
+    """Membership probability of each document under a saved meta-classifier, with the classifier's own evaluated
+    AUC and interval and how many of each document's tokens were queried. Without ``model``, the card's model is
+    used (with ``trust_remote_code`` only as given here). A different model than the classifier's is refused, a local
+    one before any of its files are loaded. Documents are cleaned as the classifier's training documents were (its
     card's ``raw`` and ``normalize_chars``); those that cannot be used are left out and recorded in ``skips``."""
     skips = Skips() if skips is None else skips
     pipe, card = meta_classifier.load_classifier(Path(classifier_dir or DEFAULT_CLASSIFIER))
-    docs = load_documents(paths, raw=card.get("raw", False), progress=progress, skips=skips,
+    docs = load_documents(paths, raw=card["raw"], progress=progress, skips=skips,
                           normalize_chars=card.get("normalize_chars", CARD_NORMALIZE_CHARS_BEFORE_FIELD))
-    if model is None:
-        model = ModelConfig(**card["model_config"])
-    lm = model if isinstance(model, LoadedModel) else load_model(model)
-    if lm.identity != card["model_identity"]:
-        raise DocauditError(f"this classifier was trained for model {card['model_identity']}, "
-                            f"but the model given is {lm.identity}")
+    if isinstance(model, LoadedModel):
+        check_identity(model.identity, card["model_identity"])
+        lm = model
+    else:
+        lm = load_model(model or card_model(card, trust_remote_code), expected_identity=card["model_identity"])
     if lm.precision != (card["model_config"]["quantize"] or card["model_config"]["dtype"]):
         log.warning("classifier trained on %s queries, predicting with %s",
                     card["model_config"]["quantize"] or card["model_config"]["dtype"], lm.precision)
-    querier = open_querier(lm, QueryConfig(**card["query"]))
+    query = QueryConfig(**card["query"])
+    querier = open_querier(lm, query)
     docs = [docs[i] for i in queryable_documents(querier, docs, skips)]
     stats = query_documents(querier, docs, progress)
     probs = pipe.predict_proba(meta_classifier.as_documents(stats))[:, 1]
-    return [{"file": d.path, "n_tokens": s.n_tokens, "membership_probability": float(p),
-             "prediction": "member" if p >= 0.5 else "non-member"} for d, s, p in zip(docs, stats, probs)]
+    auc = card["pooled_bootstrap_95"]["auc"]
+    return [{"file": d.path, "membership_probability": float(p), "prediction": "member" if p >= 0.5 else "non-member",
+             "n_tokens": s.n_tokens, "n_tokens_total": total_tokens(lm, query, d.text, s.n_tokens),
+             "classifier_auc": auc["point"], "classifier_auc_ci": [auc["lo"], auc["hi"]]}
+            for d, s, p in zip(docs, stats, probs)]
+
+
+def total_tokens(lm: LoadedModel, query: QueryConfig, text: str, n_queried: int) -> int:
+    """The document's length in tokens (tokenized as the querier does), of which ``n_queried`` were queried."""
+    if query.max_tokens is None or n_queried < query.max_tokens:
+        return n_queried
+    return len(lm.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])

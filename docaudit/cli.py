@@ -208,21 +208,30 @@ def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tok
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @friendly_errors
 def predict(documents, classifier, strict, fmt, **kw):
-    """Membership probability for each document (a document that cannot be used is a row saying why)."""
+    """Membership probability for each document, beside the classifier's own evaluated AUC (a document that cannot
+    be used is a row saying why)."""
     from . import api
     from .data import Skips
 
     model = model_config(kw) if kw["model"] else None
     skips = Skips(strict)
-    rows = api.predict(documents, Path(classifier) if classifier else None, model, skips=skips)
+    rows = api.predict(documents, Path(classifier) if classifier else None, model, skips=skips,
+                       trust_remote_code=kw["trust_remote_code"])
     warn_skipped(skips.as_json())
+    if rows and api.includes_chance(ci := rows[0]["classifier_auc_ci"]):
+        click.echo(f"warning: this classifier's own evaluated AUC is {rows[0]['classifier_auc']:.3f} (95% interval "
+                   f"{ci[0]:.3f}-{ci[1]:.3f}), which includes 0.5: it does not detect membership better than chance, "
+                   "so these predictions are not evidence either way", err=True)
     rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
     if fmt == "json":
         echo_json(rows)
         return
     import pandas as pd
 
-    click.echo(pd.DataFrame(rows).to_string(index=False, float_format="%.3f"))
+    table = pd.DataFrame(rows)
+    table["classifier_auc_ci"] = [f"{r['classifier_auc_ci'][0]:.3f}-{r['classifier_auc_ci'][1]:.3f}"
+                                  if "classifier_auc_ci" in r else "" for r in rows]
+    click.echo(table.to_string(index=False, float_format="%.3f"))
 
 
 @main.command()

