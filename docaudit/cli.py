@@ -1,4 +1,5 @@
 """The ``docaudit`` command line: a thin click layer over ``docaudit.api``."""
+
 from __future__ import annotations
 
 import functools
@@ -9,11 +10,25 @@ from pathlib import Path
 
 import click
 
-from .config import (DTYPES, FEATURES, NORMS, QUANTIZE, DetectorConfig, MetaConfig, ModelConfig, QueryConfig,
-                     ScalingConfig, TrainConfig)
-from .data import duplicates_note
-from .errors import DocauditError
-from .outputs import prepare_output
+from docaudit.config import (
+    DTYPES,
+    EXCERPTS,
+    FEATURES,
+    NORMS,
+    QUANTIZE,
+    ContaminationConfig,
+    DatasetTestConfig,
+    DetectorConfig,
+    MetaConfig,
+    ModelConfig,
+    QueryConfig,
+    ScalingConfig,
+    TargetConfig,
+    TrainConfig,
+)
+from docaudit.corpus.documents import duplicates_note
+from docaudit.errors import DocauditError
+from docaudit.methods.detectors import METHODS, default_methods, methods_help
 
 
 def _quiet_libraries() -> None:
@@ -59,10 +74,19 @@ def _close_progress_bars() -> None:
 
 def model_options(func):
     options = [
-        click.option("--model", default=None, help="Hub id, local HF directory or .gguf file (default: embedded Gemma-3-270M)."),
-        click.option("--dtype", type=click.Choice(DTYPES), default="float32", show_default=True),
-        click.option("--device", default="auto", show_default=True, help="cpu, cuda, cuda:1 … (auto: CUDA when present)."),
-        click.option("--quantize", type=click.Choice(QUANTIZE), default=None, help="Load the model in int8/int4 (bitsandbytes)."),
+        click.option(
+            "--model", default=None, help="Hub id, local HF directory or .gguf file (default: embedded Gemma-3-270M)."
+        ),
+        click.option("--dtype", type=click.Choice(DTYPES), default=ModelConfig.dtype, show_default=True),
+        click.option(
+            "--device",
+            default=ModelConfig.device,
+            show_default=True,
+            help="cpu, cuda, cuda:1 … (auto: CUDA when present).",
+        ),
+        click.option(
+            "--quantize", type=click.Choice(QUANTIZE), default=None, help="Load the model in int8/int4 (bitsandbytes)."
+        ),
         click.option("--revision", default=None, help="Hub revision (branch, tag or commit)."),
         click.option("--trust-remote-code", is_flag=True, help="Allow model code from the hub (off by default)."),
     ]
@@ -71,44 +95,59 @@ def model_options(func):
 
 def query_options(func):
     options = [
-        click.option("--context", default=128, show_default=True, help="Context length C of each window."),
-        click.option("--stride", default=None, type=int, help="Stride S (default C-1; smaller values overlap windows)."),
-        click.option("--max-tokens", default=None, type=int, help="Query only an excerpt of this many tokens per document."),
-        click.option("--excerpt", type=click.Choice(["random", "leading"]), default="random", show_default=True),
+        click.option(
+            "--context", default=QueryConfig.context, show_default=True, help="Context length C of each window."
+        ),
+        click.option(
+            "--stride", default=None, type=int, help="Stride S (default C-1; smaller values overlap windows)."
+        ),
+        click.option(
+            "--max-tokens", default=None, type=int, help="Query only an excerpt of this many tokens per document."
+        ),
+        click.option("--excerpt", type=click.Choice(EXCERPTS), default=QueryConfig.excerpt, show_default=True),
         click.option("--batch-size", default=None, type=int, help="Windows per forward pass (default: automatic)."),
     ]
     return functools.reduce(lambda f, o: o(f), reversed(options), func)
 
 
-OVERWRITE = click.option("--overwrite", is_flag=True, help="Replace an earlier docaudit output of the same kind at --out.")
-DROP_DUPLICATES = click.option("--drop-duplicates", is_flag=True,
-                               help="Leave out documents found in both sets (by default they are an error).")
+OVERWRITE = click.option(
+    "--overwrite", is_flag=True, help="Replace an earlier docaudit output of the same kind at --out."
+)
+
+
+DROP_DUPLICATES = click.option(
+    "--drop-duplicates", is_flag=True, help="Leave out documents found in both sets (by default they are an error)."
+)
+
+
 normalize_chars_option = click.option(
-    "--normalize-chars", is_flag=True, default=TrainConfig.normalize_chars,
+    "--normalize-chars",
+    is_flag=True,
+    default=TrainConfig.normalize_chars,
     help="Also normalize typographic characters (curly quotes, dashes, special spaces), emphasis markup (_x_) and "
-         "whitespace. Off by default: the work's text reaches the model as written, only boilerplate is removed.")
-
-
-def local_inputs(*groups) -> list:
-    """Every path among ``groups`` (path lists or single values, None skipped) that --out must not be or contain."""
-    return [p for g in groups if g is not None for p in ([g] if isinstance(g, (str, os.PathLike)) else g)]
+    "whitespace. Off by default: the work's text reaches the model as written, only boilerplate is removed.",
+)
 
 
 def strict_option(func):
-    return click.option("--strict", is_flag=True, help="Stop at the first document that cannot be used (unreadable, "
-                        "empty after cleaning, too short) instead of skipping it with a warning.")(func)
+    return click.option(
+        "--strict",
+        is_flag=True,
+        help="Stop at the first document that cannot be used (unreadable, "
+        "empty after cleaning, too short) instead of skipping it with a warning.",
+    )(func)
 
 
 def echo_json(value) -> None:
     """Print strict JSON (NaN and infinities as null)."""
-    from .report import json_text
+    from docaudit.io import json_text
 
     click.echo(json_text(value))
 
 
 def warn_skipped(skipped: list[dict]) -> None:
     """One warning line on stderr per kind of skipped document."""
-    from .data import skip_warnings
+    from docaudit.corpus.documents import skip_warnings
 
     for line in skip_warnings(skipped):
         click.echo(f"warning: {line}", err=True)
@@ -119,13 +158,25 @@ def skipped_note(skipped: list[dict]) -> str:
 
 
 def model_config(kw) -> ModelConfig:
-    return ModelConfig(model=kw["model"], dtype=kw["dtype"], device=kw["device"], quantize=kw["quantize"],
-                       revision=kw["revision"], trust_remote_code=kw["trust_remote_code"])
+    return ModelConfig(
+        model=kw["model"],
+        dtype=kw["dtype"],
+        device=kw["device"],
+        quantize=kw["quantize"],
+        revision=kw["revision"],
+        trust_remote_code=kw["trust_remote_code"],
+    )
 
 
 def query_config(kw) -> QueryConfig:
-    return QueryConfig(context=kw["context"], stride=kw["stride"], max_tokens=kw["max_tokens"],
-                       excerpt=kw["excerpt"], seed=kw["seed"], batch_size=kw["batch_size"])
+    return QueryConfig(
+        context=kw["context"],
+        stride=kw["stride"],
+        max_tokens=kw["max_tokens"],
+        excerpt=kw["excerpt"],
+        seed=kw["seed"],
+        batch_size=kw["batch_size"],
+    )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -136,17 +187,26 @@ def main():
 
 
 @main.command()
-@click.option("--members", multiple=True, required=True, type=click.Path(), help="Member documents (dir or .txt; repeatable).")
-@click.option("--nonmembers", multiple=True, required=True, type=click.Path(), help="Non-member documents (repeatable).")
+@click.option(
+    "--members", multiple=True, required=True, type=click.Path(), help="Member documents (dir or .txt; repeatable)."
+)
+@click.option(
+    "--nonmembers", multiple=True, required=True, type=click.Path(), help="Non-member documents (repeatable)."
+)
 @model_options
 @query_options
-@click.option("--norm", type=click.Choice(("auto", *NORMS)), default="auto", show_default=True)
-@click.option("--features", type=click.Choice(("auto", *FEATURES)), default="auto", show_default=True)
-@click.option("--bins", default=1000, show_default=True, help="HistFE bins.")
-@click.option("--folds", default=5, show_default=True, help="k of the k-fold chunks.")
-@click.option("--seed", default=0, show_default=True)
-@click.option("--trees", default=500, show_default=True, help="Random-forest trees.")
-@click.option("--min-tokens", default=0, show_default=True, help="Skip documents with fewer tokens (paper: 5000).")
+@click.option("--norm", type=click.Choice(("auto", *NORMS)), default=MetaConfig.norm, show_default=True)
+@click.option("--features", type=click.Choice(("auto", *FEATURES)), default=MetaConfig.features, show_default=True)
+@click.option("--bins", default=MetaConfig.bins, show_default=True, help="HistFE bins.")
+@click.option("--folds", default=MetaConfig.folds, show_default=True, help="k of the k-fold chunks.")
+@click.option("--seed", default=QueryConfig.seed, show_default=True)
+@click.option("--trees", default=MetaConfig.n_estimators, show_default=True, help="Random-forest trees.")
+@click.option(
+    "--min-tokens",
+    default=TrainConfig.min_tokens,
+    show_default=True,
+    help="Skip documents with fewer tokens (paper: 5000).",
+)
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
 @normalize_chars_option
 @click.option("--grid", is_flag=True, help="Run the Table-1 grid (norms × features × contexts) and print it.")
@@ -157,41 +217,70 @@ def main():
 @strict_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tokens, raw, normalize_chars, grid,
-          grid_contexts, out, overwrite, drop_duplicates, strict, fmt, **kw):
+def train(
+    members,
+    nonmembers,
+    norm,
+    features,
+    bins,
+    folds,
+    seed,
+    trees,
+    min_tokens,
+    raw,
+    normalize_chars,
+    grid,
+    grid_contexts,
+    out,
+    overwrite,
+    drop_duplicates,
+    strict,
+    fmt,
+    **kw,
+):
     """Evaluate the meta-classifier with k-fold chunks, then fit it on all documents and save it."""
-    if not grid:
-        if out is None:
-            raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
-        prepare_output(out, "classifier", overwrite, local_inputs(members, nonmembers, kw["model"]))
-    from . import api
-    from .data import Skips
+    if not grid and out is None:
+        raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
+    from docaudit import api
+    from docaudit.corpus.documents import Skips
+    from docaudit.report.classifier import chance_level
 
     kw["seed"] = seed
-    config = TrainConfig(model=model_config(kw), query=query_config(kw), min_tokens=min_tokens, raw=raw,
-                         drop_duplicates=drop_duplicates, normalize_chars=normalize_chars,
-                         meta=MetaConfig(norm=norm, features=features, bins=bins, folds=folds, seed=seed, n_estimators=trees))
+    config = TrainConfig(
+        model=model_config(kw),
+        query=query_config(kw),
+        min_tokens=min_tokens,
+        raw=raw,
+        drop_duplicates=drop_duplicates,
+        normalize_chars=normalize_chars,
+        meta=MetaConfig(norm=norm, features=features, bins=bins, folds=folds, seed=seed, n_estimators=trees),
+    )
     skips = Skips(strict)
     if grid:
         contexts = [int(c) for c in grid_contexts.split(",")]
         table = api.grid(members, nonmembers, config, contexts, skips=skips)
         warn_skipped(skips.as_json())
-        click.echo(table.to_json(orient="records") if fmt == "json" else table.to_string(index=False, float_format="%.3f"))
+        click.echo(
+            table.to_json(orient="records") if fmt == "json" else table.to_string(index=False, float_format="%.3f")
+        )
         return
     result = api.train(members, nonmembers, config, Path(out), overwrite=overwrite, skips=skips)
     warn_skipped(result.skipped)
     if fmt == "json":
         echo_json(result.card)
         return
-    from .report import format_query, format_summary
+    from docaudit.report.tables import format_query, format_summary
 
-    click.echo(f"documents: {result.card['n_members']} members, {result.card['n_nonmembers']} non-members"
-               + skipped_note(result.skipped) + duplicates_note(result.card["duplicates_dropped"], "; "))
+    click.echo(
+        f"documents: {result.card['n_members']} members, {result.card['n_nonmembers']} non-members"
+        + skipped_note(result.skipped)
+        + duplicates_note(result.card["duplicates_dropped"], "; ")
+    )
     click.echo(f"model: {result.card['model_identity']}; query: {format_query(result.card['query'])}")
     click.echo(f"{folds}-fold chunks ({', '.join(result.evaluation.configs)}): {format_summary(result.summary)}")
     auc = result.card["pooled_bootstrap_95"]["auc"]
     click.echo(f"pooled out-of-fold AUC {auc['point']:.3f} (95% bootstrap interval {auc['lo']:.3f}–{auc['hi']:.3f})")
-    if api.chance_level(result.card):
+    if chance_level(result.card):
         click.echo("the interval includes 0.5: this classifier does not detect membership better than chance here")
     blind = result.card["blind"]
     click.echo(f"blind baseline (no model, same folds): AUC {blind['blind_auc']:.3f} ({blind['best_kind']})")
@@ -202,7 +291,9 @@ def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tok
 
 @main.command()
 @click.argument("documents", nargs=-1, required=True, type=click.Path())
-@click.option("--classifier", type=click.Path(), default=None, help="Saved classifier directory (default: the shipped one).")
+@click.option(
+    "--classifier", type=click.Path(), default=None, help="Saved classifier directory (default: the shipped one)."
+)
 @model_options
 @strict_option
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -210,18 +301,27 @@ def train(members, nonmembers, norm, features, bins, folds, seed, trees, min_tok
 def predict(documents, classifier, strict, fmt, **kw):
     """Membership probability for each document, beside the classifier's own evaluated AUC (a document that cannot
     be used is a row saying why)."""
-    from . import api
-    from .data import Skips
+    from docaudit import api
+    from docaudit.corpus.documents import Skips
+    from docaudit.report.classifier import includes_chance
 
     model = model_config(kw) if kw["model"] else None
     skips = Skips(strict)
-    rows = api.predict(documents, Path(classifier) if classifier else None, model, skips=skips,
-                       trust_remote_code=kw["trust_remote_code"])
+    rows = api.predict(
+        documents,
+        Path(classifier) if classifier else None,
+        model,
+        skips=skips,
+        trust_remote_code=kw["trust_remote_code"],
+    )
     warn_skipped(skips.as_json())
-    if rows and api.includes_chance(ci := rows[0]["classifier_auc_ci"]):
-        click.echo(f"warning: this classifier's own evaluated AUC is {rows[0]['classifier_auc']:.3f} (95% interval "
-                   f"{ci[0]:.3f}-{ci[1]:.3f}), which includes 0.5: it does not detect membership better than chance, "
-                   "so these predictions are not evidence either way", err=True)
+    if rows and includes_chance(ci := rows[0]["classifier_auc_ci"]):
+        click.echo(
+            f"warning: this classifier's own evaluated AUC is {rows[0]['classifier_auc']:.3f} (95% interval "
+            f"{ci[0]:.3f}-{ci[1]:.3f}), which includes 0.5: it does not detect membership better than chance, "
+            "so these predictions are not evidence either way",
+            err=True,
+        )
     rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
     if fmt == "json":
         echo_json(rows)
@@ -229,8 +329,10 @@ def predict(documents, classifier, strict, fmt, **kw):
     import pandas as pd
 
     table = pd.DataFrame(rows)
-    table["classifier_auc_ci"] = [f"{r['classifier_auc_ci'][0]:.3f}-{r['classifier_auc_ci'][1]:.3f}"
-                                  if "classifier_auc_ci" in r else "" for r in rows]
+    table["classifier_auc_ci"] = [
+        f"{r['classifier_auc_ci'][0]:.3f}-{r['classifier_auc_ci'][1]:.3f}" if "classifier_auc_ci" in r else ""
+        for r in rows
+    ]
     click.echo(table.to_string(index=False, float_format="%.3f"))
 
 
@@ -238,36 +340,56 @@ def predict(documents, classifier, strict, fmt, **kw):
 @click.option("--corpus", required=True, type=click.Path(), help="Pool of documents (directory of .txt).")
 @click.option("--out", required=True, type=click.Path(), help="Lab directory (resumable).")
 @click.option("--overwrite", is_flag=True, help="Discard an earlier lab at --out and start again (default: resume it).")
-@click.option("--arch", type=click.Choice(["gpt2", "llama"]), default="gpt2", show_default=True)
-@click.option("--layers", default=2, show_default=True)
-@click.option("--width", default=128, show_default=True)
-@click.option("--heads", default=4, show_default=True)
-@click.option("--context", default=128, show_default=True, help="Target's positions and training block length.")
-@click.option("--vocab-size", default=2048, show_default=True)
-@click.option("--epochs", default=20, show_default=True)
-@click.option("--learning-rate", default=3e-3, show_default=True)
-@click.option("--batch-size", default=16, show_default=True)
-@click.option("--max-tokens", default=2048, show_default=True, help="Leading tokens per document used (train and test).")
+@click.option("--arch", type=click.Choice(["gpt2", "llama"]), default=TargetConfig.arch, show_default=True)
+@click.option("--layers", default=TargetConfig.layers, show_default=True)
+@click.option("--width", default=TargetConfig.width, show_default=True)
+@click.option("--heads", default=TargetConfig.heads, show_default=True)
+@click.option(
+    "--context", default=TargetConfig.context, show_default=True, help="Target's positions and training block length."
+)
+@click.option("--vocab-size", default=TargetConfig.vocab_size, show_default=True)
+@click.option("--epochs", default=TargetConfig.epochs, show_default=True)
+@click.option("--learning-rate", default=TargetConfig.learning_rate, show_default=True)
+@click.option("--batch-size", default=TargetConfig.batch_size, show_default=True)
+@click.option(
+    "--max-tokens",
+    default=TargetConfig.max_tokens,
+    show_default=True,
+    help="Leading tokens per document used (train and test).",
+)
 @click.option("--docs", default=None, type=int, help="Use a seeded random subset of this many documents.")
-@click.option("--base-model", default=None, help="Continue pretraining this local model instead of training from scratch.")
+@click.option(
+    "--base-model", default=None, help="Continue pretraining this local model instead of training from scratch."
+)
 @click.option("--methods", default=None, help="Detectors to evaluate (comma list; default: all single-pass ones).")
-@click.option("--folds", default=5, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--folds", default=MetaConfig.folds, show_default=True)
+@click.option("--seed", default=QueryConfig.seed, show_default=True)
 @click.option("--quantize", "quantize_list", default="", help="Also evaluate at these precisions, e.g. int8,int4.")
 @click.option("--dtype", "dtype_list", default="", help="Also evaluate at these dtypes, e.g. bfloat16,float16.")
 @normalize_chars_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def lab(corpus, out, overwrite, docs, base_model, methods, folds, quantize_list, dtype_list, normalize_chars, fmt,
-        **target):
+def lab(
+    corpus, out, overwrite, docs, base_model, methods, folds, quantize_list, dtype_list, normalize_chars, fmt, **target
+):
     """Randomized controlled experiment: train a target on a random half of a pool, then evaluate on true labels."""
-    prepare_output(out, "lab", overwrite, local_inputs(corpus, base_model), resume=True)
-    from .lab import TargetConfig, run_lab
-    from .report import format_methods_table
+    from docaudit import api
+    from docaudit.config import TargetConfig
+    from docaudit.report.tables import format_methods_table
 
     precisions = [p for p in f"{dtype_list},{quantize_list}".split(",") if p]
-    result = run_lab(corpus, Path(out), TargetConfig(**target), base_model, methods.split(",") if methods else None,
-                     folds, precisions, docs, overwrite=overwrite, normalize_chars=normalize_chars)
+    result = api.lab(
+        corpus,
+        Path(out),
+        overwrite,
+        base_model,
+        target=TargetConfig(**target),
+        methods=methods.split(",") if methods else None,
+        folds=folds,
+        precisions=precisions,
+        max_docs=docs,
+        normalize_chars=normalize_chars,
+    )
     summary = result.summary()
     if fmt == "json":
         echo_json(summary)
@@ -275,26 +397,40 @@ def lab(corpus, out, overwrite, docs, base_model, methods, folds, quantize_list,
     import pandas as pd
 
     loss = result.loss
-    click.echo(f"{result.n_members} members, {result.n_nonmembers} non-members, {result.n_tokens:,} tokens; "
-               f"target {result.model_dir}")
-    click.echo(f"loss: members {loss['member_loss']:.3f}, non-members {loss['nonmember_loss']:.3f} "
-               f"(gap {loss['gap']:.3f} nats/token)")
+    click.echo(
+        f"{result.n_members} members, {result.n_nonmembers} non-members, {result.n_tokens:,} tokens; "
+        f"target {result.model_dir}"
+    )
+    click.echo(
+        f"loss: members {loss['member_loss']:.3f}, non-members {loss['nonmember_loss']:.3f} "
+        f"(gap {loss['gap']:.3f} nats/token)"
+    )
     click.echo(f"blind baseline AUC {summary['blind_auc']:.3f} (expected near 0.5: membership was assigned at random)")
     click.echo(format_methods_table(result.evaluation.table))
     if result.precisions:
-        table = pd.DataFrame(result.precisions).pivot_table(index=["method", "level"], columns="precision",
-                                                            values="auc_mean", sort=False)
+        table = pd.DataFrame(result.precisions).pivot_table(
+            index=["method", "level"], columns="precision", values="auc_mean", sort=False
+        )
         click.echo("\nAUC per query precision:\n" + table.to_string(float_format="%.3f"))
 
 
 @main.command("dataset-test")
-@click.option("--suspect", multiple=True, required=True, type=click.Path(), help="Documents suspected to be trained on.")
+@click.option(
+    "--suspect", multiple=True, required=True, type=click.Path(), help="Documents suspected to be trained on."
+)
 @click.option("--nonmembers", multiple=True, required=True, type=click.Path(), help="Known non-members.")
 @model_options
 @query_options
-@click.option("--methods", default="loss,zlib,mink,minkpp", show_default=True, help="Detector scores to combine.")
-@click.option("--splits", default=10, show_default=True, help="Random half splits whose p-values are combined.")
-@click.option("--seed", default=0, show_default=True)
+@click.option(
+    "--methods", default=",".join(DatasetTestConfig.methods), show_default=True, help="Detector scores to combine."
+)
+@click.option(
+    "--splits",
+    default=DatasetTestConfig.splits,
+    show_default=True,
+    help="Random half splits whose p-values are combined.",
+)
+@click.option("--seed", default=QueryConfig.seed, show_default=True)
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
 @normalize_chars_option
 @DROP_DUPLICATES
@@ -305,21 +441,33 @@ def dataset_test(suspect, nonmembers, methods, splits, raw, normalize_chars, dro
     """Were the suspect documents, as a set, trained on? A dataset-level test in the style of Maini et al. 2024."""
     from dataclasses import asdict
 
-    from .data import Skips
-    from .dataset_test import dataset_test_documents
-    from .report import format_query
+    from docaudit import api
+    from docaudit.corpus.documents import Skips
+    from docaudit.report.tables import format_query
 
     query, skips = query_config(kw), Skips(strict)
-    result, scores = dataset_test_documents(suspect, nonmembers, model_config(kw), methods.split(","),
-                                            query, kw["seed"], splits, raw, skips=skips,
-                                            drop_duplicates=drop_duplicates, normalize_chars=normalize_chars)
+    result, scores = api.dataset_test(
+        suspect,
+        nonmembers,
+        model_config(kw),
+        methods.split(","),
+        query,
+        kw["seed"],
+        splits,
+        raw,
+        skips=skips,
+        drop_duplicates=drop_duplicates,
+        normalize_chars=normalize_chars,
+    )
     warn_skipped(skips.as_json())
     if fmt == "json":
         echo_json({**asdict(result), "query": query.used(), "skipped": skips.as_json(), "scores": scores})
         return
-    click.echo(f"{result.n_suspect} suspect vs {result.n_nonmember} known non-member documents"
-               f"{skipped_note(skips.as_json())}, {result.n_features} scores combined; query: {format_query(query.used())}"
-               + duplicates_note(result.duplicates_dropped, "; "))
+    click.echo(
+        f"{result.n_suspect} suspect vs {result.n_nonmember} known non-member documents"
+        f"{skipped_note(skips.as_json())}, {result.n_features} scores combined; query: {format_query(query.used())}"
+        + duplicates_note(result.duplicates_dropped, "; ")
+    )
     click.echo(f"p-value {result.p_value:.3g} (t = {result.statistic:.2f}, effect size d = {result.effect_size:.2f})")
     click.echo(result.meaning)
 
@@ -334,23 +482,20 @@ def data():
 @click.argument("set_b", type=click.Path())
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate (to see what cleaning removes).")
 @normalize_chars_option
-@click.option("--folds", default=5, show_default=True)
-@click.option("--seed", default=0, show_default=True)
+@click.option("--folds", default=MetaConfig.folds, show_default=True)
+@click.option("--seed", default=QueryConfig.seed, show_default=True)
 @DROP_DUPLICATES
 @strict_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
 def data_check(set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates, strict, fmt):
     """Compare two document sets (counts, lengths, years, leftover boilerplate) and run the blind baseline."""
-    from .data import Skips, load_documents
-    from .datacheck import check_sets, format_check
-    from .report import json_text
+    from docaudit import api
+    from docaudit.audit.datacheck import format_check
+    from docaudit.corpus.documents import Skips
+    from docaudit.io import json_text
 
-    skips = Skips(strict)
-    docs_a, docs_b = (load_documents([s], raw=raw, progress=True, skips=skips, normalize_chars=normalize_chars)
-                      for s in (set_a, set_b))
-    result = check_sets(docs_a, docs_b, folds=folds, seed=seed, progress=True,
-                        drop_duplicates=drop_duplicates) | {"skipped": skips.as_json()}
+    result = api.data_check(set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates, Skips(strict))
     warn_skipped(result["skipped"])
     if result["warning"]:
         click.echo(result["warning"], err=True)
@@ -359,10 +504,20 @@ def data_check(set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates,
 
 def detector_options(func):
     options = [
-        click.option("--k", "k", default=0.2, show_default=True, help="Share of tokens averaged by Min-K% and Min-K%++."),
-        click.option("--pac-copies", default=5, show_default=True, help="PAC: augmented copies per text."),
+        click.option(
+            "--k",
+            "k",
+            default=DetectorConfig.k,
+            show_default=True,
+            help="Share of tokens averaged by Min-K% and Min-K%++.",
+        ),
+        click.option(
+            "--pac-copies", default=DetectorConfig.pac_copies, show_default=True, help="PAC: augmented copies per text."
+        ),
         click.option("--ref-model", default=None, help="Reference model for method 'ref' (same forms as --model)."),
-        click.option("--neighbor-model", default=None, help="Masked LM (HF directory or hub id) for method 'neighbor'."),
+        click.option(
+            "--neighbor-model", default=None, help="Masked LM (HF directory or hub id) for method 'neighbor'."
+        ),
     ]
     return functools.reduce(lambda f, o: o(f), reversed(options), func)
 
@@ -372,32 +527,64 @@ def detector_config(kw) -> DetectorConfig:
 
 
 def ref_config(kw) -> ModelConfig | None:
-    return None if kw["ref_model"] is None else ModelConfig(model=kw["ref_model"], dtype=kw["dtype"], device=kw["device"],
-                                                             revision=None, trust_remote_code=kw["trust_remote_code"])
+    return (
+        None
+        if kw["ref_model"] is None
+        else ModelConfig(
+            model=kw["ref_model"],
+            dtype=kw["dtype"],
+            device=kw["device"],
+            revision=None,
+            trust_remote_code=kw["trust_remote_code"],
+        )
+    )
 
 
-METHOD_HELP = ("Comma-separated: loss, zlib, lowercase, ref, mink, minkpp, pac, neighbor (default: "
-               "loss,zlib,lowercase,mink,minkpp,pac, plus ref / neighbor when their model is given); in evaluate, "
-               "`blind` alone runs only the model-free baseline, without loading a model.")
+METHOD_HELP = (
+    f"Comma-separated detectors (default: {','.join(default_methods())}, plus ref / neighbor when their "
+    f"model is given). {methods_help()}. In evaluate, `blind` alone runs only the model-free baseline, "
+    "without loading a model."
+)
 
 
 @main.command()
-@click.option("--members", multiple=True, required=True, type=click.Path(), help="Member documents (dir or .txt; repeatable).")
-@click.option("--nonmembers", multiple=True, required=True, type=click.Path(), help="Non-member documents (repeatable).")
+@click.option(
+    "--members", multiple=True, required=True, type=click.Path(), help="Member documents (dir or .txt; repeatable)."
+)
+@click.option(
+    "--nonmembers", multiple=True, required=True, type=click.Path(), help="Non-member documents (repeatable)."
+)
 @model_options
 @query_options
 @click.option("--methods", default=None, help=METHOD_HELP)
 @detector_options
-@click.option("--sequences", default=40, show_default=True, help="Sequences (windows of --context tokens) sampled per document.")
-@click.option("--folds", default=5, show_default=True, help="k of the k-fold chunks shared by every method.")
-@click.option("--seed", default=0, show_default=True)
-@click.option("--norm", type=click.Choice(("auto", *NORMS)), default="auto", show_default=True, help="Meta-classifier normalization.")
-@click.option("--features", type=click.Choice(("auto", *FEATURES)), default="auto", show_default=True)
-@click.option("--bins", default=1000, show_default=True, help="HistFE bins.")
-@click.option("--trees", default=500, show_default=True, help="Random-forest trees.")
+@click.option(
+    "--sequences",
+    default=ScalingConfig.n_sequences,
+    show_default=True,
+    help="Sequences (windows of --context tokens) sampled per document.",
+)
+@click.option(
+    "--folds", default=MetaConfig.folds, show_default=True, help="k of the k-fold chunks shared by every method."
+)
+@click.option("--seed", default=QueryConfig.seed, show_default=True)
+@click.option(
+    "--norm",
+    type=click.Choice(("auto", *NORMS)),
+    default=MetaConfig.norm,
+    show_default=True,
+    help="Meta-classifier normalization.",
+)
+@click.option("--features", type=click.Choice(("auto", *FEATURES)), default=MetaConfig.features, show_default=True)
+@click.option("--bins", default=MetaConfig.bins, show_default=True, help="HistFE bins.")
+@click.option("--trees", default=MetaConfig.n_estimators, show_default=True, help="Random-forest trees.")
 @click.option("--meta/--no-meta", default=True, show_default=True, help="Include the meta-classifier.")
-@click.option("--blind/--no-blind", default=True, show_default=True,
-              help="Include the model-free baselines (tfidf, nb, dates) on the same folds.")
+@click.option(
+    "--blind/--no-blind",
+    default=True,
+    show_default=True,
+    help="Include the model-free baselines (tfidf, nb, dates) on the same folds.",
+)
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
 @normalize_chars_option
 @click.option("--out", type=click.Path(), default=None, help="Write evaluation.csv/.json, roc.csv and roc.png here.")
@@ -406,31 +593,65 @@ METHOD_HELP = ("Comma-separated: loss, zlib, lowercase, ref, mink, minkpp, pac, 
 @strict_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
-def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, features, bins, trees, meta, blind, raw,
-             normalize_chars, out, overwrite, drop_duplicates, strict, fmt, **kw):
+def evaluate(
+    members,
+    nonmembers,
+    methods,
+    sequences,
+    folds,
+    seed,
+    norm,
+    features,
+    bins,
+    trees,
+    meta,
+    blind,
+    raw,
+    normalize_chars,
+    out,
+    overwrite,
+    drop_duplicates,
+    strict,
+    fmt,
+    **kw,
+):
     """The meta-classifier and sequence-level detectors side by side on the same k-fold chunks.
 
     Detectors are scaled to documents three ways (paper sec. 6.2): `sequence` (AUC over sampled windows of
     --context tokens), `doc_avg` (mean sequence score) and `doc_threshold` (share of sequences above a threshold
     chosen on the training chunks). Prints mean ± std over folds of AUC and TPR at 10% / 1% FPR."""
-    if out is not None:
-        prepare_output(out, "evaluation", overwrite, local_inputs(members, nonmembers, kw["model"], kw["ref_model"],
-                                                                  kw["neighbor_model"]))
-    from .blind import KINDS as BLIND_KINDS
-    from .data import Skips
-    from .evaluation import evaluate_methods, evaluation_json, write_evaluation
-    from .report import format_auc_pivot, format_methods_table, format_query
+    from docaudit import api
+    from docaudit.audit.evaluation import evaluation_json
+    from docaudit.corpus.documents import Skips
+    from docaudit.methods.blind import KINDS as BLIND_KINDS
+    from docaudit.report.tables import (
+        format_auc_pivot,
+        format_methods_table,
+        format_query,
+    )
 
     kw["seed"] = seed
-    result = evaluate_methods(
-        members, nonmembers, model=model_config(kw), query=query_config(kw), methods=methods,
-        detector=detector_config(kw), scaling=ScalingConfig(n_sequences=sequences, seed=seed),
+    result = api.evaluate(
+        members,
+        nonmembers,
+        Path(out) if out is not None else None,
+        overwrite,
+        model=model_config(kw),
+        query=query_config(kw),
+        methods=methods,
+        detector=detector_config(kw),
+        scaling=ScalingConfig(n_sequences=sequences, seed=seed),
         meta=MetaConfig(norm=norm, features=features, bins=bins, n_estimators=trees) if meta else None,
-        folds=folds, seed=seed, raw=raw, normalize_chars=normalize_chars, ref_model=ref_config(kw),
-        neighbor_model=kw["neighbor_model"], blind_kinds=None if not blind else BLIND_KINDS,
-        drop_duplicates=drop_duplicates, skips=Skips(strict))
-    if out is not None:
-        write_evaluation(result, Path(out), overwrite)
+        folds=folds,
+        seed=seed,
+        raw=raw,
+        normalize_chars=normalize_chars,
+        ref_model=ref_config(kw),
+        neighbor_model=kw["neighbor_model"],
+        blind_kinds=None if not blind else BLIND_KINDS,
+        drop_duplicates=drop_duplicates,
+        skips=Skips(strict),
+    )
     warn_skipped(result.info["skipped"])
     if result.info["warning"]:
         click.echo(result.info["warning"], err=True)
@@ -438,11 +659,16 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
         echo_json(evaluation_json(result))
         return
     info = result.info
-    model = (f"model {info['model_identity']}; query: {format_query(info['query'])}; {sequences} sequences of "
-             f"{info['query']['context']} tokens per document" if "model_identity" in info
-             else "no model (blind baseline only)")
-    click.echo(f"{info['n_members']} members, {info['n_nonmembers']} non-members{skipped_note(info['skipped'])}; "
-               f"{folds}-fold chunks; {model}" + duplicates_note(info["duplicates_dropped"], "; "))
+    model = (
+        f"model {info['model_identity']}; query: {format_query(info['query'])}; {sequences} sequences of "
+        f"{info['query']['context']} tokens per document"
+        if "model_identity" in info
+        else "no model (blind baseline only)"
+    )
+    click.echo(
+        f"{info['n_members']} members, {info['n_nonmembers']} non-members{skipped_note(info['skipped'])}; "
+        f"{folds}-fold chunks; {model}" + duplicates_note(info["duplicates_dropped"], "; ")
+    )
     click.echo(format_methods_table(result.table))
     click.echo("\nAUC by level:")
     click.echo(format_auc_pivot(result.table))
@@ -455,7 +681,9 @@ def evaluate(members, nonmembers, methods, sequences, folds, seed, norm, feature
 @query_options
 @click.option("--methods", default=None, help=METHOD_HELP)
 @detector_options
-@click.option("--seed", default=0, show_default=True, help="Seed of the augmentations (PAC, neighbours).")
+@click.option(
+    "--seed", default=QueryConfig.seed, show_default=True, help="Seed of the augmentations (PAC, neighbours)."
+)
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
 @normalize_chars_option
 @strict_option
@@ -469,13 +697,23 @@ def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
     independent pass; text methods' extra passes likewise over the whole lowercased / augmented text). With
     --max-tokens every method scores the same excerpt of each document. Each row gives the context and stride
     used; a document that cannot be used is a row saying why."""
-    from .data import Skips
-    from .detectors import score_documents
+    from docaudit import api
+    from docaudit.corpus.documents import Skips
 
     kw["seed"] = seed
     skips = Skips(strict)
-    rows = score_documents(documents, model_config(kw), methods, detector_config(kw), query_config(kw),
-                           ref_config(kw), kw["neighbor_model"], raw=raw, skips=skips, normalize_chars=normalize_chars)
+    rows = api.score(
+        documents,
+        model_config(kw),
+        methods,
+        detector_config(kw),
+        query_config(kw),
+        ref_config(kw),
+        kw["neighbor_model"],
+        raw=raw,
+        skips=skips,
+        normalize_chars=normalize_chars,
+    )
     warn_skipped(skips.as_json())
     rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
     if fmt == "json":
@@ -488,56 +726,120 @@ def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
 
 @main.command()
 @click.argument("books", nargs=-1, required=True, type=click.Path())
-@click.option("--calibrate-members", multiple=True, type=click.Path(), help="Books known to be members (dir or .txt; repeatable).")
-@click.option("--calibrate-nonmembers", multiple=True, type=click.Path(), help="Books known to be non-members (repeatable).")
+@click.option(
+    "--calibrate-members", multiple=True, type=click.Path(), help="Books known to be members (dir or .txt; repeatable)."
+)
+@click.option(
+    "--calibrate-nonmembers", multiple=True, type=click.Path(), help="Books known to be non-members (repeatable)."
+)
 @model_options
-@click.option("--method", default="minkpp", show_default=True, help="One of loss, zlib, lowercase, ref, mink, minkpp, pac, neighbor.")
+@click.option(
+    "--method",
+    default=ContaminationConfig.method,
+    show_default=True,
+    help=f"One of {', '.join(METHODS)}.",
+)
 @detector_options
-@click.option("--snippets", default=100, show_default=True, help="Random snippets per book.")
-@click.option("--snippet-words", default=512, show_default=True, help="Words per snippet.")
-@click.option("--target-fpr", type=float, default=None, help="Choose the threshold for this FPR on non-member snippets "
-              "(default: maximize snippet accuracy).")
-@click.option("--max-context", default=2048, show_default=True, help="Largest window: a snippet is scored in one "
-              "window of min(model positions, this) tokens, over several windows when longer.")
-@click.option("--confidence", default=0.95, show_default=True, help="Level of the Wilson interval of each rate.")
-@click.option("--seed", default=0, show_default=True)
+@click.option("--snippets", default=ContaminationConfig.snippets, show_default=True, help="Random snippets per book.")
+@click.option(
+    "--snippet-words", default=ContaminationConfig.snippet_words, show_default=True, help="Words per snippet."
+)
+@click.option(
+    "--target-fpr",
+    type=float,
+    default=None,
+    help="Choose the threshold for this FPR on non-member snippets (default: maximize snippet accuracy).",
+)
+@click.option(
+    "--max-context",
+    default=ContaminationConfig.max_context,
+    show_default=True,
+    help="Largest window: a snippet is scored in one "
+    "window of min(model positions, this) tokens, over several windows when longer.",
+)
+@click.option(
+    "--confidence",
+    default=ContaminationConfig.confidence,
+    show_default=True,
+    help="Level of the Wilson interval of each rate.",
+)
+@click.option("--seed", default=QueryConfig.seed, show_default=True)
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
 @normalize_chars_option
 @click.option("--out", type=click.Path(), required=True, help="Write report.csv, report.html and the plots here.")
 @OVERWRITE
-@click.option("--drop-duplicates", is_flag=True,
-              help="Leave out books found in both calibration sets (by default they are an error).")
+@click.option(
+    "--drop-duplicates",
+    is_flag=True,
+    help="Leave out books found in both calibration sets (by default they are an error).",
+)
 @strict_option
 @friendly_errors
-def report(books, calibrate_members, calibrate_nonmembers, method, snippets, snippet_words, target_fpr, max_context,
-           confidence, seed, raw, normalize_chars, out, overwrite, drop_duplicates, strict, **kw):
+def report(
+    books,
+    calibrate_members,
+    calibrate_nonmembers,
+    method,
+    snippets,
+    snippet_words,
+    target_fpr,
+    max_context,
+    confidence,
+    seed,
+    raw,
+    normalize_chars,
+    out,
+    overwrite,
+    drop_duplicates,
+    strict,
+    **kw,
+):
     """Contamination rate per book: the share of its random snippets scoring over a threshold calibrated on known
     member and non-member books (Min-K% Prob paper, sec. 5), with a Wilson interval."""
-    prepare_output(out, "report", overwrite, local_inputs(books, calibrate_members, calibrate_nonmembers, kw["model"],
-                                                          kw["ref_model"], kw["neighbor_model"]))
-    from .contamination import contamination_report, write_contamination_report
-    from .data import Skips
+    from docaudit import api
+    from docaudit.corpus.documents import Skips
 
     kw["seed"] = seed
-    result = contamination_report(
-        books, calibrate_members, calibrate_nonmembers, model_config(kw), method=method, snippets=snippets,
-        snippet_words=snippet_words, target_fpr=target_fpr, detector=detector_config(kw), seed=seed,
-        max_context=max_context, confidence=confidence, raw=raw, normalize_chars=normalize_chars,
-        ref_model=ref_config(kw), neighbor_model=kw["neighbor_model"], drop_duplicates=drop_duplicates,
-        skips=Skips(strict))
-    write_contamination_report(result, Path(out), overwrite)
+    result = api.report(
+        books,
+        calibrate_members,
+        calibrate_nonmembers,
+        Path(out),
+        overwrite,
+        model=model_config(kw),
+        method=method,
+        snippets=snippets,
+        snippet_words=snippet_words,
+        target_fpr=target_fpr,
+        detector=detector_config(kw),
+        seed=seed,
+        max_context=max_context,
+        confidence=confidence,
+        raw=raw,
+        normalize_chars=normalize_chars,
+        ref_model=ref_config(kw),
+        neighbor_model=kw["neighbor_model"],
+        drop_duplicates=drop_duplicates,
+        skips=Skips(strict),
+    )
     info = result.info
     warn_skipped(info["skipped"])
     if info.get("warning"):
         click.echo(info["warning"], err=True)
-    click.echo(f"{info['n_books']} books, {info['n_calibration_members']} + {info['n_calibration_nonmembers']} "
-               f"calibration books{skipped_note(info['skipped'])}; snippets scored with context {info['context']} "
-               f"(stride {info['stride']})")
-    click.echo(f"threshold {result.threshold:.4g} ({info['threshold_rule']}); calibration snippet AUC "
-               f"{info['calibration_auc']:.3f}, accuracy {info['calibration_accuracy']:.1%}"
-               + duplicates_note(info["duplicates_dropped"], "; calibration: "))
-    shown = result.books.assign(contamination_rate=result.books.contamination_rate.map("{:.1%}".format),
-                                ci=[f"[{lo:.1%}, {hi:.1%}]" for lo, hi in zip(result.books.ci_low, result.books.ci_high)])
+    click.echo(
+        f"{info['n_books']} books, {info['n_calibration_members']} + {info['n_calibration_nonmembers']} "
+        f"calibration books{skipped_note(info['skipped'])}; snippets scored with context {info['context']} "
+        f"(stride {info['stride']})"
+    )
+    click.echo(
+        f"threshold {result.threshold:.4g} ({info['threshold_rule']}); calibration snippet AUC "
+        f"{info['calibration_auc']:.3f}, accuracy {info['calibration_accuracy']:.1%}"
+        + duplicates_note(info["duplicates_dropped"], "; calibration: ")
+    )
+    shown = result.books.assign(
+        contamination_rate=result.books.contamination_rate.map("{:.1%}".format),
+        ci=[f"[{lo:.1%}, {hi:.1%}]" for lo, hi in zip(result.books.ci_low, result.books.ci_high)],
+    )
     click.echo(shown[["book", "n_snippets", "contamination_rate", "ci"]].to_string(index=False))
     click.echo(f"wall time {info['wall_seconds']} s; wrote {out}/report.html")
 

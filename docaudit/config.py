@@ -1,15 +1,38 @@
 """Typed configuration with every default in one place (the methods are described in docs/methods.md)."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
-from .errors import DocauditError
+from docaudit.errors import DocauditError
+
+# The shipped classifier and manifests live at the repository's top level (models/, data_manifests/); the links in
+# docaudit/_shipped/ point there, so the same paths work in a checkout and, as package data, in a wheel.
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+DEFAULT_CLASSIFIER = PACKAGE_DIR / "_shipped" / "models" / "gemma3-270m-pg"
+
+
+MANIFESTS_DIR = PACKAGE_DIR / "_shipped" / "data_manifests"
+
 
 NORMS = ("none", "ratio_tf", "ratio_gp", "max_tf", "max_gp")
+
+
 FEATURES = ("agg", "hist")
+
+
 DTYPES = ("float32", "bfloat16", "float16")
+
+
 QUANTIZE = ("int8", "int4")
+
+
 EXCERPTS = ("random", "leading")
+
+
 MAX_DOCUMENT_BYTES = 1 << 30  # a larger file is refused (one document is read and cleaned in memory)
 
 
@@ -141,8 +164,12 @@ class DetectorConfig:
     seed: int = 0
 
     def __post_init__(self):
-        for option, value in (("--k", self.k), ("pac_k1", self.pac_k1), ("pac_k2", self.pac_k2),
-                              ("neighbor_mask_ratio", self.neighbor_mask_ratio)):
+        for option, value in (
+            ("--k", self.k),
+            ("pac_k1", self.pac_k1),
+            ("pac_k2", self.pac_k2),
+            ("neighbor_mask_ratio", self.neighbor_mask_ratio),
+        ):
             if not 0 < value <= 1:
                 raise DocauditError(f"{option} {value} is out of range: allowed a share in (0, 1]")
         check_range("pac_swap_ratio", self.pac_swap_ratio, 0, 1)
@@ -175,3 +202,70 @@ class FetchConfig:
     book_timeout: float = 180.0
     min_bytes: int = 1024
     overwrite: bool = False
+
+
+@dataclass(frozen=True)
+class TargetConfig:
+    """A small causal language model trained from scratch on the member documents.
+
+    ``context`` is both the model's maximum number of positions and the length of the training blocks;
+    ``max_tokens`` keeps only the leading tokens of each document for training (None: all of them). ``dropout``
+    and ``weight_decay`` default to 0 so that the target memorizes what it sees; ``warmup_fraction`` is the share
+    of the optimizer steps with a linear learning-rate warmup, followed by a cosine decay to 10% of
+    ``learning_rate``.
+    """
+
+    arch: str = "gpt2"  # "gpt2" | "llama"
+    layers: int = 2
+    width: int = 128  # hidden size
+    heads: int = 4
+    context: int = 128  # model max positions used in training blocks
+    vocab_size: int = 2048  # BPE tokenizer size
+    epochs: int = 20
+    learning_rate: float = 3e-3
+    batch_size: int = 16
+    max_tokens: int | None = 2048  # per document, leading tokens used for training (None: all)
+    seed: int = 0
+    dropout: float = 0.0
+    weight_decay: float = 0.0
+    warmup_fraction: float = 0.05
+
+    def __post_init__(self):
+        if self.arch not in ("gpt2", "llama"):
+            raise DocauditError(f"unknown target architecture {self.arch!r} (choose gpt2 or llama)")
+        for name in ("layers", "width", "heads", "context", "epochs", "batch_size"):
+            if getattr(self, name) < 1:
+                raise DocauditError(f"target {name} must be at least 1, got {getattr(self, name)}")
+        if self.width % self.heads:
+            raise DocauditError(f"target width {self.width} is not divisible by heads {self.heads}")
+        if self.context < 2:
+            raise DocauditError(f"target context must be at least 2 tokens, got {self.context}")
+        if self.vocab_size < 300:
+            raise DocauditError(f"vocab_size {self.vocab_size} is too small: byte-level BPE needs at least 300")
+        if self.max_tokens is not None and self.max_tokens < 2:
+            raise DocauditError(f"max_tokens must be at least 2 or None, got {self.max_tokens}")
+        if self.learning_rate <= 0:
+            raise DocauditError(f"learning_rate must be positive, got {self.learning_rate}")
+
+
+@dataclass(frozen=True)
+class ContaminationConfig:
+    """Per-book contamination rates (Min-K% Prob paper, sec. 5): ``snippets`` random snippets of ``snippet_words``
+    words per book, scored by ``method`` in one window of up to ``max_context`` tokens; the threshold maximizes
+    calibration accuracy, or meets ``target_fpr`` on the non-member snippets; Wilson intervals at ``confidence``."""
+
+    method: str = "minkpp"
+    snippets: int = 100
+    snippet_words: int = 512
+    target_fpr: float | None = None
+    max_context: int = 2048
+    confidence: float = 0.95
+
+
+@dataclass(frozen=True)
+class DatasetTestConfig:
+    """The dataset-level test: the detector scores combined (``methods``) and the random half splits whose
+    p-values are combined (``splits``)."""
+
+    methods: tuple[str, ...] = ("loss", "zlib", "mink", "minkpp")
+    splits: int = 10

@@ -1,13 +1,15 @@
 """Evaluation metrics and the k-fold "chunks" shared by every method, so all are scored on the same splits."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple  # noqa: E402
 
 import numpy as np
 from sklearn.metrics import roc_auc_score, roc_curve
 from sklearn.model_selection import StratifiedKFold
 
-from .errors import DocauditError
+from docaudit.errors import DocauditError
 
 LOW_FPRS = (0.10, 0.01)
 
@@ -70,12 +72,6 @@ def roc_table(labels, scores):
     return pd.DataFrame({"fpr": fpr, "tpr": tpr, "threshold": thr})
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# uncertainty over documents
-
-from typing import NamedTuple  # noqa: E402
-
-
 class Interval(NamedTuple):
     """A point estimate with a ``1 - alpha`` percentile bootstrap interval ``[lo, hi]``."""
 
@@ -119,9 +115,9 @@ def bootstrap_ci(labels, scores, n_boot: int = 1000, alpha: float = 0.05, seed: 
     resampled metric (percentile bootstrap), the point estimate the metric on the given documents. Returns
     ``{"auc": Interval, "tpr_at_10fpr": Interval, "tpr_at_1fpr": Interval}``; each ``Interval`` is a
     ``(point, lo, hi)`` tuple; point and resamples use the same exact definitions (AUC by average ranks, TPR as the
-    largest over all ROC points with FPR <= the target). The interval covers the variation from which documents happened to be evaluated,
-    not that from refitting a classifier. TPR at 1% FPR needs at least 100 non-members to mean anything beyond
-    "FPR 0".
+    largest over all ROC points with FPR <= the target). The interval covers the variation from which documents
+    happened to be evaluated, not that from refitting a classifier. TPR at 1% FPR needs at least 100 non-members
+    to mean anything beyond "FPR 0".
     """
     labels = np.asarray(labels).astype(int)
     scores = np.asarray(scores, dtype=np.float64)

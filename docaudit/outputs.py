@@ -4,6 +4,7 @@ and replaces an earlier output only when asked. Checked before any work starts, 
 Every output folder holds ``.docaudit-output.json``: the kind of output (``classifier``, ``evaluation``,
 ``report``, ``lab``), the docaudit version, when it was written and the top-level entries docaudit wrote there.
 """
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,9 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import __version__
-from .cache import atomic_write_text, current_umask
-from .errors import DocauditError
+from docaudit import __version__
+from docaudit.errors import DocauditError
+from docaudit.io import atomic_write_text, current_umask
 
 OUTPUT_MARKER = ".docaudit-output.json"
 
@@ -34,17 +35,19 @@ def read_marker(folder: Path) -> dict | None:
 
 def write_marker(folder: Path, kind: str, entries) -> None:
     """Mark ``folder`` as a docaudit output of ``kind`` whose top-level ``entries`` docaudit wrote."""
-    marker = {"kind": kind, "docaudit_version": __version__,
-              "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "entries": sorted(set(entries) - {OUTPUT_MARKER})}
+    marker = {
+        "kind": kind,
+        "docaudit_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "entries": sorted(set(entries) - {OUTPUT_MARKER}),
+    }
     atomic_write_text(Path(folder) / OUTPUT_MARKER, json.dumps(marker, indent=2))
 
 
 def _foreign_entries(folder: Path, marker: dict) -> list[str]:
     """Top-level entries of ``folder`` that docaudit did not write (its own temporary files excepted)."""
     own = set(marker.get("entries") or ()) | {OUTPUT_MARKER}
-    return sorted(e for e in os.listdir(folder)
-                  if e not in own and not any(e.startswith(f".{name}.") for name in own))
+    return sorted(e for e in os.listdir(folder) if e not in own and not any(e.startswith(f".{name}.") for name in own))
 
 
 def prepare_output(path, kind: str, overwrite: bool = False, inputs=(), resume: bool = False) -> Path:
@@ -81,21 +84,27 @@ def prepare_output(path, kind: str, overwrite: bool = False, inputs=(), resume: 
         return out
     marker = read_marker(out)
     if marker is None:
-        raise DocauditError(f"output folder {given} is not empty and was not written by docaudit (no "
-                            f"{OUTPUT_MARKER}); choose a new or empty folder")
+        raise DocauditError(
+            f"output folder {given} is not empty and was not written by docaudit (no "
+            f"{OUTPUT_MARKER}); choose a new or empty folder"
+        )
     if marker["kind"] != kind:
-        raise DocauditError(f"output folder {given} holds a docaudit {marker['kind']} output, not a {kind}; "
-                            "choose another folder")
+        raise DocauditError(
+            f"output folder {given} holds a docaudit {marker['kind']} output, not a {kind}; choose another folder"
+        )
     if resume and not overwrite:
         return out
     if not overwrite:
-        raise DocauditError(f"output folder {given} holds an earlier docaudit {kind} output; pass --overwrite to "
-                            "replace it")
+        raise DocauditError(
+            f"output folder {given} holds an earlier docaudit {kind} output; pass --overwrite to replace it"
+        )
     foreign = _foreign_entries(out, marker)
     if foreign:
         shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
-        raise DocauditError(f"output folder {given} also holds files docaudit did not write ({shown}); move them "
-                            "or choose another folder")
+        raise DocauditError(
+            f"output folder {given} also holds files docaudit did not write ({shown}); move them "
+            "or choose another folder"
+        )
     return out
 
 

@@ -6,7 +6,7 @@ Three variants run in one process on the same model, token ids, context C and st
 
 - ``forward``: the model's plain forward over the same windows with the same batching, returning the logits and
   nothing else -- the limit for anything that needs the model's output distribution;
-- ``querier``: ``docaudit.querier.Querier.compute``, producing every statistic (log p, log p_max, Min-K%++ mu and
+- ``querier``: ``docaudit.query.querier.Querier.compute``, producing every statistic (log p, log p_max, Min-K%++ mu and
   sigma, the float64 GP column sums);
 - ``naive``: how public reference implementations query: one window at a time (batch 1), the loss asked from the
   model through ``labels=``, the full softmax moved to the host, and a per-token Python loop computing the same
@@ -22,6 +22,7 @@ Examples::
     python scripts/bench_querier.py --variants querier --tiny --tokens 500000     # memory on a long document
     python scripts/bench_querier.py --llama7b-shaped --dtype bfloat16 --device cuda --peak-tflops 989
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,10 +46,10 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from docaudit.config import DTYPES, QUANTIZE, ModelConfig, QueryConfig  # noqa: E402
-from docaudit.lm import LoadedModel, load_model, resolve_device  # noqa: E402
-from docaudit.querier import Querier, _batches  # noqa: E402
-from docaudit.stats import scored_spans  # noqa: E402
+from docaudit.config import DTYPES, QUANTIZE, ModelConfig, QueryConfig
+from docaudit.query.models import LoadedModel, load_model, resolve_device
+from docaudit.query.querier import Querier, _batches
+from docaudit.query.stats import scored_spans
 
 CORPUS = ROOT.parent / "shared" / "corpus"
 VARIANTS = ("forward", "querier", "naive")
@@ -91,33 +92,40 @@ def peak_rss_mb() -> float:
 
 # ----------------------------------------------------------------------------------------------- models
 def _tokenizer(texts: list[str], vocab_size: int, add_bos: bool = True):
-    """A byte-level BPE tokenizer trained on the benchmark's own text (no downloads); it starts every encoding
-    with ``<s>`` like Llama's."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    from docaudit.lab.tokenizer import train_tokenizer
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>"], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(texts, trainer)
-    if add_bos:
-        tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="<s>")
+    return train_tokenizer(texts, vocab_size, special="<s>", add_bos=add_bos, pad=False)
 
 
 def synthetic_config(kind: str, vocab_size: int):
     from transformers import LlamaConfig
 
     if kind == "tiny":  # a small Llama: 4 layers, hidden 128, vocabulary 8192
-        return LlamaConfig(vocab_size=vocab_size, hidden_size=128, intermediate_size=384, num_hidden_layers=4,
-                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                           bos_token_id=0, eos_token_id=0, tie_word_embeddings=False)
+        return LlamaConfig(
+            vocab_size=vocab_size,
+            hidden_size=128,
+            intermediate_size=384,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=4096,
+            bos_token_id=0,
+            eos_token_id=0,
+            tie_word_embeddings=False,
+        )
     # Llama-2-7B's shape: 32 layers, hidden 4096, MLP 11008, 32 heads, vocabulary 32000 (6.74 B parameters)
-    return LlamaConfig(vocab_size=vocab_size, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-                       num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096,
-                       bos_token_id=0, eos_token_id=0, tie_word_embeddings=False)
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=4096,
+        intermediate_size=11008,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=32,
+        max_position_embeddings=4096,
+        bos_token_id=0,
+        eos_token_id=0,
+        tie_word_embeddings=False,
+    )
 
 
 def build_synthetic(kind: str, texts: list[str], args) -> LoadedModel:
@@ -170,7 +178,7 @@ def default_documents() -> list[Path]:
 
 def read_documents(paths: list[Path], chars_needed: int) -> list[str]:
     """Cleaned texts of the documents, in order, until about ``chars_needed`` characters are collected."""
-    from docaudit.data import load_document
+    from docaudit.corpus.documents import load_document
 
     texts, total = [], 0
     for p in paths:
@@ -248,7 +256,7 @@ def run_naive(model, ids: np.ndarray, spans, bos: int | None, vocab: int) -> Non
     for start, first, end in spans:
         x = torch.tensor([prefix + ids[start:end].tolist()], dtype=torch.long, device=device)
         with torch.no_grad():
-            logits = model(input_ids=x, labels=x).logits[0, len(prefix):].float()
+            logits = model(input_ids=x, labels=x).logits[0, len(prefix) :].float()
         probs = torch.softmax(logits, dim=-1).cpu()
         log_probs = torch.log_softmax(logits, dim=-1).cpu()
         for t in range(first, end):
@@ -265,11 +273,18 @@ def run_naive(model, ids: np.ndarray, spans, bos: int | None, vocab: int) -> Non
 # ----------------------------------------------------------------------------------------------- main
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=None, help="Hub id, local HF directory or .gguf file (default: embedded Gemma-3-270M).")
+    ap.add_argument(
+        "--model", default=None, help="Hub id, local HF directory or .gguf file (default: embedded Gemma-3-270M)."
+    )
     ap.add_argument("--tiny", action="store_true", help="A small Llama built from its config (random weights).")
     ap.add_argument("--llama7b-shaped", action="store_true", help="Llama-2-7B's shape with random weights (for a GPU).")
-    ap.add_argument("--docs", nargs="*", type=Path, default=None,
-                    help="Document files, concatenated in order (default: the shared corpus's books).")
+    ap.add_argument(
+        "--docs",
+        nargs="*",
+        type=Path,
+        default=None,
+        help="Document files, concatenated in order (default: the shared corpus's books).",
+    )
     ap.add_argument("--tokens", type=int, default=2048, help="Tokens to query (default 2048).")
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--stride", type=int, default=None, help="Default: context - 1.")
@@ -279,11 +294,17 @@ def parse_args(argv=None):
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--variants", default=",".join(VARIANTS), help="Comma-separated subset of forward,querier,naive.")
     ap.add_argument("--naive-tokens", type=int, default=512, help="Scored tokens for the naive loop (first windows).")
-    ap.add_argument("--batch-size", type=int, default=None, help="Windows per batch (default: the querier's automatic size).")
+    ap.add_argument(
+        "--batch-size", type=int, default=None, help="Windows per batch (default: the querier's automatic size)."
+    )
     ap.add_argument("--chunk-rows", type=int, default=None, help="Override the querier's LM-head chunk (rows).")
     ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice).")
-    ap.add_argument("--peak-tflops", type=float, default=None,
-                    help="Peak dense TFLOP/s of the device at this precision, for model FLOP utilisation.")
+    ap.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="Peak dense TFLOP/s of the device at this precision, for model FLOP utilisation.",
+    )
     ap.add_argument("--json", action="store_true", help="Print one JSON object instead of the table.")
     args = ap.parse_args(argv)
     if args.tiny and args.llama7b_shaped:
@@ -379,7 +400,7 @@ def main(argv=None) -> dict:
         order.remove("querier")
         order.insert(0, "querier")
     for rep in range(args.repeats):
-        for v in order[rep % len(order):] + order[: rep % len(order)]:
+        for v in order[rep % len(order) :] + order[: rep % len(order)]:
             if v == "querier" and peak is None:
                 gc.collect()
                 if device.type == "cuda":
@@ -443,10 +464,14 @@ def main(argv=None) -> dict:
 def print_table(r: dict, tps: dict) -> None:
     print(f"model   {r['model']}  ({r['params'] / 1e6:.1f} M matmul params, vocab {r['vocab_size']})")
     print(f"device  {r['device']}  dtype {r['dtype']}{'  quantize ' + r['quantize'] if r['quantize'] else ''}")
-    print(f"tokens  {r['tokens']}  C={r['context']} S={r['stride']} batch={r['batch_size']} windows, "
-          f"head chunk={r['chunk_rows']} rows, {r['repeats']} repeats, load {r['loadavg']}")
+    print(
+        f"tokens  {r['tokens']}  C={r['context']} S={r['stride']} batch={r['batch_size']} windows, "
+        f"head chunk={r['chunk_rows']} rows, {r['repeats']} repeats, load {r['loadavg']}"
+    )
     print()
-    print(f"{'variant':<10}{'tokens':>9}{'median s':>11}{'tokens/s':>11}" + (f"{'MFU':>8}" if "peak_tflops" in r else ""))
+    print(
+        f"{'variant':<10}{'tokens':>9}{'median s':>11}{'tokens/s':>11}" + (f"{'MFU':>8}" if "peak_tflops" in r else "")
+    )
     for v in tps:
         n = r["naive_tokens"] if v == "naive" else r["scored_tokens"]
         line = f"{v:<10}{n:>9}{statistics.median(r['seconds'][v]):>11.3f}{tps[v]:>11.1f}"
@@ -458,8 +483,10 @@ def print_table(r: dict, tps: dict) -> None:
         if r[k] is not None:
             print(f"{k.replace('_over_', ' / '):<20}{r[k]:.2f}")
     if r["querier_peak_rss_mb"] is not None:
-        print(f"memory: model {r['model_rss_mb']:.0f} MB resident; querier peak {r['querier_peak_rss_mb']:.0f} MB "
-              f"(+{r['querier_peak_over_model_mb']:.0f} MB)" + ("" if r["peak_rss_reset"] else " [peak since start]"))
+        print(
+            f"memory: model {r['model_rss_mb']:.0f} MB resident; querier peak {r['querier_peak_rss_mb']:.0f} MB "
+            f"(+{r['querier_peak_over_model_mb']:.0f} MB)" + ("" if r["peak_rss_reset"] else " [peak since start]")
+        )
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ fails the checks unless --overwrite is given, and exits with status 1 listing th
 Example:
     python scripts/fetch_gutenberg.py --manifest data_manifests/pg19_vs_post2024.csv --out books/
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,9 +23,9 @@ if (_ROOT / "docaudit" / "__init__.py").is_file():  # run from a source checkout
     sys.path.insert(0, str(_ROOT))
 
 from docaudit.config import FetchConfig
+from docaudit.corpus.fetch import fetch_manifest
+from docaudit.corpus.manifest import read_manifest
 from docaudit.errors import DocauditError
-from docaudit.fetch import fetch_manifest
-from docaudit.manifest import read_manifest
 
 DEFAULT_MIRROR = "https://www.gutenberg.org"
 
@@ -34,28 +35,60 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--manifest", required=True, help="manifest CSV (see data_manifests/README.md)")
     ap.add_argument("--out", required=True, help="download folder; each book goes to OUT/<path column>")
-    ap.add_argument("--mirror", default=DEFAULT_MIRROR,
-                    help=f"mirror root: http(s) URL, local folder or file:// URL (default {DEFAULT_MIRROR})")
+    ap.add_argument(
+        "--mirror",
+        default=DEFAULT_MIRROR,
+        help=f"mirror root: http(s) URL, local folder or file:// URL (default {DEFAULT_MIRROR})",
+    )
     ap.add_argument("--workers", type=int, default=d.workers, help=f"parallel downloads (default {d.workers})")
-    ap.add_argument("--retries", type=int, default=d.retries,
-                    help=f"extra rounds over the layouts after one with transient failures (default {d.retries})")
-    ap.add_argument("--backoff", type=float, default=d.backoff,
-                    help=f"seconds before the first extra round, doubled each round (default {d.backoff:g})")
-    ap.add_argument("--timeout", type=float, default=d.timeout,
-                    help=f"seconds for one file's whole download (default {d.timeout:g})")
-    ap.add_argument("--book-timeout", type=float, default=d.book_timeout,
-                    help=f"seconds for everything tried for one book, all layouts and rounds (default "
-                         f"{d.book_timeout:g})")
-    ap.add_argument("--min-bytes", type=int, default=d.min_bytes,
-                    help=f"smallest file accepted when the manifest has no sha256 (default {d.min_bytes})")
-    ap.add_argument("--overwrite", action="store_true",
-                    help="replace existing files that fail the manifest's checks (by default they are left alone)")
+    ap.add_argument(
+        "--retries",
+        type=int,
+        default=d.retries,
+        help=f"extra rounds over the layouts after one with transient failures (default {d.retries})",
+    )
+    ap.add_argument(
+        "--backoff",
+        type=float,
+        default=d.backoff,
+        help=f"seconds before the first extra round, doubled each round (default {d.backoff:g})",
+    )
+    ap.add_argument(
+        "--timeout",
+        type=float,
+        default=d.timeout,
+        help=f"seconds for one file's whole download (default {d.timeout:g})",
+    )
+    ap.add_argument(
+        "--book-timeout",
+        type=float,
+        default=d.book_timeout,
+        help=f"seconds for everything tried for one book, all layouts and rounds (default {d.book_timeout:g})",
+    )
+    ap.add_argument(
+        "--min-bytes",
+        type=int,
+        default=d.min_bytes,
+        help=f"smallest file accepted when the manifest has no sha256 (default {d.min_bytes})",
+    )
+    ap.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace existing files that fail the manifest's checks (by default they are left alone)",
+    )
     ap.add_argument("--verbose", "-v", action="store_true", help="log every location tried")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
-    config = FetchConfig(workers=args.workers, retries=args.retries, backoff=args.backoff, timeout=args.timeout,
-                         book_timeout=args.book_timeout, min_bytes=args.min_bytes, overwrite=args.overwrite)
+    config = FetchConfig(
+        workers=args.workers,
+        retries=args.retries,
+        backoff=args.backoff,
+        timeout=args.timeout,
+        book_timeout=args.book_timeout,
+        min_bytes=args.min_bytes,
+        overwrite=args.overwrite,
+    )
     if args.no_progress:
         quiet_bar = contextlib.nullcontext()
     else:

@@ -6,6 +6,7 @@ era and formatting), so this classifier's AUC is not, by itself, evidence of tra
 
     python scripts/train_default.py --corpus ../shared/corpus --out models/gemma3-270m-pg --overwrite
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from docaudit import api
+from docaudit.audit import meta as api
 from docaudit.config import MetaConfig, ModelConfig, QueryConfig, TrainConfig
-from docaudit.report import format_summary
+from docaudit.report.tables import format_summary
 
 
 def sample(catalog: pd.DataFrame, corpus: Path, group: str, n: int, seed: int) -> list[Path]:
@@ -36,8 +37,12 @@ def main() -> None:
     members = sample(catalog, args.corpus, "pg19", args.books, args.seed)
     nonmembers = sample(catalog, args.corpus, "post2024", args.books, args.seed)
     # the shipped classifier was built on character-normalized text (its card records it, and predict follows it)
-    config = TrainConfig(model=ModelConfig(), query=QueryConfig(max_tokens=args.max_tokens, seed=args.seed),
-                         meta=MetaConfig(seed=args.seed), normalize_chars=True)
+    config = TrainConfig(
+        model=ModelConfig(),
+        query=QueryConfig(max_tokens=args.max_tokens, seed=args.seed),
+        meta=MetaConfig(seed=args.seed),
+        normalize_chars=True,
+    )
     result = api.train(members, nonmembers, config, args.out, overwrite=args.overwrite)
     print(f"{result.final_config}: {format_summary(result.summary)}")
     if result.card.get("warning"):

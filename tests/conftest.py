@@ -1,4 +1,5 @@
 """Shared fixtures: tiny models built from configs with a BPE tokenizer trained on the fly (no downloads)."""
+
 from __future__ import annotations
 
 import os
@@ -9,8 +10,10 @@ import torch
 
 CORPUS = Path(os.environ.get("DOCAUDIT_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
 if not (CORPUS / "catalog.csv").is_file():
-    raise pytest.UsageError(f"the tests read real books from {CORPUS} (../shared/corpus beside the repository); "
-                            "set DOCAUDIT_CORPUS to its location")
+    raise pytest.UsageError(
+        f"the tests read real books from {CORPUS} (../shared/corpus beside the repository); "
+        "set DOCAUDIT_CORPUS to its location"
+    )
 
 
 def corpus_text(group: str, book_id: str, start: int = 20000, n_chars: int = 4000) -> str:
@@ -24,22 +27,16 @@ def corpus_ids(group: str, n: int) -> list[str]:
 
 
 def make_tokenizer(texts: list[str], vocab_size: int = 512, add_bos: bool = False):
-    """A byte-level BPE tokenizer; with ``add_bos`` it starts every encoding with ``<s>`` (as Llama's does)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast
+    """A byte-level BPE tokenizer with special token ``<s>``; with ``add_bos`` it starts every encoding with it (as
+    Llama's does)."""
+    from docaudit.lab.tokenizer import train_tokenizer
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok.train_from_iterator(texts, trainer)
-    if add_bos:
-        tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="<s>")
+    return train_tokenizer(texts, vocab_size, special="<s>", add_bos=add_bos, pad=False)
 
 
-def make_model(tmp: Path, arch: str = "gpt2", vocab_size: int = 512, texts=None, seed: int = 0, width: int = 32) -> Path:
+def make_model(
+    tmp: Path, arch: str = "gpt2", vocab_size: int = 512, texts=None, seed: int = 0, width: int = 32
+) -> Path:
     """Save a tiny randomly initialised causal LM with its tokenizer as a local HF directory."""
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
@@ -47,13 +44,31 @@ def make_model(tmp: Path, arch: str = "gpt2", vocab_size: int = 512, texts=None,
     tokenizer = make_tokenizer(texts, vocab_size, add_bos=arch == "llama")
     torch.manual_seed(seed)
     if arch == "gpt2":
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=width, n_layer=2, n_head=2,
-                                                    bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id))
+        model = GPT2LMHeadModel(
+            GPT2Config(
+                vocab_size=len(tokenizer),
+                n_positions=256,
+                n_embd=width,
+                n_layer=2,
+                n_head=2,
+                bos_token_id=tokenizer.bos_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+            )
+        )
     else:
-        model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tokenizer), hidden_size=width, intermediate_size=2 * width,
-                                             num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-                                             max_position_embeddings=256, bos_token_id=tokenizer.bos_token_id,
-                                             eos_token_id=tokenizer.eos_token_id))
+        model = LlamaForCausalLM(
+            LlamaConfig(
+                vocab_size=len(tokenizer),
+                hidden_size=width,
+                intermediate_size=2 * width,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                num_key_value_heads=1,
+                max_position_embeddings=256,
+                bos_token_id=tokenizer.bos_token_id,
+                eos_token_id=tokenizer.eos_token_id,
+            )
+        )
     model.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
     return tmp

@@ -1,5 +1,6 @@
 """A tiny controlled target shared by the lab and uncertainty tests: a GPT-2 trained on a random half of short
 excerpts of real books (read by path from the shared corpus, never copied)."""
+
 from __future__ import annotations
 
 import functools
@@ -8,10 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from docaudit.lab import TargetConfig, split_members, train_target
-
 from conftest import CORPUS
+
+from docaudit.config import TargetConfig
+from docaudit.lab.experiment import split_members
+from docaudit.lab.target import train_target
 
 TINY = TargetConfig(
     layers=2, width=64, heads=4, context=64, vocab_size=512, epochs=30, learning_rate=3e-3, batch_size=8, seed=0
@@ -44,7 +46,7 @@ class single_thread:
 _KEEP: list[tempfile.TemporaryDirectory] = []
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiny_target():
     """Train (once per test process) the tiny target; returns (model_dir, member_texts, nonmember_texts)."""
     texts = excerpts()

@@ -1,4 +1,5 @@
 """Slow, independent reference computations that the fast code is checked against."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,7 +20,7 @@ def naive_token_stats(model, ids, context: int, stride: int, bos: int | None = N
         with torch.no_grad():
             prefix = [] if bos is None else [bos]
             logits = model(torch.tensor([prefix + ids[start:end]], dtype=torch.long)).logits[0].double().numpy()
-            logits = logits[len(prefix):]
+            logits = logits[len(prefix) :]
         for t in range(max(scored_until, start + 1), end):
             z = logits[t - 1 - start]
             logp_all = z - (z.max() + np.log(np.exp(z - z.max()).sum()))
@@ -51,7 +52,7 @@ def full_softmax_rows(model, ids, bos: int | None = None):
     prefix = [] if bos is None else [bos]
     with torch.no_grad():
         logits = model(torch.tensor([prefix + list(ids)])).logits[0].double()
-    logits = logits[len(prefix):]
+    logits = logits[len(prefix) :]
     return [(torch.log_softmax(logits[t - 1], -1).numpy(), ids[t]) for t in range(1, len(ids))]
 
 

@@ -1,4 +1,5 @@
 """Blind (model-free) baselines: they must see the PG-19 vs post-2024 shift, and see nothing in a random split."""
+
 from __future__ import annotations
 
 import math
@@ -6,8 +7,12 @@ import random
 
 import numpy as np
 import pytest
+from conftest import CORPUS
 
-from docaudit.blind import (
+from docaudit.corpus.cleaning import clean_text
+from docaudit.corpus.documents import read_text
+from docaudit.errors import DocauditError
+from docaudit.methods.blind import (
     KINDS,
     DocFreqSelector,
     YearFeatures,
@@ -16,11 +21,7 @@ from docaudit.blind import (
     shift_warning,
     years_mentioned,
 )
-from docaudit.data import clean_text, read_text
-from docaudit.errors import DocauditError
 from docaudit.metrics import FoldMetrics, chunk_folds
-
-from conftest import CORPUS
 
 # speed: clean only the first RAW_CHARS characters of each file (headers are a few thousand characters; the END
 # marker is then missing, which strip_gutenberg handles) and give the baselines the first MAX_CHARS of the result
@@ -112,7 +113,10 @@ def test_vocabulary_is_fit_on_training_documents_only():
 
 def test_year_features():
     assert years_mentioned("In 1850, and (1923). 1,850,000 men; 18500; 3.1850; 2030; 1499; 1600-1700.").tolist() == [
-        1850, 1923, 1600, 1700,
+        1850,
+        1923,
+        1600,
+        1700,
     ]
     feats = YearFeatures().transform(["In 1850 and 1923.", "no years"])
     assert feats.shape == (2, 53 + 5)

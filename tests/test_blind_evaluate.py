@@ -1,8 +1,8 @@
 import json
 
 from click.testing import CliRunner
-
 from conftest import corpus_ids, corpus_text
+
 from docaudit.cli import main
 
 
@@ -11,9 +11,26 @@ def test_evaluate_blind_only_needs_no_model(tmp_path):
         (tmp_path / label).mkdir()
         for book in corpus_ids(group, 6):
             (tmp_path / label / f"{book}.txt").write_text(corpus_text(group, book, n_chars=3000))
-    result = CliRunner().invoke(main, ["evaluate", "--methods", "blind", "--members", tmp_path / "a", "--nonmembers",
-                                       tmp_path / "b", "--folds", "3", "--model", tmp_path / "no-such-model",
-                                       "--format", "json", "--out", tmp_path / "out"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "evaluate",
+            "--methods",
+            "blind",
+            "--members",
+            tmp_path / "a",
+            "--nonmembers",
+            tmp_path / "b",
+            "--folds",
+            "3",
+            "--model",
+            tmp_path / "no-such-model",
+            "--format",
+            "json",
+            "--out",
+            tmp_path / "out",
+        ],
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["methods"]
     assert {r["method"] for r in rows} == {"blind"} and {r["level"] for r in rows} == {"tfidf", "nb", "dates"}

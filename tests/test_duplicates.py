@@ -1,9 +1,9 @@
 """The same text as a member and as a non-member is refused by every labelled command, or left out of both sets with
 --drop-duplicates and counted in the output."""
+
 import json
 
 import pytest
-
 from conftest import corpus_ids, corpus_text
 from test_cli import FAST, assert_clean_error, run
 
@@ -73,9 +73,22 @@ def test_train(sets, tiny_gpt2, tmp_path):
 
 
 def test_report_calibration(sets, tiny_gpt2, tmp_path):
-    args = ["report", sets["mem"] / f"{corpus_ids('members', 5)[4]}.txt", "--calibrate-members", sets["mem"],
-            "--calibrate-nonmembers", sets["non"], "--model", tiny_gpt2, "--snippets", "2", "--snippet-words", "30",
-            "--out", tmp_path / "rep"]
+    args = [
+        "report",
+        sets["mem"] / f"{corpus_ids('members', 5)[4]}.txt",
+        "--calibrate-members",
+        sets["mem"],
+        "--calibrate-nonmembers",
+        sets["non"],
+        "--model",
+        tiny_gpt2,
+        "--snippets",
+        "2",
+        "--snippet-words",
+        "30",
+        "--out",
+        tmp_path / "rep",
+    ]
     assert_refused(run(*args), sets)
     result = run(*args, "--drop-duplicates")
     assert result.exit_code == 0, result.output
@@ -86,8 +99,21 @@ def test_report_calibration(sets, tiny_gpt2, tmp_path):
 
 
 def test_dataset_test(sets, tiny_gpt2):
-    args = ["dataset-test", "--suspect", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2,
-            "--context", "32", "--methods", "loss,zlib", "--splits", "2"]
+    args = [
+        "dataset-test",
+        "--suspect",
+        sets["mem"],
+        "--nonmembers",
+        sets["non"],
+        "--model",
+        tiny_gpt2,
+        "--context",
+        "32",
+        "--methods",
+        "loss,zlib",
+        "--splits",
+        "2",
+    ]
     assert_refused(run(*args), sets)
     result = run(*args, "--drop-duplicates", "--format", "json")
     assert result.exit_code == 0, result.output

@@ -1,14 +1,15 @@
 """`docaudit evaluate` and `docaudit report` end to end with a tiny model."""
+
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import corpus_ids, corpus_text
-from docaudit.contamination import wilson_interval
-from docaudit.metrics import chunk_folds
 from test_cli import assert_clean_error, make_sets, run
+
+from docaudit.audit.contamination import wilson_interval
+from docaudit.metrics import chunk_folds
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -19,9 +20,33 @@ LEVELS = ["sequence", "doc_avg", "doc_threshold"]
 def test_evaluate_end_to_end(tiny_gpt2, tmp_path):
     sets = make_sets(tmp_path)
     out = tmp_path / "ev"
-    args = ["evaluate", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, "--context", "32",
-            "--sequences", "2", "--folds", "2", "--seed", "1", "--trees", "20", "--bins", "20", "--norm", "max_tf",
-            "--features", "hist", "--out", out]
+    args = [
+        "evaluate",
+        "--members",
+        sets["mem"],
+        "--nonmembers",
+        sets["non"],
+        "--model",
+        tiny_gpt2,
+        "--context",
+        "32",
+        "--sequences",
+        "2",
+        "--folds",
+        "2",
+        "--seed",
+        "1",
+        "--trees",
+        "20",
+        "--bins",
+        "20",
+        "--norm",
+        "max_tf",
+        "--features",
+        "hist",
+        "--out",
+        out,
+    ]
     result = run(*args, "--format", "json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -41,8 +66,14 @@ def test_evaluate_end_to_end(tiny_gpt2, tmp_path):
     assert info["sequences_per_document"] == [2] * 8
     for (method, level), row in rows.items():
         assert row["fold_n_test"] == ([2 * n for n in n_test] if level == "sequence" else n_test), (method, level)
-    assert {p.name for p in out.iterdir()} == {"evaluation.csv", "evaluation_folds.csv", "evaluation.json", "roc.csv",
-                                               "roc.png", ".docaudit-output.json"}
+    assert {p.name for p in out.iterdir()} == {
+        "evaluation.csv",
+        "evaluation_folds.csv",
+        "evaluation.json",
+        "roc.csv",
+        "roc.png",
+        ".docaudit-output.json",
+    }
     table = pd.read_csv(out / "evaluation.csv")
     assert len(table) == 1 + len(METHODS) * len(LEVELS) + len(blind)
     assert table.pooled_auc.notna().sum() == 1 + len(METHODS) * 2 + len(blind)  # every document-level row
@@ -67,8 +98,23 @@ def make_books(tmp_path, n_chars=1500):
 
 
 def report_args(books, tiny_gpt2, out, *extra):
-    return ["report", books["audit"], "--calibrate-members", books["cal_mem"], "--calibrate-nonmembers", books["cal_non"],
-            "--model", tiny_gpt2, "--snippets", "4", "--snippet-words", "40", "--out", out, *extra]
+    return [
+        "report",
+        books["audit"],
+        "--calibrate-members",
+        books["cal_mem"],
+        "--calibrate-nonmembers",
+        books["cal_non"],
+        "--model",
+        tiny_gpt2,
+        "--snippets",
+        "4",
+        "--snippet-words",
+        "40",
+        "--out",
+        out,
+        *extra,
+    ]
 
 
 def test_report_end_to_end(tiny_gpt2, tmp_path):
@@ -88,7 +134,7 @@ def test_report_end_to_end(tiny_gpt2, tmp_path):
     warned = json.loads((out / "report.json").read_text())["info"]["calibration_auc"] < 0.6
     page = (out / "report.html").read_text()
     assert ("barely separated" in result.stderr) == warned == ("barely separated" in page)
-    assert page.count("data:image/png;base64,") == 3 and "src=\"rates.png\"" not in page
+    assert page.count("data:image/png;base64,") == 3 and 'src="rates.png"' not in page
     for book in table.book:
         assert str(book) in page
 
@@ -123,4 +169,3 @@ def test_wilson_interval():
     lo, hi = wilson_interval(10, 20)
     assert lo == pytest.approx(1 - hi) and lo < 0.5 < hi
     assert wilson_interval(20, 20)[1] == 1.0
-

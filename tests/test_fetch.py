@@ -1,4 +1,5 @@
 """The Project Gutenberg fetcher against a real HTTP server on 127.0.0.1 and against a local-folder mirror."""
+
 from __future__ import annotations
 
 import functools
@@ -12,11 +13,18 @@ import time
 import urllib.parse
 
 import pytest
+from conftest import CORPUS
 
 from docaudit.config import FetchConfig
+from docaudit.corpus.fetch import (
+    candidate_paths,
+    candidate_urls,
+    fetch_book,
+    fetch_manifest,
+    tree_dirs,
+)
+from docaudit.corpus.manifest import ManifestRow, write_manifest
 from docaudit.errors import DocauditError
-from docaudit.fetch import candidate_paths, candidate_urls, fetch_book, fetch_manifest, tree_dirs
-from docaudit.manifest import ManifestRow, write_manifest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -27,8 +35,6 @@ def _load_script():
     spec.loader.exec_module(module)
     return module
 
-
-from conftest import CORPUS
 
 # small books of the shared corpus, each placed under a different mirror layout (None: not on the mirror)
 BOOKS = {
@@ -61,9 +67,15 @@ def mirror(tmp_path):
     rows = []
     for book_id, (group, rel) in BOOKS.items():
         data = _book(book_id)
-        rows.append(ManifestRow(book_id, "member" if group == "members" else "nonmember",
-                                sha256=hashlib.sha256(data).hexdigest(), n_bytes=len(data),
-                                path=f"{group}/{book_id}.txt"))
+        rows.append(
+            ManifestRow(
+                book_id,
+                "member" if group == "members" else "nonmember",
+                sha256=hashlib.sha256(data).hexdigest(),
+                n_bytes=len(data),
+                path=f"{group}/{book_id}.txt",
+            )
+        )
         if rel is not None:
             target = root / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -71,8 +83,11 @@ def mirror(tmp_path):
     return root, rows
 
 
-HTML_PAGE = b"<!DOCTYPE html>\n<html><head><title>Too many requests</title></head><body>" + b"Slow down. " * 200 + \
-    b"</body></html>\n"
+HTML_PAGE = (
+    b"<!DOCTYPE html>\n<html><head><title>Too many requests</title></head><body>"
+    + b"Slow down. " * 200
+    + b"</body></html>\n"
+)
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
@@ -91,7 +106,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         for i in range(len(raw)):  # one byte per second
             if self.stop.wait(1.0 if i else 0):
                 return
-            self.wfile.write(raw[i:i + 1])
+            self.wfile.write(raw[i : i + 1])
             self.wfile.flush()
 
     def do_GET(self):
@@ -177,8 +192,14 @@ def test_layouts():
     assert tree_dirs("12345") == ["1/2/3/4/12345", "1/2/3/4/5/12345"]
     assert tree_dirs("7") == ["0/7", "7/7"]
     assert candidate_paths("123") == [
-        "cache/epub/123/pg123.txt", "files/123/123-0.txt", "files/123/123.txt", "ebooks/123.txt.utf-8",
-        "1/2/123/123-0.txt", "1/2/123/123.txt", "1/2/3/123/123-0.txt", "1/2/3/123/123.txt",
+        "cache/epub/123/pg123.txt",
+        "files/123/123-0.txt",
+        "files/123/123.txt",
+        "ebooks/123.txt.utf-8",
+        "1/2/123/123-0.txt",
+        "1/2/123/123.txt",
+        "1/2/3/123/123-0.txt",
+        "1/2/3/123/123.txt",
     ]
     assert candidate_urls("https://mirror.example/pg/", "5")[0] == "https://mirror.example/pg/cache/epub/5/pg5.txt"
 
@@ -190,8 +211,21 @@ def test_fetch_over_http_with_failures_and_resume(mirror, server, tmp_path, caps
     write_manifest(rows, manifest)
     out = tmp_path / "out"
     script = _load_script()
-    args = ["--manifest", str(manifest), "--out", str(out), "--mirror", url, "--workers", "3", "--retries", "2",
-            "--backoff", "0.01", "--no-progress"]
+    args = [
+        "--manifest",
+        str(manifest),
+        "--out",
+        str(out),
+        "--mirror",
+        url,
+        "--workers",
+        "3",
+        "--retries",
+        "2",
+        "--backoff",
+        "0.01",
+        "--no-progress",
+    ]
     assert script.main(args) == 1  # two books could not be fetched
     err = capsys.readouterr().err
     assert "8 books: 6 downloaded, 0 already present, 2 failed" in err
@@ -218,8 +252,16 @@ def test_fetch_over_http_with_failures_and_resume(mirror, server, tmp_path, caps
     report = fetch_manifest(rows, out, url, config, progress=False)
     status = {r.id: r.status for r in report.results}
     assert [r.id for r in report.results] == [r.id for r in rows]  # manifest order
-    assert status == {"2719": "skipped", "53516": "skipped", "2052": "failed", "74553": "skipped",
-                      "8793": "skipped", "74953": "skipped", CORRUPTED: "downloaded", MISSING: "failed"}
+    assert status == {
+        "2719": "skipped",
+        "53516": "skipped",
+        "2052": "failed",
+        "74553": "skipped",
+        "8793": "skipped",
+        "74953": "skipped",
+        CORRUPTED: "downloaded",
+        MISSING: "failed",
+    }
     assert all(r.verified for r in report.results if r.status != "failed") and not report.unverified
     assert not any("2719" in p or "53516" in p or "2052" in p for p in handler.requests)
     assert {r.id: r.source for r in report.downloaded}[CORRUPTED].endswith(f"/files/{CORRUPTED}/{CORRUPTED}-0.txt")
@@ -325,8 +367,9 @@ def test_without_a_hash_the_gutenberg_header_and_size_are_checked(mirror, tmp_pa
     (root / "cache/epub/2719/pg2719.txt").write_bytes(_book("2052"))  # another book under this id
     tiny = root / "files/53516/53516-0.txt"
     tiny.write_bytes(tiny.read_bytes()[:500])  # a stub
-    report = fetch_manifest(_plain(rows, "2719", "53516", "74553"), tmp_path / "out", str(root),
-                            FetchConfig(retries=0), progress=False)
+    report = fetch_manifest(
+        _plain(rows, "2719", "53516", "74553"), tmp_path / "out", str(root), FetchConfig(retries=0), progress=False
+    )
     errors = {r.id: r.error for r in report.failed}
     assert set(errors) == {"2719", "53516"}
     assert "Gutenberg header names ebook #2052, not #2719" in errors["2719"]
@@ -339,9 +382,22 @@ def test_a_silent_server_costs_at_most_the_book_budget(mirror, server, tmp_path,
     url, handler = server
     for rel in candidate_paths("2719"):  # every layout accepts the connection and never answers
         handler.misbehave[f"/{rel}"] = "silent"
-    caplog.set_level(logging.INFO, logger="docaudit.fetch")
-    rc, seconds = _within(8, _run_script, tmp_path, rows[:1], url, "--timeout", 1, "--retries", 3,
-                          "--backoff", 0.01, "--book-timeout", 2.5)
+    caplog.set_level(logging.INFO, logger="docaudit.corpus.fetch")
+    rc, seconds = _within(
+        8,
+        _run_script,
+        tmp_path,
+        rows[:1],
+        url,
+        "--timeout",
+        1,
+        "--retries",
+        3,
+        "--backoff",
+        0.01,
+        "--book-timeout",
+        2.5,
+    )
     assert rc == 1 and 2.4 < seconds < 4
     assert "FAILED 2719: gave up after the 2.5 s allowed per book" in capsys.readouterr().err
     assert f"2719: trying {url}/cache/epub/2719/pg2719.txt (round 1 of 4" in caplog.text  # what is being tried

@@ -1,19 +1,28 @@
 """GGUF models (the embedded default is one): the one-time conversion says what it is doing, and a copy of the file
 under another name is the same model."""
+
 import json
 import shutil
 
 import numpy as np
 import pytest
-
 from conftest import corpus_ids, corpus_text, make_model
 from test_cli import run
-from docaudit.lm import resolve_source
+
+from docaudit.query.models import resolve_source
 
 # Hugging Face Llama tensor names -> GGUF names (llama.cpp's convention)
-GGUF_NAMES = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
-              "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
-              "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+GGUF_NAMES = {
+    "input_layernorm": "attn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
 
 
 def write_gguf(model_dir, path):
@@ -44,8 +53,11 @@ def write_gguf(model_dir, path):
     def permute(w, heads):
         return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
-    top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
-           "lm_head.weight": "output.weight"}
+    top = {
+        "model.embed_tokens.weight": "token_embd.weight",
+        "model.norm.weight": "output_norm.weight",
+        "lm_head.weight": "output.weight",
+    }
     heads = {"self_attn.q_proj": c.num_attention_heads, "self_attn.k_proj": c.num_key_value_heads}
     for key, value in model.state_dict().items():
         w = value.numpy().astype(np.float32)

@@ -1,5 +1,6 @@
 """Options and inputs: one rule for --context / --stride / --max-tokens in every command, excerpts bounded by their
 size (not the document's), the document size limit, strict JSON and clear errors for bad values and files."""
+
 import json
 import math
 import os
@@ -9,21 +10,23 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import CORPUS, corpus_ids, corpus_text
-from docaudit.config import MAX_DOCUMENT_BYTES, QueryConfig
-from docaudit.data import DocumentError, Skips, clean_text, load_documents, read_text
-from docaudit.errors import DocauditError
-from docaudit.lm import load_model
-from docaudit.querier import Querier, excerpt
-from docaudit.report import json_text
 from test_cli import assert_clean_error, run
+
+from docaudit.config import MAX_DOCUMENT_BYTES, QueryConfig
+from docaudit.corpus.cleaning import clean_text
+from docaudit.corpus.documents import DocumentError, Skips, load_documents, read_text
+from docaudit.errors import DocauditError
+from docaudit.io import json_text
+from docaudit.query.models import load_model
+from docaudit.query.querier import Querier, excerpt
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def strict_json(text: str):
     """Parse JSON refusing NaN and infinities (which are not JSON)."""
+
     def refuse(name):
         raise AssertionError(f"{name} in JSON output")
 
@@ -41,13 +44,19 @@ def make_sentencepiece_like(out: Path) -> Path:
     tok = Tokenizer(models.BPE(byte_fallback=True))
     tok.normalizer = normalizers.Replace(" ", "\u2581")
     tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
-    trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=["<s>"] + [f"<0x{i:02X}>" for i in range(256)],
-                                  initial_alphabet=sorted(set("".join(texts).replace(" ", "\u2581"))))
+    trainer = trainers.BpeTrainer(
+        vocab_size=512,
+        special_tokens=["<s>"] + [f"<0x{i:02X}>" for i in range(256)],
+        initial_alphabet=sorted(set("".join(texts).replace(" ", "\u2581"))),
+    )
     tok.train_from_iterator(texts, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="<s>")
     torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config(vocab_size=len(fast), n_positions=256, n_embd=32, n_layer=2, n_head=2,
-                               bos_token_id=0, eos_token_id=0)).save_pretrained(out)
+    GPT2LMHeadModel(
+        GPT2Config(
+            vocab_size=len(fast), n_positions=256, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0
+        )
+    ).save_pretrained(out)
     fast.save_pretrained(out)
     return out
 
@@ -96,14 +105,19 @@ def test_querier_counts_the_bos_position(tiny_gpt2, tiny_llama):
 
     assert Querier(load_model(ModelConfig(model=str(tiny_gpt2))), QueryConfig(context=256)).query.context == 256
     llama = load_model(ModelConfig(model=str(tiny_llama)))
-    with pytest.raises(DocauditError, match=r"--context 256 is out of range: allowed 2\.\.255 \(the model takes 256 "
-                                            r"positions, one of them for the BOS token\)"):
+    with pytest.raises(
+        DocauditError,
+        match=r"--context 256 is out of range: allowed 2\.\.255 \(the model takes 256 "
+        r"positions, one of them for the BOS token\)",
+    ):
         Querier(llama, QueryConfig(context=256))
 
 
-BAD_QUERIES = [(["--context", "257"], "--context 257 is out of range: allowed 2..256 (the model takes 256 positions)"),
-               (["--context", "100000"], "--context 100000 is out of range: allowed 2..256"),
-               (["--context", "64", "--stride", "100"], "--stride 100 is out of range: allowed 1..63 (for --context 64)")]
+BAD_QUERIES = [
+    (["--context", "257"], "--context 257 is out of range: allowed 2..256 (the model takes 256 positions)"),
+    (["--context", "100000"], "--context 100000 is out of range: allowed 2..256"),
+    (["--context", "64", "--stride", "100"], "--stride 100 is out of range: allowed 1..63 (for --context 64)"),
+]
 
 
 @pytest.mark.parametrize("command", ["score", "evaluate", "train", "dataset-test"])
@@ -111,9 +125,29 @@ BAD_QUERIES = [(["--context", "257"], "--context 257 is out of range: allowed 2.
 def test_every_command_refuses_the_same_bad_values(command, options, message, docs, tiny_gpt2, tmp_path):
     args = {
         "score": ["score", docs["mem"]],
-        "evaluate": ["evaluate", "--members", docs["mem"], "--nonmembers", docs["non"], "--methods", "loss", "--no-meta",
-                     "--folds", "2"],
-        "train": ["train", "--members", docs["mem"], "--nonmembers", docs["non"], "--folds", "2", "--out", tmp_path / "o"],
+        "evaluate": [
+            "evaluate",
+            "--members",
+            docs["mem"],
+            "--nonmembers",
+            docs["non"],
+            "--methods",
+            "loss",
+            "--no-meta",
+            "--folds",
+            "2",
+        ],
+        "train": [
+            "train",
+            "--members",
+            docs["mem"],
+            "--nonmembers",
+            docs["non"],
+            "--folds",
+            "2",
+            "--out",
+            tmp_path / "o",
+        ],
         "dataset-test": ["dataset-test", "--suspect", docs["mem"], "--nonmembers", docs["non"]],
     }[command]
     result = run(*args, "--model", tiny_gpt2, *options)
@@ -122,9 +156,22 @@ def test_every_command_refuses_the_same_bad_values(command, options, message, do
 
 
 def test_report_checks_max_context_and_shows_the_context_used(docs, tiny_gpt2, tmp_path):
-    base = ["report", docs["mem"] / f"{corpus_ids('members', 1)[0]}.txt", "--calibrate-members", docs["mem"],
-            "--calibrate-nonmembers", docs["non"], "--model", tiny_gpt2, "--snippets", "2", "--snippet-words", "30",
-            "--out", tmp_path / "rep"]
+    base = [
+        "report",
+        docs["mem"] / f"{corpus_ids('members', 1)[0]}.txt",
+        "--calibrate-members",
+        docs["mem"],
+        "--calibrate-nonmembers",
+        docs["non"],
+        "--model",
+        tiny_gpt2,
+        "--snippets",
+        "2",
+        "--snippet-words",
+        "30",
+        "--out",
+        tmp_path / "rep",
+    ]
     assert_clean_error(run(*base, "--max-context", "1"), "--max-context 1 is out of range: allowed 2 or more")
     result = run(*base, "--max-context", "100000")
     assert result.exit_code == 0, result.output
@@ -141,8 +188,9 @@ def test_values_used_appear_in_every_output(docs, tiny_gpt2, tmp_path):
     common = ["--members", docs["mem"], "--nonmembers", docs["non"], "--model", tiny_gpt2, *query, "--folds", "2"]
     ev = run("evaluate", *common, "--methods", "loss", "--no-meta", "--no-blind")
     assert ev.exit_code == 0 and "query: context 64, stride 32, max tokens all" in ev.stdout
-    info = strict_json(run("evaluate", *common, "--methods", "loss", "--no-meta", "--no-blind",
-                           "--format", "json").stdout)["info"]
+    info = strict_json(
+        run("evaluate", *common, "--methods", "loss", "--no-meta", "--no-blind", "--format", "json").stdout
+    )["info"]
     assert (info["query"]["context"], info["query"]["stride"]) == (64, 32)
 
     fast = ["--trees", "10", "--bins", "20", "--norm", "max_tf", "--features", "hist"]
@@ -151,8 +199,20 @@ def test_values_used_appear_in_every_output(docs, tiny_gpt2, tmp_path):
     card = strict_json((tmp_path / "clf" / "card.json").read_text())
     assert (card["query"]["context"], card["query"]["stride"]) == (64, 32)
 
-    ds = ["dataset-test", "--suspect", docs["mem"], "--nonmembers", docs["non"], "--model", tiny_gpt2, *query,
-          "--methods", "loss", "--splits", "2"]
+    ds = [
+        "dataset-test",
+        "--suspect",
+        docs["mem"],
+        "--nonmembers",
+        docs["non"],
+        "--model",
+        tiny_gpt2,
+        *query,
+        "--methods",
+        "loss",
+        "--splits",
+        "2",
+    ]
     assert "query: context 64, stride 32" in run(*ds).stdout
     out = strict_json(run(*ds, "--format", "json").stdout)
     assert (out["query"]["context"], out["query"]["stride"]) == (64, 32) and out["skipped"] == []
@@ -199,8 +259,8 @@ def score(path):
 score(sys.argv[2])  # imports, model and tokenizer loaded: the baseline
 base, started = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.time()
 row = score(sys.argv[3])
-print(json.dumps({"seconds": time.time() - started, "mb": (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base) / 1024,
-                  "n_tokens": row["n_tokens"]}))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": time.time() - started, "mb": (peak - base) / 1024, "n_tokens": row["n_tokens"]}))
 """
 
 
@@ -210,8 +270,11 @@ def test_large_document_with_max_tokens_is_bounded_by_the_excerpt(spm_model, tmp
     about 2 s and 300 MB over the baseline (the text itself: 50 MB read, 200 MB as a Python string); tokenizing
     the whole text instead took 300 s and 1.6 GB for 10 MB. (``--raw``: cleaning reads the text whole and adds
     about 20 s and 0.5 GB here, whatever the excerpt.)"""
-    book = "\n\n".join(clean_text((CORPUS / g / f"{b}.txt").read_text(encoding="utf-8")) for g in ("members", "nonmembers")
-                       for b in corpus_ids(g, 3))
+    book = "\n\n".join(
+        clean_text((CORPUS / g / f"{b}.txt").read_text(encoding="utf-8"))
+        for g in ("members", "nonmembers")
+        for b in corpus_ids(g, 3)
+    )
     big = tmp_path / "big.txt"
     with open(big, "w", encoding="utf-8") as f:
         f.writelines(book for _ in range(50_000_000 // len(book) + 1))
@@ -219,8 +282,15 @@ def test_large_document_with_max_tokens_is_bounded_by_the_excerpt(spm_model, tmp
     small = tmp_path / "small.txt"
     small.write_text(book[:20_000])
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    done = subprocess.run([sys.executable, "-c", MEASURE, str(spm_model), str(small), str(big)], capture_output=True,
-                          text=True, cwd=REPO, env=env, timeout=300, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(spm_model), str(small), str(big)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=300,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     measured = json.loads(done.stdout.strip().splitlines()[-1])
     assert measured["n_tokens"] == 512
@@ -247,17 +317,23 @@ def test_document_size_limit(tmp_path):
 @pytest.mark.parametrize("value", ["0", "-1", "1"])
 def test_max_tokens_checked_before_anything_is_loaded(value, tmp_path):
     (tmp_path / "a.txt").write_text("Some text to score.")
-    assert_clean_error(run("score", "--model", tmp_path / "no-such-model", "--max-tokens", value, tmp_path / "a.txt"),
-                       f"--max-tokens {value} is out of range: allowed 2 or more")
-    assert_clean_error(run("train", "--members", tmp_path, "--nonmembers", tmp_path, "--max-tokens", value,
-                           "--out", tmp_path / "o"), f"--max-tokens {value} is out of range")
+    assert_clean_error(
+        run("score", "--model", tmp_path / "no-such-model", "--max-tokens", value, tmp_path / "a.txt"),
+        f"--max-tokens {value} is out of range: allowed 2 or more",
+    )
+    assert_clean_error(
+        run("train", "--members", tmp_path, "--nonmembers", tmp_path, "--max-tokens", value, "--out", tmp_path / "o"),
+        f"--max-tokens {value} is out of range",
+    )
 
 
 def test_detector_options_checked_and_json_has_no_nan(tiny_gpt2, tmp_path):
     doc = tmp_path / "a.txt"
     doc.write_text(corpus_text("members", corpus_ids("members", 1)[0], n_chars=800))
-    assert_clean_error(run("score", "--model", tiny_gpt2, "--pac-copies", "0", doc),
-                       "--pac-copies 0 is out of range: allowed 1 or more")
+    assert_clean_error(
+        run("score", "--model", tiny_gpt2, "--pac-copies", "0", doc),
+        "--pac-copies 0 is out of range: allowed 1 or more",
+    )
     assert_clean_error(run("score", "--model", tiny_gpt2, "--k", "0", doc), "--k 0.0 is out of range")
     result = run("score", "--model", tiny_gpt2, "--context", "64", "--pac-copies", "1", doc)
     assert result.exit_code == 0 and math.isfinite(strict_json(result.stdout)[0]["pac"])
@@ -279,13 +355,24 @@ def test_symlink_loop_and_broken_link_are_named(tmp_path):
     skips = Skips()
     assert [d.id for d in load_documents([tmp_path], skips=skips)] == ["ok"]
     assert {os.path.basename(s["file"]): s["reason"].split(" (")[0] for s in skips.as_json()} == {
-        "loop.txt": "symlink loop", "broken.txt": "broken symlink"}
+        "loop.txt": "symlink loop",
+        "broken.txt": "broken symlink",
+    }
 
 
 def test_lab_refuses_a_context_beyond_the_base_model(tiny_gpt2, tmp_path):
-    from docaudit.lab import TargetConfig, train_target
+    from docaudit.config import TargetConfig
+    from docaudit.lab.target import train_target
 
     texts = [corpus_text("members", b, n_chars=800) for b in corpus_ids("members", 2)]
-    with pytest.raises(DocauditError, match=r"--context 300 is out of range: allowed 2\.\.256 \(the base model takes 256"):
-        train_target(texts, texts, tmp_path / "lab", TargetConfig(context=300, epochs=1), base_model=str(tiny_gpt2),
-                     progress=False)
+    with pytest.raises(
+        DocauditError, match=r"--context 300 is out of range: allowed 2\.\.256 \(the base model takes 256"
+    ):
+        train_target(
+            texts,
+            texts,
+            tmp_path / "lab",
+            TargetConfig(context=300, epochs=1),
+            base_model=str(tiny_gpt2),
+            progress=False,
+        )

@@ -6,16 +6,11 @@ import torch
 from labtarget import TINY, excerpts, single_thread, tiny_target
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from docaudit.config import TargetConfig
 from docaudit.errors import DocauditError
-from docaudit.lab import (
-    TargetConfig,
-    build_model,
-    member_nonmember_loss,
-    read_target_metadata,
-    split_members,
-    train_target,
-    train_tokenizer,
-)
+from docaudit.lab.experiment import member_nonmember_loss, split_members
+from docaudit.lab.target import build_model, read_target_metadata, train_target
+from docaudit.lab.tokenizer import train_tokenizer
 
 # a very small configuration for the checkpoint tests
 MICRO = TargetConfig(layers=1, width=32, heads=2, context=32, vocab_size=400, epochs=4, batch_size=4, seed=3)

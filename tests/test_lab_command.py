@@ -1,15 +1,36 @@
 """`docaudit lab` end to end at a tiny size, and resuming after an interruption."""
+
 import json
 
 import pytest
 from click.testing import CliRunner
 from labtarget import excerpts, single_thread
 
-import docaudit.lab as lab
+import docaudit.lab.target as lab
 from docaudit.cli import main
 
-ARGS = ["--layers", "1", "--width", "64", "--heads", "2", "--context", "64", "--vocab-size", "400", "--epochs", "12",
-        "--batch-size", "8", "--max-tokens", "160", "--folds", "2", "--methods", "loss,mink,minkpp"]
+ARGS = [
+    "--layers",
+    "1",
+    "--width",
+    "64",
+    "--heads",
+    "2",
+    "--context",
+    "64",
+    "--vocab-size",
+    "400",
+    "--epochs",
+    "12",
+    "--batch-size",
+    "8",
+    "--max-tokens",
+    "160",
+    "--folds",
+    "2",
+    "--methods",
+    "loss,mink,minkpp",
+]
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +58,9 @@ def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
         assert first.exit_code == 130 and "interrupted" in first.stderr
         assert not (out / "lab.json").exists()
         monkeypatch.setattr(lab, "_save_checkpoint", save)
-        result = CliRunner().invoke(main, ["lab", "--corpus", pool, "--out", out, *ARGS, "--dtype", "bfloat16",
-                                           "--format", "json"])
+        result = CliRunner().invoke(
+            main, ["lab", "--corpus", pool, "--out", out, *ARGS, "--dtype", "bfloat16", "--format", "json"]
+        )
     assert result.exit_code == 0, result.output
     segments = lab.read_target_metadata(out / "target" / "model")["segments"]
     assert [(s["start_epoch"], s["end_epoch"]) for s in segments] == [(0, 3), (3, 12)]
@@ -52,8 +74,11 @@ def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
     assert ("blind", "tfidf") in methods
     assert json.loads((out / "lab.json").read_text())["members"] == 8
     precisions = {(p["precision"], p["method"], p["level"]) for p in report["precisions"]}
-    assert {("float32", "meta_classifier", "document"), ("bfloat16", "meta_classifier", "document"),
-            ("bfloat16", "minkpp", "doc_avg")} <= precisions
+    assert {
+        ("float32", "meta_classifier", "document"),
+        ("bfloat16", "meta_classifier", "document"),
+        ("bfloat16", "minkpp", "doc_avg"),
+    } <= precisions
     assert all(0 <= p["auc_mean"] <= 1 for p in report["precisions"])
     for label in ("members", "nonmembers"):
         assert len(list((out / label).glob("*.txt"))) == 8

@@ -1,4 +1,5 @@
 """Manifests: the shipped manifests validate and match the shared corpus; validation and the cutoff rules."""
+
 from __future__ import annotations
 
 import csv
@@ -8,9 +9,9 @@ import subprocess
 import sys
 
 import pytest
+from conftest import CORPUS
 
-from docaudit.errors import DocauditError
-from docaudit.manifest import (
+from docaudit.corpus.manifest import (
     COLUMNS,
     ManifestRow,
     build_manifest,
@@ -19,10 +20,10 @@ from docaudit.manifest import (
     verify_files,
     write_manifest,
 )
+from docaudit.errors import DocauditError
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 MANIFESTS = REPO / "data_manifests"
-from conftest import CORPUS
 
 
 @pytest.mark.parametrize("name", ["shared_corpus.csv", "pg19_vs_post2024.csv"])
@@ -58,9 +59,20 @@ def test_shared_corpus_hashes_match_the_files():
 def test_shipped_manifests_are_rebuilt_by_the_script(tmp_path, name, extra):
     out = tmp_path / name
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "build_manifest.py"), "--catalog", str(CORPUS / "catalog.csv"),
-         "--cutoff", "2024-09-01", "--out", str(out), *extra],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            str(REPO / "scripts" / "build_manifest.py"),
+            "--catalog",
+            str(CORPUS / "catalog.csv"),
+            "--cutoff",
+            "2024-09-01",
+            "--out",
+            str(out),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     assert "400 books (250 members, 150 non-members)" in proc.stdout
@@ -99,8 +111,16 @@ def test_validation_errors(tmp_path):
         return write_csv(tmp_path / "m.csv", header, rows)
 
     assert read_manifest(bad([good]))[0] == ManifestRow(
-        id="1", label="member", source="gutenberg", group="g", title="T", author="A", language="en",
-        pg_posted="2001", pub_year=1900, path="1.txt",
+        id="1",
+        label="member",
+        source="gutenberg",
+        group="g",
+        title="T",
+        author="A",
+        language="en",
+        pg_posted="2001",
+        pub_year=1900,
+        path="1.txt",
     )
     cases = [
         ([good, good], "duplicate id 1"),
@@ -138,15 +158,19 @@ def test_posted_interval():
 
 
 def test_build_manifest_cutoff_rules(tmp_path):
-    catalog = write_csv(tmp_path / "catalog.csv", ["id", "group", "pg_posted", "language", "pg19_pubyear", "file"], [
-        ["1", "pg19", "2005-03-01", "English", "1890", "members/1.txt"],
-        ["2", "post2024", "2024-09", "English", "", "nonmembers/2.txt"],
-        ["3", "post2024", "2024-08", "English", "", ""],
-        ["4", "other", "2024", "French", "", ""],
-        ["5", "post2024", "2024-09-01", "English", "", ""],
-        ["6", "pg19", "2025-01-02", "English", "1900", ""],
-        ["7", "other", "", "English", "", ""],
-    ])
+    catalog = write_csv(
+        tmp_path / "catalog.csv",
+        ["id", "group", "pg_posted", "language", "pg19_pubyear", "file"],
+        [
+            ["1", "pg19", "2005-03-01", "English", "1890", "members/1.txt"],
+            ["2", "post2024", "2024-09", "English", "", "nonmembers/2.txt"],
+            ["3", "post2024", "2024-08", "English", "", ""],
+            ["4", "other", "2024", "French", "", ""],
+            ["5", "post2024", "2024-09-01", "English", "", ""],
+            ["6", "pg19", "2025-01-02", "English", "1900", ""],
+            ["7", "other", "", "English", "", ""],
+        ],
+    )
     rows, excluded = build_manifest(catalog, "2024-09-01")
     assert [(r.id, r.label) for r in rows] == [("1", "member"), ("2", "nonmember"), ("5", "nonmember")]
     assert rows[0].pub_year == 1890 and rows[0].language == "en" and rows[0].path == "members/1.txt"
@@ -154,7 +178,12 @@ def test_build_manifest_cutoff_rules(tmp_path):
     assert set(excluded) == {"3", "4", "6", "7"}
     assert "not in group pg19" in excluded["3"] and "straddles" in excluded["4"] and "after the cutoff" in excluded["6"]
     rows, excluded = build_manifest(catalog, "2024-09-01", members_group=None)  # membership by date alone
-    assert {r.id: r.label for r in rows} == {"1": "member", "2": "nonmember", "3": "member", "5": "nonmember",
-                                             "6": "nonmember"}
+    assert {r.id: r.label for r in rows} == {
+        "1": "member",
+        "2": "nonmember",
+        "3": "member",
+        "5": "nonmember",
+        "6": "nonmember",
+    }
     with pytest.raises(DocauditError, match="cutoff must be a date"):
         build_manifest(catalog, "September")

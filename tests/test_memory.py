@@ -1,4 +1,5 @@
 """The querier's memory does not grow with the document's length (streamed windows, bounded work buffers)."""
+
 import json
 import subprocess
 import sys
@@ -38,8 +39,12 @@ print(json.dumps({"extra_mb": (peak - before) / 1024, "scored": stats.n_scored})
 
 
 def _extra_mb(model_dir, n_tokens: int) -> float:
-    out = subprocess.run([sys.executable, "-c", PROBE, str(ROOT), str(model_dir), str(n_tokens)],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, str(ROOT), str(model_dir), str(n_tokens)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["scored"] == n_tokens - 1

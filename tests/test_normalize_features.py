@@ -1,16 +1,29 @@
 import numpy as np
 import pytest
 
-from docaudit.features import DocumentFeatures
-from docaudit.normalize import TokenNormalizer, gp_dictionary, tf_dictionary
-from docaudit.stats import TokenStats
+from docaudit.methods.meta.features import DocumentFeatures
+from docaudit.methods.meta.normalize import (
+    TokenNormalizer,
+    gp_dictionary,
+    tf_dictionary,
+)
+from docaudit.query.stats import TokenStats
 
 
 def stats(ids, logp, max_logp, gp_sum=None, vocab=4):
     ids = np.array(ids, dtype=np.int32)
     n = len(ids) - 1
-    return TokenStats(ids, np.array(logp, np.float32), np.array(max_logp, np.float32), np.zeros(n, np.float32),
-                      np.ones(n, np.float32), None if gp_sum is None else np.array(gp_sum, float), vocab, 8, 7)
+    return TokenStats(
+        ids,
+        np.array(logp, np.float32),
+        np.array(max_logp, np.float32),
+        np.zeros(n, np.float32),
+        np.ones(n, np.float32),
+        None if gp_sum is None else np.array(gp_sum, float),
+        vocab,
+        8,
+        7,
+    )
 
 
 def test_tf_dictionary_counts_and_unseen():
@@ -20,8 +33,10 @@ def test_tf_dictionary_counts_and_unseen():
 
 
 def test_gp_dictionary_is_mean_softmax_over_scored_positions():
-    docs = [stats([0, 1, 2], [-1, -1], [-1, -1], gp_sum=[1.0, 0.6, 0.4, 0.0]),
-            stats([1, 2], [-1], [-1], gp_sum=[0.2, 0.2, 0.6, 0.0])]
+    docs = [
+        stats([0, 1, 2], [-1, -1], [-1, -1], gp_sum=[1.0, 0.6, 0.4, 0.0]),
+        stats([1, 2], [-1], [-1], gp_sum=[0.2, 0.2, 0.6, 0.0]),
+    ]
     # (sum of softmax sums) / (2 + 1 scored positions); token 3 never predicted -> min / 2
     np.testing.assert_allclose(gp_dictionary(docs), [0.4, 0.8 / 3, 1.0 / 3, 0.8 / 6])
 

@@ -7,9 +7,9 @@ import skops.io as sio
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import FunctionTransformer
 
-from docaudit.api import DEFAULT_CLASSIFIER
-from docaudit.classifier import load_classifier
+from docaudit.config import DEFAULT_CLASSIFIER
 from docaudit.errors import DocauditError
+from docaudit.methods.meta.persistence import load_classifier
 
 CARD = (DEFAULT_CLASSIFIER / "card.json").read_text()
 

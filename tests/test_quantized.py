@@ -1,11 +1,12 @@
 """Quantized querying (bitsandbytes int8 / int4) runs on CPU and stays close to float32."""
+
 import numpy as np
 import pytest
-
 from conftest import corpus_ids, corpus_text, make_model
+
 from docaudit.config import ModelConfig, QueryConfig
-from docaudit.lm import load_model
-from docaudit.querier import Querier
+from docaudit.query.models import load_model
+from docaudit.query.querier import Querier
 
 pytest.importorskip("bitsandbytes")
 

@@ -1,21 +1,25 @@
 import numpy as np
 import pytest
-
 from conftest import corpus_ids, corpus_text
-from docaudit.cache import StatsCache
-from docaudit.config import ModelConfig, QueryConfig
-from docaudit.lm import load_model
-from docaudit.querier import Querier, excerpt
 from reference import naive_token_stats
+
+from docaudit.config import ModelConfig, QueryConfig
+from docaudit.query.cache import StatsCache
+from docaudit.query.models import load_model
+from docaudit.query.querier import Querier, excerpt
 
 
 @pytest.fixture(scope="module")
 def lms(tiny_gpt2, tiny_llama):
-    return {arch: load_model(ModelConfig(model=str(path))) for arch, path in (("gpt2", tiny_gpt2), ("llama", tiny_llama))}
+    return {
+        arch: load_model(ModelConfig(model=str(path))) for arch, path in (("gpt2", tiny_gpt2), ("llama", tiny_llama))
+    }
 
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama"])
-@pytest.mark.parametrize("context,stride,n_tokens", [(16, 15, 203), (16, 5, 200), (32, 31, 97), (8, 1, 30), (64, 63, 40)])
+@pytest.mark.parametrize(
+    "context,stride,n_tokens", [(16, 15, 203), (16, 5, 200), (32, 31, 97), (8, 1, 30), (64, 63, 40)]
+)
 def test_batched_stats_equal_naive_loop(lms, arch, context, stride, n_tokens):
     lm = lms[arch]
     querier = Querier(lm, QueryConfig(context=context, stride=stride, batch_size=3))
@@ -39,7 +43,9 @@ def test_windows_reproduce_single_forward_passes(lms):
     querier = Querier(lm, QueryConfig(context=16, stride=15))
     ids = querier.token_ids(corpus_text("members", corpus_ids("members", 2)[1]), "1" * 64)[:70]
     stats = querier.compute(ids)
-    for (start, first, end), window in zip(__import__("docaudit.stats").stats.scored_spans(70, 16, 15), stats.windows()):
+    for (start, first, end), window in zip(
+        __import__("docaudit.query.stats").query.stats.scored_spans(70, 16, 15), stats.windows()
+    ):
         alone = querier.compute(ids[start:end])
         np.testing.assert_allclose(stats.logp[window], alone.logp[first - start - 1 :], atol=1e-5)
 
@@ -68,5 +74,6 @@ def test_excerpt_is_seeded_and_bounded(lms):
     assert not np.array_equal(a.ids, excerpt(tok, text, 100, "random", 1, "ab" * 32).ids)
     assert np.array_equal(excerpt(tok, text, 100, "leading", 0, "ab" * 32).ids, ids[:100])
     short = text[:300]
-    assert np.array_equal(excerpt(tok, short, 10_000, "random", 0, "ab" * 32).ids,
-                          tok(short, add_special_tokens=False)["input_ids"])
+    assert np.array_equal(
+        excerpt(tok, short, 10_000, "random", 0, "ab" * 32).ids, tok(short, add_special_tokens=False)["input_ids"]
+    )

@@ -1,17 +1,19 @@
 """Benchmark-size inputs: a document that cannot be used is skipped, named and counted, never silently dropped
 and never the end of the run; ``--strict`` makes it an error."""
+
 import json
 import os
 import time
 
 import pytest
-
 from conftest import CORPUS
 from test_cli import assert_clean_error, run
 
 N_PER_SET = 1500
-CREDITS = ("Produced by Jane Roe, Richard Doe and the Online Distributed\nProofreading Team at https://www.pgdp.net\n\n"
-           "E-text prepared by the Project Gutenberg volunteers\n")
+CREDITS = (
+    "Produced by Jane Roe, Richard Doe and the Online Distributed\nProofreading Team at https://www.pgdp.net\n\n"
+    "E-text prepared by the Project Gutenberg volunteers\n"
+)
 BAD = {  # file name -> (content, kind)
     "0100_credits.txt": (CREDITS.encode(), "no text left after cleaning"),
     "0200_empty.txt": (b"", "empty"),
@@ -57,13 +59,15 @@ def test_data_check_skips_unusable_documents_of_a_large_set(tmp_path):
     assert reasons["0100_credits.txt"] == "no text left after cleaning" and "symlink loop" in reasons["0600_loop.txt"]
     assert "NUL" in reasons["0400_binary.txt"] and "byte 0xe9" in reasons["0500_latin1.txt"]
     warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: skipped")]
-    assert sorted(warnings) == sorted([
-        f"warning: skipped 1 document (no text left after cleaning): {sets['a'] / '0100_credits.txt'}",
-        f"warning: skipped 2 documents (empty): {sets['a'] / '0200_empty.txt'}, {sets['a'] / '0300_blank.txt'}",
-        f"warning: skipped 1 document (binary): {sets['a'] / '0400_binary.txt'}",
-        f"warning: skipped 1 document (not UTF-8): {sets['a'] / '0500_latin1.txt'}",
-        f"warning: skipped 1 document (unreadable): {sets['a'] / '0600_loop.txt'}",
-    ])
+    assert sorted(warnings) == sorted(
+        [
+            f"warning: skipped 1 document (no text left after cleaning): {sets['a'] / '0100_credits.txt'}",
+            f"warning: skipped 2 documents (empty): {sets['a'] / '0200_empty.txt'}, {sets['a'] / '0300_blank.txt'}",
+            f"warning: skipped 1 document (binary): {sets['a'] / '0400_binary.txt'}",
+            f"warning: skipped 1 document (not UTF-8): {sets['a'] / '0500_latin1.txt'}",
+            f"warning: skipped 1 document (unreadable): {sets['a'] / '0600_loop.txt'}",
+        ]
+    )
     assert elapsed < 120, f"data check on {2 * N_PER_SET} snippets took {elapsed:.0f} s"
 
     strict = run("data", "check", sets["a"], sets["b"], "--strict")
@@ -105,15 +109,33 @@ def test_score_skips_unusable_documents_by_name(docs_with_bad, tiny_gpt2):
     }
     assert "warning: skipped 1 document (too short)" in result.stderr
     assert_clean_error(run("score", "--model", tiny_gpt2, "--context", "64", "--strict", d), "0100_credits.txt")
-    assert_clean_error(run("score", "--model", tiny_gpt2, "--context", "64", d / "0200_one_token.txt"),
-                       "0200_one_token.txt: too short: 1 token")
+    assert_clean_error(
+        run("score", "--model", tiny_gpt2, "--context", "64", d / "0200_one_token.txt"),
+        "0200_one_token.txt: too short: 1 token",
+    )
 
 
 def test_train_and_evaluate_list_skipped_documents(docs_with_bad, tiny_gpt2, tmp_path):
     sets = docs_with_bad
     fast = ["--context", "16", "--trees", "10", "--bins", "20", "--folds", "2"]
-    result = run("train", "--members", sets["a"], "--nonmembers", sets["b"], "--model", tiny_gpt2, *fast,
-                 "--norm", "max_tf", "--features", "hist", "--out", tmp_path / "clf", "--format", "json")
+    result = run(
+        "train",
+        "--members",
+        sets["a"],
+        "--nonmembers",
+        sets["b"],
+        "--model",
+        tiny_gpt2,
+        *fast,
+        "--norm",
+        "max_tf",
+        "--features",
+        "hist",
+        "--out",
+        tmp_path / "clf",
+        "--format",
+        "json",
+    )
     assert result.exit_code == 0, result.output
     card = json.loads(result.stdout)
     assert card["n_members"] == card["n_nonmembers"] == 4 and card["n_skipped"] == 2
@@ -125,21 +147,69 @@ def test_train_and_evaluate_list_skipped_documents(docs_with_bad, tiny_gpt2, tmp
     assert sum("membership_probability" in r for r in rows) == 4
     assert {os.path.basename(r["file"]) for r in rows if "skipped" in r} == {"0100_credits.txt", "0200_one_token.txt"}
 
-    result = run("evaluate", "--members", sets["a"], "--nonmembers", sets["b"], "--model", tiny_gpt2, *fast[:2],
-                 "--methods", "loss", "--no-meta", "--no-blind", "--folds", "2")
+    result = run(
+        "evaluate",
+        "--members",
+        sets["a"],
+        "--nonmembers",
+        sets["b"],
+        "--model",
+        tiny_gpt2,
+        *fast[:2],
+        "--methods",
+        "loss",
+        "--no-meta",
+        "--no-blind",
+        "--folds",
+        "2",
+    )
     assert result.exit_code == 0, result.output
     assert "4 members, 4 non-members (2 skipped)" in result.stdout
-    assert_clean_error(run("evaluate", "--members", sets["a"], "--nonmembers", sets["b"], "--model", tiny_gpt2,
-                           "--methods", "loss", "--no-meta", "--no-blind", "--folds", "2", "--strict"),
-                       "no text left after cleaning")
+    assert_clean_error(
+        run(
+            "evaluate",
+            "--members",
+            sets["a"],
+            "--nonmembers",
+            sets["b"],
+            "--model",
+            tiny_gpt2,
+            "--methods",
+            "loss",
+            "--no-meta",
+            "--no-blind",
+            "--folds",
+            "2",
+            "--strict",
+        ),
+        "no text left after cleaning",
+    )
 
 
 def test_report_skips_books_that_cannot_be_used(docs_with_bad, tiny_gpt2, tmp_path):
     sets, out = docs_with_bad, tmp_path / "rep"
-    result = run("report", sets["a"], "--calibrate-members", sets["a"], "--calibrate-nonmembers", sets["b"],
-                 "--model", tiny_gpt2, "--snippets", "2", "--snippet-words", "20", "--out", out)
+    result = run(
+        "report",
+        sets["a"],
+        "--calibrate-members",
+        sets["a"],
+        "--calibrate-nonmembers",
+        sets["b"],
+        "--model",
+        tiny_gpt2,
+        "--snippets",
+        "2",
+        "--snippet-words",
+        "20",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     assert "4 books, 4 + 4 calibration books (4 skipped)" in result.stdout
     info = json.loads((out / "report.json").read_text())["info"]
-    assert sorted(os.path.basename(s["file"]) for s in info["skipped"]) == ["0100_credits.txt", "0100_credits.txt",
-                                                                          "0200_one_token.txt", "0200_one_token.txt"]
+    assert sorted(os.path.basename(s["file"]) for s in info["skipped"]) == [
+        "0100_credits.txt",
+        "0100_credits.txt",
+        "0200_one_token.txt",
+        "0200_one_token.txt",
+    ]

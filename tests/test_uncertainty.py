@@ -5,7 +5,7 @@ import pytest
 from labtarget import TINY, mean_logp, single_thread, tiny_target
 from sklearn.metrics import roc_auc_score, roc_curve
 
-from docaudit.dataset_test import dataset_test
+from docaudit.audit.dataset_level import dataset_test
 from docaudit.errors import DocauditError
 from docaudit.metrics import LOW_FPRS, bootstrap_ci, pooled_oof_ci
 

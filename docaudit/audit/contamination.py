@@ -1,0 +1,241 @@
+"""Per-book contamination rates (Min-K% Prob paper, sec. 5; docs/methods.md, "Contamination rate").
+
+1. Snippets: from each book, ``snippets`` random runs of ``snippet_words`` consecutive words (whitespace-separated;
+   the snippet is the book's text from the first word's start to the last word's end, so line breaks are kept).
+   Start words are drawn without replacement, seeded by the seed and the book's hash; a book with fewer possible
+   starts than ``snippets`` gives one snippet per start. Snippets of one book may overlap.
+2. Scoring: each snippet is its own text, queried through the cached querier in one window when it fits: the
+   context is the model's maximum positions capped at ``max_context`` (2048 by default). A snippet with more
+   tokens than that is scored over its windows (counted in ``info["snippets_over_context"]``).
+3. Calibration: snippets of known member and known non-member books; the threshold ``tau`` maximizes the snippet
+   accuracy of "``score > tau`` is a member" (``scaling.accuracy_threshold``), or with ``target_fpr`` it is the
+   lowest ``tau`` whose false-positive rate on the non-member snippets is at most that (``scaling.fpr_threshold``).
+4. Audit: a book's contamination rate is the share of its snippets scoring above ``tau``, with a Wilson score
+   interval for a binomial proportion at ``confidence`` (95% by default). The interval treats snippets as
+   independent draws and ``tau`` as fixed: it ignores the overlap of snippets and the calibration's own noise.
+   When the calibration snippets' AUC is below 0.60, ``info["warning"]`` says that the rates mostly reflect where
+   the threshold falls rather than membership.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import asdict, dataclass
+from statistics import NormalDist
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from docaudit.config import ContaminationConfig, DetectorConfig, ModelConfig, QueryConfig, check_range
+from docaudit.corpus.documents import Document, Skips, load_documents, separate_sets
+from docaudit.errors import DocauditError
+from docaudit.methods.detectors.detector import Detector, build_detector
+from docaudit.methods.detectors.registry import METHODS
+from docaudit.methods.document_level import accuracy_threshold, fpr_threshold
+from docaudit.query.models import LoadedModel, load_model
+
+_WORD = re.compile(r"\S+")
+
+
+CALIBRATION_AUC_ALERT = 0.60  # below this the calibration snippets barely separate and the rates mean little
+
+
+def too_short(doc: Document, words: int) -> str | None:
+    """Why the book cannot give one snippet of ``words`` words, or None."""
+    n = len(_WORD.findall(doc.text))
+    return f"too short for one snippet of {words} words (it has {n} words)" if n < words else None
+
+
+def book_snippets(doc: Document, n: int, words: int, seed: int = 0) -> list[tuple[int, str]]:
+    """``(start word, text)`` of up to ``n`` random snippets of ``words`` consecutive words of a book."""
+    spans = [m.span() for m in _WORD.finditer(doc.text)]
+    if len(spans) < words:
+        raise DocauditError(f"{doc.path}: {too_short(doc, words)}")
+    n_starts = len(spans) - words + 1
+    rng = np.random.default_rng([seed, int(doc.sha256[:12], 16)])
+    starts = np.sort(rng.choice(n_starts, size=min(n, n_starts), replace=False))
+    return [(int(s), doc.text[spans[s][0] : spans[s + words - 1][1]]) for s in starts]
+
+
+def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a binomial proportion ``k / n``; it always contains ``k / n``."""
+    if n == 0:
+        return 0.0, 1.0
+    z = NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+    p = k / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, min(center - half, p)), min(1.0, max(center + half, p))
+
+
+@dataclass
+class ContaminationReport:
+    """``books``: audited books (rate and interval), sorted by rate; ``calibration``: the same per calibration
+    book, with its label; ``snippets``: every snippet score; ``threshold``; ``info``: settings and calibration
+    metrics."""
+
+    books: pd.DataFrame
+    calibration: pd.DataFrame
+    snippets: pd.DataFrame
+    threshold: float
+    info: dict
+
+
+def _score_books(
+    detector: Detector, method: str, docs: list[Document], role: str, n: int, words: int, seed: int, progress: bool
+) -> list[dict]:
+    rows = []
+    for doc in tqdm(docs, desc=f"{role} books", unit="book", disable=not progress):
+        for i, (start, text) in enumerate(
+            tqdm(book_snippets(doc, n, words, seed), desc=doc.id, unit="snippet", leave=False, disable=not progress)
+        ):
+            stats = detector.target.stats(text)
+            score = detector.score(stats.logp, stats.mu, stats.sigma, text)[method]
+            rows.append(
+                {
+                    "role": role,
+                    "book": doc.id,
+                    "file": doc.path,
+                    "snippet": i,
+                    "start_word": start,
+                    "n_tokens": stats.n_tokens,
+                    "score": score,
+                }
+            )
+    return rows
+
+
+def _rates(snippets: pd.DataFrame, tau: float, confidence: float) -> pd.DataFrame:
+    rows = []
+    for (book, file), part in snippets.groupby(["book", "file"], sort=False):
+        k, n = int((part.score > tau).sum()), len(part)
+        lo, hi = wilson_interval(k, n, confidence)
+        rows.append(
+            {
+                "book": book,
+                "file": file,
+                "n_snippets": n,
+                "n_above": k,
+                "contamination_rate": k / n,
+                "ci_low": lo,
+                "ci_high": hi,
+                "mean_score": float(part.score.mean()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def contamination_report(
+    books,
+    calibrate_members,
+    calibrate_nonmembers,
+    model: ModelConfig | LoadedModel = ModelConfig(),
+    method: str = ContaminationConfig.method,
+    snippets: int = ContaminationConfig.snippets,
+    snippet_words: int = ContaminationConfig.snippet_words,
+    target_fpr: float | None = ContaminationConfig.target_fpr,
+    detector: DetectorConfig = DetectorConfig(),
+    seed: int = 0,
+    max_context: int = ContaminationConfig.max_context,
+    confidence: float = ContaminationConfig.confidence,
+    raw: bool = False,
+    normalize_chars: bool = False,
+    ref_model: ModelConfig | LoadedModel | None = None,
+    neighbor_model=None,
+    progress: bool = True,
+    drop_duplicates: bool = False,
+    skips: Skips | None = None,
+) -> ContaminationReport:
+    """Calibrate a snippet threshold on known member and non-member books, then measure each audited book's
+    contamination rate (see the module docstring). Every input is checked before the model is loaded; a book in
+    both calibration sets is an error, or with ``drop_duplicates`` left out of both; books that cannot be used
+    (unreadable, too short for one snippet ...) are left out and recorded in ``skips``."""
+    from sklearn.metrics import roc_auc_score
+
+    started = time.time()
+    skips = Skips() if skips is None else skips
+    if method not in METHODS:
+        raise DocauditError(f"unknown method '{method}': choose from {', '.join(METHODS)}")
+    if snippets < 1 or snippet_words < 1:
+        raise DocauditError(f"need at least one snippet of at least one word (got {snippets} of {snippet_words})")
+    if not 0 < confidence < 1:
+        raise DocauditError(f"confidence must be in (0, 1), got {confidence}")
+    check_range("--max-context", max_context, 2)
+    groups = {}
+    for role, paths in (("member", calibrate_members), ("non-member", calibrate_nonmembers), ("audited", books)):
+        if not paths:
+            what = "books to audit" if role == "audited" else f"calibration books of class {role}"
+            raise DocauditError(f"no {what} given")
+        docs = load_documents(paths, raw=raw, progress=False, skips=skips, normalize_chars=normalize_chars)
+        groups[role] = [docs[i] for i in skips.select(docs, [too_short(d, snippet_words) for d in docs], "too short")]
+    groups["member"], groups["non-member"], duplicates = separate_sets(
+        groups["member"], groups["non-member"], drop_duplicates, ("calibration members", "calibration non-members")
+    )
+
+    lm = model if isinstance(model, LoadedModel) else load_model(model)
+    scorer = build_detector(
+        lm,
+        QueryConfig(seed=seed),
+        [method],
+        detector,
+        ref_model if method == "ref" else None,
+        neighbor_model if method == "neighbor" else None,
+        single_pass=max_context,
+    )
+    scored = {
+        role: _score_books(scorer, method, docs, role, snippets, snippet_words, seed, progress)
+        for role, docs in groups.items()
+    }
+    snip = pd.DataFrame([r for rows in scored.values() for r in rows])
+
+    cal = snip[snip.role != "audited"]
+    y = (cal.role == "member").to_numpy().astype(int)
+    tau = fpr_threshold(cal.score[y == 0], target_fpr) if target_fpr is not None else accuracy_threshold(cal.score, y)
+    called = (cal.score > tau).to_numpy()
+    calibration = pd.concat(
+        [_rates(cal[cal.role == r], tau, confidence).assign(label=r) for r in ("member", "non-member")],
+        ignore_index=True,
+    )
+    audited = (
+        _rates(snip[snip.role == "audited"], tau, confidence)
+        .sort_values("contamination_rate", ascending=False, kind="stable")
+        .reset_index(drop=True)
+    )
+    info = {
+        "model_identity": lm.identity,
+        "model_config": asdict(lm.config),
+        "method": method,
+        "method_title": METHODS[method].title,
+        "detector": asdict(detector),
+        "snippets_per_book": snippets,
+        "snippet_words": snippet_words,
+        "seed": seed,
+        "context": scorer.target.query.context,
+        "stride": scorer.target.query.effective_stride,
+        "snippets_over_context": int((snip.n_tokens > scorer.target.query.context).sum()),
+        "threshold_rule": f"target FPR {target_fpr}" if target_fpr is not None else "max snippet accuracy",
+        "threshold": tau,
+        "calibration_auc": float(roc_auc_score(y, cal.score)),
+        "calibration_accuracy": float((called == y.astype(bool)).mean()),
+        "calibration_tpr": float(called[y == 1].mean()),
+        "calibration_fpr": float(called[y == 0].mean()),
+        "confidence": confidence,
+        "interval": "Wilson score",
+        "n_books": len(groups["audited"]),
+        "n_calibration_members": len(groups["member"]),
+        "n_calibration_nonmembers": len(groups["non-member"]),
+        "duplicates_dropped": duplicates,
+        "skipped": skips.as_json(),
+        "wall_seconds": round(time.time() - started, 1),
+    }
+    if info["calibration_auc"] < CALIBRATION_AUC_ALERT:
+        info["warning"] = (
+            f"WARNING: the calibration snippets are barely separated ({METHODS[method].title} AUC "
+            f"{info['calibration_auc']:.3f} < {CALIBRATION_AUC_ALERT:.2f}): the contamination rates "
+            "reflect where the threshold falls, not membership."
+        )
+    return ContaminationReport(audited, calibration, snip, tau, info)

@@ -1,0 +1,217 @@
+"""Side-by-side evaluation: the meta-classifier and the sequence-level detectors scaled to documents, all on the
+same k-fold chunks (``metrics.chunk_folds(labels, folds, seed)``), in the layout of the paper's Table 4.
+
+Each (method, level) gets, for every fold, the AUC and TPR at 10% / 1% FPR on that fold's test chunk:
+
+- ``meta_classifier`` / ``document``: the random-forest pipeline trained on the other chunks (``classifier.evaluate``);
+- ``<detector>`` / ``sequence``, ``doc_avg``, ``doc_threshold``: see :mod:`docaudit.scaling` (only
+  ``doc_threshold`` learns something, tau, on the training chunks; the others score the test chunk as is);
+- ``blind`` / ``<kind>``: the model-free baselines of :mod:`docaudit.blind` (``tfidf``, ``nb``, ``dates``), fitted
+  on the training chunks; ``info["warning"]`` holds its distribution-shift warning when it separates the sets.
+
+Document-level rows also carry the pooled out-of-fold AUC with a 95% stratified bootstrap interval over documents
+(``pooled_auc``, ``pooled_auc_lo``, ``pooled_auc_hi``), which does not include the variation from refitting.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import pandas as pd
+
+from docaudit.config import (
+    DetectorConfig,
+    MetaConfig,
+    ModelConfig,
+    QueryConfig,
+    ScalingConfig,
+)
+from docaudit.corpus.documents import Skips
+from docaudit.io import jsonable
+from docaudit.methods.blind import KINDS as BLIND_KINDS
+from docaudit.methods.blind import evaluate_blind, shift_warning
+from docaudit.methods.detectors.detector import build_detector
+from docaudit.methods.detectors.registry import METHODS
+from docaudit.methods.document_level import LEVELS, sequence_scores
+from docaudit.methods.meta import classifier as meta_classifier
+from docaudit.metrics import (
+    LOW_FPRS,
+    FoldMetrics,
+    bootstrap_ci,
+    chunk_folds,
+    fold_metrics,
+    summarize,
+)
+from docaudit.query.models import LoadedModel, load_model
+from docaudit.query.querier import SINGLE_PASS_CAP
+
+META = "meta_classifier"
+
+
+@dataclass
+class MethodsEvaluation:
+    """``table``: one row per method × level (mean ± std over folds); ``per_fold``: one row per method × level ×
+    fold; ``curves``: pooled out-of-fold (labels, scores) per ``(method, level)``; ``info``: what was run."""
+
+    table: pd.DataFrame
+    per_fold: pd.DataFrame
+    curves: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]
+    info: dict
+
+
+def _rows(method: str, level: str, folds: list[FoldMetrics], n_test: list[int]):
+    fold_rows = [
+        {
+            "method": method,
+            "level": level,
+            "fold": i,
+            "n_test": n,
+            "auc": f.auc,
+            **{f"tpr_at_{round(p * 100)}fpr": f.tpr_at[p] for p in LOW_FPRS},
+        }
+        for i, (f, n) in enumerate(zip(folds, n_test))
+    ]
+    title = METHODS[method].title if method in METHODS else {"blind": "Blind (model-free)"}.get(method, method)
+    return {"method": method, "title": title, "level": level, **summarize(folds), "n_folds": len(folds)}, fold_rows
+
+
+def evaluate_methods(
+    members,
+    nonmembers,
+    model: ModelConfig | LoadedModel = ModelConfig(),
+    query: QueryConfig = QueryConfig(),
+    methods: Sequence[str] | str | None = None,
+    detector: DetectorConfig = DetectorConfig(),
+    scaling: ScalingConfig = ScalingConfig(),
+    meta: MetaConfig | None = MetaConfig(),
+    folds: int = 5,
+    seed: int = 0,
+    raw: bool = False,
+    normalize_chars: bool = False,
+    ref_model: ModelConfig | LoadedModel | None = None,
+    neighbor_model=None,
+    levels: Sequence[str] = tuple(LEVELS),
+    blind_kinds: Sequence[str] | None = BLIND_KINDS,
+    progress: bool = True,
+    drop_duplicates: bool = False,
+    skips: Skips | None = None,
+) -> MethodsEvaluation:
+    """Evaluate the meta-classifier (unless ``meta`` is None), every selected detector at every level and the
+    model-free baselines ``blind_kinds`` (none when empty or None) on the same ``folds`` chunks (seeded by
+    ``seed``). Documents are queried once with ``query`` (the cache is shared with ``train``); the sequences are
+    that query's windows. A text in both sets is an error, or with ``drop_duplicates`` left out of both; documents
+    that cannot be used are left out and recorded in ``skips``."""
+    from docaudit.corpus.documents import labelled_documents
+    from docaudit.query.querier import (
+        open_querier,
+        query_documents,
+        queryable_documents,
+    )
+
+    started = time.time()
+    skips = Skips() if skips is None else skips
+    methods, blind_kinds = _split_blind(methods, blind_kinds)
+    docs, labels, duplicates = labelled_documents(
+        members, nonmembers, raw, progress, skips, drop_duplicates, normalize_chars
+    )
+    summary_rows, fold_rows, curves, info = [], [], {}, {}
+    if methods != []:  # only `--methods blind` needs no model
+        lm = model if isinstance(model, LoadedModel) else load_model(model)
+        querier = open_querier(lm, query)
+        keep = queryable_documents(querier, docs, skips)
+        docs, labels = [docs[i] for i in keep], labels[keep]
+    splits = chunk_folds(labels, folds, seed)
+    n_test = [len(test) for _, test in splits]
+    if methods != []:
+        # text passes of a sequence (lowercased, augmented, ...) are queried in one window of the widest context
+        scorer = build_detector(lm, query, methods, detector, ref_model, neighbor_model, single_pass=SINGLE_PASS_CAP)
+        stats = query_documents(querier, docs, progress)
+        if meta is not None:
+            ev = meta_classifier.evaluate(
+                stats, labels, replace(meta, folds=folds, seed=seed), folds=splits, progress=progress
+            )
+            row, per = _rows(META, "document", ev.folds, n_test)
+            summary_rows.append(row | {"configs": ev.configs})
+            fold_rows += per
+            curves[(META, "document")] = (ev.labels, ev.scores)
+
+        seq = sequence_scores(stats, [d.sha256 for d in docs], scorer, scaling, progress)
+        for method in scorer.methods:
+            values = seq.scores[method]
+            for level in levels:
+                tested = [LEVELS[level](values, seq.doc, labels, train, test) for train, test in splits]
+                row, per = _rows(method, level, [fold_metrics(y, s) for y, s in tested], [len(y) for y, _ in tested])
+                summary_rows.append(row)
+                fold_rows += per
+                curves[(method, level)] = (
+                    np.concatenate([y for y, _ in tested]),
+                    np.concatenate([s for _, s in tested]),
+                )
+        info = {
+            "model_identity": lm.identity,
+            "model_config": asdict(lm.config),
+            "query": query.used(),
+            "text_pass_context": scorer.target.query.context,
+            "detector": asdict(detector),
+            "scaling": asdict(scaling),
+            "meta": None if meta is None else asdict(replace(meta, folds=folds, seed=seed)),
+            "methods": scorer.methods,
+            "levels": list(levels),
+            "sequences_per_document": np.bincount(seq.doc, minlength=len(docs)).tolist(),
+        }
+
+    blind_auc = None
+    if blind_kinds:
+        blind = evaluate_blind([d.text for d in docs], labels, splits, kinds=tuple(blind_kinds), seed=seed)
+        for kind, entry in blind["kinds"].items():
+            row, per = _rows("blind", kind, entry["folds"], n_test)
+            summary_rows.append(row)
+            fold_rows += per
+            curves[("blind", kind)] = (labels, entry["scores"])
+        blind_auc = blind["blind_auc"]
+    for row in summary_rows:
+        row |= _pooled_interval(*curves[(row["method"], row["level"])]) if row["level"] != "sequence" else {}
+    best = max((r["auc_mean"] for r in summary_rows if r["method"] != "blind"), default=None)
+    info |= {
+        "n_members": int(labels.sum()),
+        "n_nonmembers": int((labels == 0).sum()),
+        "duplicates_dropped": duplicates,
+        "folds": folds,
+        "seed": seed,
+        "fold_test_documents": [[docs[i].id for i in test] for _, test in splits],
+        "blind_auc": blind_auc,
+        "warning": shift_warning(blind_auc, best),
+        "skipped": skips.as_json(),
+        "wall_seconds": round(time.time() - started, 1),
+    }
+    return MethodsEvaluation(pd.DataFrame(summary_rows), pd.DataFrame(fold_rows), curves, info)
+
+
+def _split_blind(methods, blind_kinds):
+    """Take ``blind`` out of the method list: it turns the model-free baselines on. A list left empty means that
+    only the blind baseline was asked for (no model is loaded); None keeps the default detectors."""
+    if methods is None:
+        return None, blind_kinds
+    names = [n.strip() for n in methods.split(",")] if isinstance(methods, str) else list(methods)
+    if "blind" not in names:
+        return names, blind_kinds
+    return [n for n in names if n and n != "blind"], blind_kinds or BLIND_KINDS
+
+
+def _pooled_interval(labels, scores) -> dict:
+    """Pooled out-of-fold AUC of the documents with its 95% stratified bootstrap interval (``metrics.bootstrap_ci``)."""
+    ci = bootstrap_ci(labels, scores)["auc"]
+    return {"pooled_auc": ci.point, "pooled_auc_lo": ci.lo, "pooled_auc_hi": ci.hi}
+
+
+def evaluation_json(result: MethodsEvaluation) -> dict:
+    """The evaluation as one JSON-able object: ``{"methods": [row, ...], "info": {...}}``; each row has
+    ``method``, ``level``, the summary metrics and ``fold_aucs``."""
+    rows = []
+    for row in result.table.to_dict(orient="records"):
+        part = result.per_fold[(result.per_fold.method == row["method"]) & (result.per_fold.level == row["level"])]
+        rows.append(row | {"fold_aucs": part.auc.tolist(), "fold_n_test": part.n_test.tolist()})
+    return jsonable({"methods": rows, "info": result.info})

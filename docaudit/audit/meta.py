@@ -1,0 +1,244 @@
+"""The meta-classifier audit: evaluate it on k-fold chunks beside the blind baseline, fit it, predict with it."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from docaudit import __version__
+from docaudit.config import (
+    DEFAULT_CLASSIFIER,
+    FEATURES,
+    NORMS,
+    ModelConfig,
+    QueryConfig,
+    TrainConfig,
+)
+from docaudit.corpus.documents import (
+    Document,
+    Skips,
+    labelled_documents,
+    load_documents,
+)
+from docaudit.errors import DocauditError
+from docaudit.methods.blind import evaluate_blind, shift_warning
+from docaudit.methods.meta import classifier as meta_classifier
+from docaudit.methods.meta.persistence import (
+    CARD_NORMALIZE_CHARS_BEFORE_FIELD,
+    library_versions,
+    load_classifier,
+)
+from docaudit.metrics import bootstrap_ci, chunk_folds, summarize
+from docaudit.query.models import LoadedModel, check_identity, load_model
+from docaudit.query.querier import (
+    open_querier,
+    query_documents,
+    queryable_documents,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainResult:
+    """What ``train`` measured, the classifier fitted on all documents and its card."""
+
+    summary: dict
+    evaluation: meta_classifier.Evaluation
+    estimator: object
+    documents: list[Document]
+    skipped: list[dict]
+    final_config: str
+    card: dict
+    out: Path | None = None
+    extras: dict = field(default_factory=dict)
+
+
+def train(
+    members,
+    nonmembers,
+    config: TrainConfig = TrainConfig(),
+    model: LoadedModel | None = None,
+    progress: bool = True,
+    skips: Skips | None = None,
+) -> TrainResult:
+    """Query the documents, evaluate the meta-classifier on k-fold chunks beside the blind baseline, and fit it on
+    all documents; the card holds the configuration, model identity and metrics. Documents that cannot be used, and
+    those with fewer than ``config.min_tokens`` tokens, are left out and listed (``skips``: where to record them)."""
+    skips = Skips() if skips is None else skips
+    docs, labels, duplicates = labelled_documents(
+        members, nonmembers, config.raw, progress, skips, config.drop_duplicates, config.normalize_chars
+    )
+    querier = open_querier(model or config.model, config.query)
+    keep = queryable_documents(querier, docs, skips)
+    docs, labels = [docs[i] for i in keep], labels[keep]
+    stats = query_documents(querier, docs, progress)
+    keep = skips.select(
+        docs,
+        [
+            f"{s.n_tokens} tokens, fewer than --min-tokens {config.min_tokens}"
+            if s.n_tokens < config.min_tokens
+            else None
+            for s in stats
+        ],
+        "fewer tokens than --min-tokens",
+        by_choice=True,
+    )
+    docs, stats, labels = [docs[i] for i in keep], [stats[i] for i in keep], labels[keep]
+    folds = chunk_folds(labels, config.meta.folds, config.meta.seed)
+    evaluation = meta_classifier.evaluate(stats, labels, config.meta, folds=folds, progress=progress)
+    blind = evaluate_blind([d.text for d in docs], labels, folds, seed=config.meta.seed)
+    estimator = meta_classifier.fit(stats, labels, config.meta)
+    card = {
+        "docaudit_version": __version__,
+        **library_versions(),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "model_identity": querier.lm.identity,
+        "model_config": asdict(querier.lm.config),
+        "tokenizer": querier.lm.tokenizer_hash,
+        "query": config.query.used(),
+        "meta": asdict(config.meta),
+        "raw": config.raw,
+        "normalize_chars": config.normalize_chars,
+        "min_tokens": config.min_tokens,
+        "n_members": int(labels.sum()),
+        "n_nonmembers": int((labels == 0).sum()),
+        "n_skipped": len(skips.items),
+        "skipped": skips.as_json(),
+        "duplicates_dropped": duplicates,
+        "configuration": meta_classifier.chosen(estimator),
+        "fold_configurations": evaluation.configs,
+        "metrics": evaluation.summary,
+        "pooled_bootstrap_95": {
+            k: v._asdict() for k, v in bootstrap_ci(labels, evaluation.scores, seed=config.meta.seed).items()
+        },
+        "fold_aucs": [f.auc for f in evaluation.folds],
+        "blind": blind_card(blind),
+        "warning": shift_warning(blind["blind_auc"], evaluation.summary["auc_mean"]),
+    }
+    return TrainResult(evaluation.summary, evaluation, estimator, docs, skips.as_json(), card["configuration"], card)
+
+
+def blind_card(blind: dict) -> dict:
+    """The JSON-ready part of a blind-baseline result: best AUC and each kind's summary."""
+    return {
+        "blind_auc": blind["blind_auc"],
+        "best_kind": blind["best_kind"],
+        "kinds": {kind: v["summary"] for kind, v in blind["kinds"].items()},
+    }
+
+
+def grid(
+    members,
+    nonmembers,
+    config: TrainConfig = TrainConfig(),
+    contexts=(32, 64, 128),
+    model: LoadedModel | None = None,
+    progress: bool = True,
+    skips: Skips | None = None,
+) -> pd.DataFrame:
+    """The paper's Table 1: every normalization × feature extractor × context, on the same folds, from one cache.
+    (This is a look at all configurations on the test folds; use ``train`` for an honest choice.) Documents that
+    cannot be used are left out and recorded in ``skips``."""
+    skips = Skips() if skips is None else skips
+    docs, labels, _ = labelled_documents(
+        members, nonmembers, config.raw, progress, skips, config.drop_duplicates, config.normalize_chars
+    )
+    lm = model or load_model(config.model)
+    queriers = [open_querier(lm, replace(config.query, context=context)) for context in contexts]
+    keep = queryable_documents(queriers[0], docs, skips)
+    docs, labels = [docs[i] for i in keep], labels[keep]
+    folds = chunk_folds(labels, config.meta.folds, config.meta.seed)
+    rows = []
+    for context, querier in zip(contexts, queriers):
+        stats = query_documents(querier, docs, progress)
+        for norm in NORMS:
+            for feats in FEATURES:
+                meta = replace(config.meta, norm=norm, features=feats)
+                ev = meta_classifier.evaluate(stats, labels, meta, folds=folds, progress=False)
+                rows.append({"context": context, "norm": norm, "features": feats, **summarize(ev.folds)})
+    return pd.DataFrame(rows)
+
+
+def card_model(card: dict, trust_remote_code: bool = False) -> ModelConfig:
+    """The model a classifier was trained for, as its card names it. ``trust_remote_code`` comes from the caller
+    (the user's own flag), never from the card. A local model that is not where the card says is an error here,
+    never a hub request."""
+    config = replace(ModelConfig(**card["model_config"]), trust_remote_code=trust_remote_code)
+    if config.model is not None and not card["model_identity"].startswith("hub:"):
+        where = Path(config.model)
+        if not where.is_absolute():
+            raise DocauditError(
+                f"this classifier's card names its model by the relative path '{config.model}', "
+                "which cannot be found from here: pass --model with that model (a copy is accepted)"
+            )
+        if not where.exists():
+            raise DocauditError(
+                f"the model this classifier was trained for is no longer at {config.model}: pass "
+                "--model with that model (a copy is accepted)"
+            )
+    return config
+
+
+def predict(
+    paths,
+    classifier_dir: Path | None = None,
+    model: ModelConfig | LoadedModel | None = None,
+    progress: bool = True,
+    skips: Skips | None = None,
+    trust_remote_code: bool = False,
+) -> list[dict]:
+    """Membership probability of each document under a saved meta-classifier, with the classifier's own evaluated
+    AUC and interval and how many of each document's tokens were queried. Without ``model``, the card's model is
+    used (with ``trust_remote_code`` only as given here). A different model than the classifier's is refused, a local
+    one before any of its files are loaded. Documents are cleaned as the classifier's training documents were (its
+    card's ``raw`` and ``normalize_chars``); those that cannot be used are left out and recorded in ``skips``."""
+    skips = Skips() if skips is None else skips
+    pipe, card = load_classifier(Path(classifier_dir or DEFAULT_CLASSIFIER))
+    docs = load_documents(
+        paths,
+        raw=card["raw"],
+        progress=progress,
+        skips=skips,
+        normalize_chars=card.get("normalize_chars", CARD_NORMALIZE_CHARS_BEFORE_FIELD),
+    )
+    if isinstance(model, LoadedModel):
+        check_identity(model.identity, card["model_identity"])
+        lm = model
+    else:
+        lm = load_model(model or card_model(card, trust_remote_code), expected_identity=card["model_identity"])
+    if lm.precision != (card["model_config"]["quantize"] or card["model_config"]["dtype"]):
+        log.warning(
+            "classifier trained on %s queries, predicting with %s",
+            card["model_config"]["quantize"] or card["model_config"]["dtype"],
+            lm.precision,
+        )
+    query = QueryConfig(**card["query"])
+    querier = open_querier(lm, query)
+    docs = [docs[i] for i in queryable_documents(querier, docs, skips)]
+    stats = query_documents(querier, docs, progress)
+    probs = pipe.predict_proba(meta_classifier.as_documents(stats))[:, 1]
+    auc = card["pooled_bootstrap_95"]["auc"]
+    return [
+        {
+            "file": d.path,
+            "membership_probability": float(p),
+            "prediction": "member" if p >= 0.5 else "non-member",
+            "n_tokens": s.n_tokens,
+            "n_tokens_total": total_tokens(lm, query, d.text, s.n_tokens),
+            "classifier_auc": auc["point"],
+            "classifier_auc_ci": [auc["lo"], auc["hi"]],
+        }
+        for d, s, p in zip(docs, stats, probs)
+    ]
+
+
+def total_tokens(lm: LoadedModel, query: QueryConfig, text: str, n_queried: int) -> int:
+    """The document's length in tokens (tokenized as the querier does), of which ``n_queried`` were queried."""
+    if query.max_tokens is None or n_queried < query.max_tokens:
+        return n_queried
+    return len(lm.tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])

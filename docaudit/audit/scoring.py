@@ -1,0 +1,66 @@
+"""Raw per-document detector scores (the ``score`` command)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from docaudit.config import DetectorConfig, ModelConfig, QueryConfig
+from docaudit.methods.detectors.detector import build_detector
+from docaudit.methods.detectors.neighborhood import MaskedNeighbors
+from docaudit.query.models import LoadedModel, load_model
+
+
+def score_documents(
+    paths,
+    model: ModelConfig | LoadedModel = ModelConfig(),
+    methods=None,
+    config: DetectorConfig = DetectorConfig(),
+    query: QueryConfig = QueryConfig(),
+    ref_model: ModelConfig | LoadedModel | None = None,
+    neighbor_model: str | MaskedNeighbors | None = None,
+    raw: bool = False,
+    progress: bool = True,
+    skips=None,
+    normalize_chars: bool = False,
+) -> list[dict]:
+    """Raw per-document scores: ``[{"file", "n_tokens", "context", "stride", <method>: score, ...}]`` of the files
+    ``paths`` (or of already loaded Documents). A document shorter than the context is one window, so its scores
+    equal the sequence-level definitions; a longer one is scored over all its windows' tokens (and its extra passes
+    over all theirs). With ``query.max_tokens`` every method scores the document's excerpt
+    (:func:`querier.excerpt`): its characters are the text scored, extra passes included. Documents that cannot be
+    used are left out and recorded in ``skips`` (a ``data.Skips``)."""
+    from tqdm.auto import tqdm
+
+    from docaudit.corpus.documents import Document, Skips, load_documents
+    from docaudit.io import sha256_text
+    from docaudit.query.querier import excerpt, queryable_documents
+
+    skips = Skips() if skips is None else skips
+    loaded = isinstance(paths, list) and all(isinstance(p, Document) for p in paths)
+    docs = (
+        paths
+        if loaded
+        else load_documents(paths, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
+    )
+    lm = model if isinstance(model, LoadedModel) else load_model(model)
+    detector = build_detector(lm, replace(query, max_tokens=None), methods, config, ref_model, neighbor_model)
+    if query.max_tokens is not None:
+        cut = [excerpt(lm.tokenizer, d.text, query.max_tokens, query.excerpt, query.seed, d.sha256) for d in docs]
+        docs = [
+            Document(d.id, d.path, d.text[c.start : c.end], sha256_text(d.text[c.start : c.end]))
+            for d, c in zip(docs, cut)
+        ]
+    docs = [docs[i] for i in queryable_documents(detector.target, docs, skips)]
+    used = {"context": query.context, "stride": query.effective_stride}
+    rows = []
+    for doc in tqdm(docs, desc="scoring", unit="doc", disable=not progress):
+        stats = detector.target.stats(doc.text, doc.sha256)
+        rows.append(
+            {
+                "file": doc.path,
+                "n_tokens": stats.n_tokens,
+                **used,
+                **detector.score(stats.logp, stats.mu, stats.sigma, doc.text),
+            }
+        )
+    return rows

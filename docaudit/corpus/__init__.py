@@ -1,0 +1,1 @@
+"""Documents: reading files, cleaning boilerplate, labelled sets, manifests and the book fetcher."""

@@ -1,0 +1,305 @@
+"""Documents: reading, Project Gutenberg boilerplate removal, optional character normalization, hashing and filters.
+
+Every command that reads documents goes through :func:`load_documents`, so members and non-members are cleaned
+the same way. Cleaning (:func:`clean_text`) removes what is not part of the work and, by default, leaves the
+characters of the work exactly as they are: membership signal lives in the exact text a model was trained on, so
+a text in which no boilerplate is found (a benchmark snippet) reaches the model unchanged, apart from its line
+endings (CRLF/CR -> LF). Steps 1, 6 and 8 run only with ``normalize_chars=True`` (``--normalize-chars``); the
+numbers behind that default are in docs/methods.md, "Cleaning".
+
+1. **Character normalization** (:func:`normalize_characters`, opt-in): Unicode NFC, curly quotes and
+   apostrophes -> ``'`` and ``"``, em dash / horizontal bar -> ``--`` and en/figure dash, hyphen variants and
+   minus -> ``-`` (the ASCII convention most Project Gutenberg texts already use, so both eras look alike),
+   ellipsis -> ``...``, non-breaking and other fixed-width spaces -> space, soft hyphens, zero-width characters and
+   byte-order marks removed. None of this changes a word, but every one changes the tokens the model sees.
+2. **Header and footer removal** (:func:`strip_gutenberg`): keep only the text between the ``*** START OF ...``
+   and ``*** END OF ...`` markers (all spellings found in PG files, markers wrapped over several lines, the older
+   "Small Print" license blocks), and cut the "End of the Project Gutenberg EBook of ..." closing line.
+3. **HTML markup** (only in files that are mostly markup, e.g. an HTML edition saved as ``.txt``): tags removed,
+   entities decoded.
+4. **Credits**: "Produced by ...", "E-text prepared by ...", "Transcribed from ... by ...", "This etext was
+   prepared by ...", "HTML version by ..." and "Note: Project Gutenberg also has an HTML version ..." paragraphs
+   (and any paragraph naming Project Gutenberg or its sites) near the beginning or end of the text, and
+   paragraphs quoting the PG license ("The Legal Small Print", "Project Gutenberg License") anywhere.
+5. **Transcriber's notes**: bracketed ``[Transcriber's Note: ...]`` / ``{...}`` anywhere; note blocks headed
+   "Transcriber's Note(s)" near the beginning (up to the next section break: two or more blank lines or a
+   separator line); notes in the last few percent of the text (everything from the heading to the end: these are
+   lists of corrections); elsewhere, the paragraph holding the heading.
+6. **Markup of emphasis** (opt-in): ``_italic_`` -> ``italic``, ``=bold=`` -> ``bold`` and ``~spaced~`` -> ``spaced``
+   (the Distributed Proofreaders conventions, far more common in recent productions).
+7. **Bare markers**: lines holding only ``[Illustration]`` (or ``[Frontispiece]``, ``[Decoration]`` ...) without a
+   caption; captioned ``[Illustration: ...]`` lines are kept, their captions are words of the book.
+8. **Whitespace** (opt-in): trailing whitespace stripped on every line, runs of three or more blank lines
+   collapsed to one blank line. Indentation is kept (verse, tables).
+
+When any boilerplate was removed, blank and separator-only lines left at either end are trimmed (:func:`trim_ends`).
+``raw=True`` skips all of it (the text is only decoded).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import pathlib
+import stat
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from docaudit.config import (
+    MAX_DOCUMENT_BYTES,
+)
+from docaudit.corpus.cleaning import clean_text
+from docaudit.errors import DocauditError
+from docaudit.io import sha256_text
+
+log = logging.getLogger(__name__)
+
+
+def labelled_documents(
+    members,
+    nonmembers,
+    raw: bool = False,
+    progress: bool = True,
+    skips: Skips | None = None,
+    drop_duplicates: bool = False,
+    normalize_chars: bool = False,
+):
+    """Documents of both classes, their labels (1 = member) and the documents found in both sets
+    (``data.separate_sets``: an error, or with ``drop_duplicates`` left out of both). Documents that cannot be used
+    are recorded in ``skips`` and left out (without ``skips`` they are an error)."""
+    pos = load_documents(members, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
+    neg = load_documents(nonmembers, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
+    pos, neg, duplicates = separate_sets(pos, neg, drop_duplicates)
+    return pos + neg, np.array([1] * len(pos) + [0] * len(neg)), duplicates
+
+
+@dataclass(frozen=True)
+class Document:
+    """One document: ``id`` is the file stem, ``text`` the cleaned (or raw) text, ``sha256`` the hash of
+    ``text.encode("utf-8")`` (the text actually used, so caches keyed on it follow the cleaning)."""
+
+    id: str
+    path: str
+    text: str
+    sha256: str
+
+
+class DocumentError(DocauditError):
+    """A document that cannot be used (unreadable, empty after cleaning, too short ...): ``kind`` names the problem
+    (skipped documents are counted per kind), ``reason`` says what exactly."""
+
+    def __init__(self, path, kind: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path, self.kind, self.reason = str(path), kind, reason
+
+
+def read_text(path) -> str:
+    """Read a UTF-8 text file (a leading byte-order mark is dropped). Raises :class:`DocumentError` naming the file
+    when it is missing, a broken link or a symlink loop, not a file, larger than ``MAX_DOCUMENT_BYTES``, empty,
+    binary (NUL bytes) or not valid UTF-8."""
+    p = pathlib.Path(path)
+    try:
+        info = p.stat()
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise DocumentError(p, "unreadable", "symlink loop (the link points back to itself)") from None
+        if e.errno == errno.ENOENT:
+            raise DocumentError(
+                p, "unreadable", "broken symlink (its target does not exist)" if p.is_symlink() else "no such file"
+            ) from None
+        raise DocumentError(p, "unreadable", f"cannot read ({e.strerror or e})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise DocumentError(p, "unreadable", "not a file")
+    if info.st_size > MAX_DOCUMENT_BYTES:
+        raise DocumentError(
+            p, "too large", f"{info.st_size:,} bytes, over the limit of {MAX_DOCUMENT_BYTES:,} bytes for one document"
+        )
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise DocumentError(p, "unreadable", f"cannot read ({e.strerror or e})") from None
+    if not data or data.isspace():  # (no stripped copy of a large file)
+        raise DocumentError(p, "empty", "empty file")
+    if b"\x00" in data:
+        raise DocumentError(p, "binary", "binary file (contains NUL bytes), expected UTF-8 text")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DocumentError(
+            p, "not UTF-8", f"not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})"
+        ) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def load_document(path, raw: bool = False, normalize_chars: bool = False) -> Document:
+    """Read and (unless ``raw``) clean one file (:func:`clean_text`). Raises :class:`DocumentError` when it cannot
+    be read or nothing is left."""
+    p = pathlib.Path(path)
+    text = read_text(p)
+    if not raw:
+        text = clean_text(text, normalize_chars)
+    if not text.strip():
+        raise (
+            DocumentError(p, "empty", "empty file")
+            if raw
+            else DocumentError(p, "no text left after cleaning", "no text left after cleaning")
+        )
+    return Document(id=p.stem, path=str(p), text=text, sha256=sha256_text(text))
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A document left out of a run: its file, the kind of problem and what exactly."""
+
+    file: str
+    kind: str
+    reason: str
+
+
+class Skips:
+    """The documents a run leaves out, and why. Commands over many documents skip a document that cannot be used
+    instead of stopping, list it in their output (``as_json``) and warn once per kind (:func:`skip_warnings`);
+    with ``strict`` the first such document is an error."""
+
+    def __init__(self, strict: bool = False):
+        self.strict = strict
+        self.items: list[Skipped] = []
+
+    def add(self, error: DocumentError, by_choice: bool = False) -> None:
+        """Record a skipped document; ``by_choice``: left out by a filter the user asked for (never an error)."""
+        if self.strict and not by_choice:
+            raise error
+        self.items.append(Skipped(error.path, error.kind, error.reason))
+
+    def select(
+        self, docs: Sequence[Document], reasons: Sequence[str | None], kind: str, by_choice: bool = False
+    ) -> list[int]:
+        """Indices of the documents whose reason is None; each of the others is skipped as ``kind``. Raises
+        :class:`DocauditError` when none is left."""
+        for doc, reason in zip(docs, reasons):
+            if reason is not None:
+                self.add(DocumentError(doc.path, kind, reason), by_choice)
+        keep = [i for i, reason in enumerate(reasons) if reason is None]
+        if docs and not keep:
+            if len(docs) == 1:
+                raise DocumentError(docs[0].path, kind, reasons[0])
+            raise DocauditError(f"none of the {len(docs)} documents can be used: all {kind}")
+        return keep
+
+    def as_json(self) -> list[dict]:
+        return [asdict(s) for s in self.items]
+
+
+def skip_warnings(skipped: Sequence[dict], shown: int = 3) -> list[str]:
+    """One line per kind of problem among ``Skips.as_json()`` entries: the count and the first few files."""
+    kinds: dict[str, list[str]] = {}
+    for entry in skipped:
+        kinds.setdefault(entry["kind"], []).append(entry["file"])
+    return [
+        f"skipped {len(files)} document{'s' * (len(files) != 1)} ({kind}): {', '.join(files[:shown])}"
+        + (f" and {len(files) - shown} more" if len(files) > shown else "")
+        for kind, files in kinds.items()
+    ]
+
+
+def expand_paths(paths) -> list[pathlib.Path]:
+    """Files as given; a directory expands to its ``*.txt`` entries that are not directories (not recursive),
+    sorted by name: a broken link among them is kept, to be reported when read. Raises :class:`DocauditError` for
+    a path that does not exist or a directory without ``.txt`` files. A file given twice is kept once."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[pathlib.Path] = []
+    seen: set[pathlib.Path] = set()
+    for raw_path in paths:
+        p = pathlib.Path(raw_path)
+        if p.is_dir():
+            files = sorted(f for f in p.iterdir() if f.suffix == ".txt" and not f.is_dir())
+            if not files:
+                raise DocauditError(f"{p}: directory has no .txt files")
+        elif p.exists() or p.is_symlink():
+            files = [p]
+        else:
+            raise DocauditError(f"{p}: no such file or directory")
+        for f in files:
+            key = os.path.realpath(f)
+            if key not in seen:
+                seen.add(key)
+                out.append(f)
+    return out
+
+
+def load_documents(
+    paths, raw: bool = False, progress: bool = False, skips: Skips | None = None, normalize_chars: bool = False
+) -> list[Document]:
+    """:func:`expand_paths` then :func:`load_document` on each file, with a tqdm bar when ``progress``. A document
+    that cannot be used is an error, or, with ``skips``, is recorded there and left out; when none is left that
+    is an error all the same (the document's own when there was one)."""
+    files = expand_paths(paths)
+    if progress:
+        from tqdm.auto import tqdm
+
+        files_iter = tqdm(files, desc="reading documents", unit="doc")
+    else:
+        files_iter = files
+    docs, last = [], None
+    for f in files_iter:
+        try:
+            docs.append(load_document(f, raw=raw, normalize_chars=normalize_chars))
+        except DocumentError as e:
+            if skips is None:
+                raise
+            skips.add(e)
+            last = e
+    if not docs and last is not None:
+        if len(files) == 1:
+            raise last
+        given = ", ".join(str(p) for p in ([paths] if isinstance(paths, (str, os.PathLike)) else paths))
+        raise DocauditError(
+            f"none of the {len(files)} documents in {given} can be used: "
+            + "; ".join(skip_warnings([asdict(s) for s in skips.items[-len(files) :]]))
+        )
+    return docs
+
+
+def separate_sets(
+    a: list[Document],
+    b: list[Document],
+    drop_duplicates: bool = False,
+    names: tuple[str, str] = ("members", "non-members"),
+) -> tuple[list[Document], list[Document], dict]:
+    """Check that no text (``Document.sha256``, after cleaning) is in both sets: with the same document on both
+    sides a membership label means nothing. Raises :class:`DocauditError` naming the count and a few files, or
+    with ``drop_duplicates`` leaves those documents out of both sets (with a warning). Returns the two sets and
+    ``{"documents": number of texts found in both, "files": paths left out}``."""
+    shared = {d.sha256 for d in a} & {d.sha256 for d in b}
+    if not shared:
+        return a, b, {"documents": 0, "files": []}
+    first = {}
+    for d in b:
+        first.setdefault(d.sha256, d.path)
+    pairs = [f"{d.path} = {first[d.sha256]}" for d in a if d.sha256 in shared]
+    what = f"{len(shared)} document{'s are' if len(shared) > 1 else ' is'} both in the {names[0]} and the {names[1]}"
+    if not drop_duplicates:
+        raise DocauditError(
+            f"{what} (same text after cleaning: {'; '.join(pairs[:3])}"
+            f"{'; ...' if len(pairs) > 3 else ''}); remove them from one set, or pass "
+            "--drop-duplicates to leave them out of both"
+        )
+    files = [d.path for d in a + b if d.sha256 in shared]
+    log.warning("%s: left out of both (%d files)", what, len(files))
+    a, b = [d for d in a if d.sha256 not in shared], [d for d in b if d.sha256 not in shared]
+    for name, left in zip(names, (a, b)):
+        if not left:
+            raise DocauditError(f"{what}: leaving them out leaves no {name}")
+    return a, b, {"documents": len(shared), "files": files}
+
+
+def duplicates_note(duplicates: dict | None, prefix: str = "") -> str:
+    """``2 documents found in both sets left out (4 files)`` after ``prefix``, or "" when none were."""
+    if not duplicates or not duplicates["documents"]:
+        return ""
+    n = duplicates["documents"]
+    return f"{prefix}{n} document{'s' if n > 1 else ''} found in both sets left out ({len(duplicates['files'])} files)"

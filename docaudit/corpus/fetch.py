@@ -1,0 +1,445 @@
+"""Download the books of a manifest from a Project Gutenberg mirror (HTTP(S) or a local folder), standard library
+only.
+
+For each book the mirror layouts of :func:`candidate_urls` are tried in order. A file is accepted when it matches
+the manifest's ``sha256``; without one it is checked as far as it can be (``n_bytes`` when given, not served or
+written as HTML, not binary, a minimum size, the ebook number of its Gutenberg header when it has one) and
+reported as unverified. A missing file (HTTP 404/410) sends the fetcher to the next layout; network errors
+(timeouts, resets, downloads cut short), server errors and rejected files do too, and when every layout has
+failed that way the whole round is retried after an exponential backoff. One file's download, however slowly the
+server sends it, is bounded by ``timeout`` and everything spent on one book by ``book_timeout``.
+
+Files are written atomically to ``out_dir / row.path``. A file already there that passes the checks is kept
+(skipped, so runs resume); one that fails them is left alone and the book counted as failed, unless ``overwrite``
+is set: the fetcher never replaces a file it cannot tell is the manifest's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import io
+import logging
+import pathlib
+import re
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+from docaudit.config import FetchConfig
+from docaudit.corpus.manifest import ManifestRow
+from docaudit.errors import DocauditError
+from docaudit.io import atomic_write
+
+log = logging.getLogger(__name__)
+
+USER_AGENT = "docaudit-fetch/0.1 (+https://github.com/docaudit)"
+
+
+NOT_FOUND_CODES = (404, 410)
+
+
+class _NotFound(Exception):
+    pass
+
+
+class _Transient(Exception):
+    pass
+
+
+def tree_dirs(book_id: str) -> list[str]:
+    """Directory-tree locations of a book: PG's mirrors use one folder per digit except the last
+    (``12345 -> 1/2/3/4/12345``, ``7 -> 0/7``); the variant with a folder for every digit is tried as well."""
+    digits = list(book_id)
+    pg = "/".join((digits[:-1] or ["0"]) + [book_id])
+    every = "/".join(digits + [book_id])
+    return [pg] if every == pg else [pg, every]
+
+
+def candidate_paths(book_id: str) -> list[str]:
+    """Mirror-relative locations of a book's plain text, in the order they are tried."""
+    paths = [
+        f"cache/epub/{book_id}/pg{book_id}.txt",
+        f"files/{book_id}/{book_id}-0.txt",
+        f"files/{book_id}/{book_id}.txt",
+        f"ebooks/{book_id}.txt.utf-8",
+    ]
+    for d in tree_dirs(book_id):
+        paths += [f"{d}/{book_id}-0.txt", f"{d}/{book_id}.txt"]
+    return paths
+
+
+@dataclass(frozen=True)
+class Mirror:
+    """A mirror root: ``base`` is an http(s) URL (no trailing slash) or a local folder."""
+
+    base: str
+    local: bool
+
+    @classmethod
+    def parse(cls, mirror: str) -> Mirror:
+        if not mirror:
+            raise DocauditError("no mirror given")
+        parsed = urllib.parse.urlparse(mirror)
+        if parsed.scheme in ("http", "https"):
+            return cls(mirror.rstrip("/"), local=False)
+        if parsed.scheme == "file":
+            path = urllib.request.url2pathname(parsed.path)
+        elif parsed.scheme and len(parsed.scheme) > 1:
+            raise DocauditError(f"mirror {mirror!r}: unsupported scheme {parsed.scheme!r} (http, https, file)")
+        else:
+            path = mirror
+        if not pathlib.Path(path).is_dir():
+            raise DocauditError(f"mirror {mirror!r}: no such folder")
+        return cls(str(pathlib.Path(path)), local=True)
+
+    def location(self, rel: str) -> str:
+        return str(pathlib.Path(self.base, *rel.split("/"))) if self.local else f"{self.base}/{rel}"
+
+
+def candidate_urls(mirror: str | Mirror, book_id: str) -> list[str]:
+    """Full URLs (or local paths) tried for a book, in order."""
+    m = mirror if isinstance(mirror, Mirror) else Mirror.parse(mirror)
+    return [m.location(rel) for rel in candidate_paths(book_id)]
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The read side of a socket whose every read waits at most until ``deadline`` (``time.monotonic``), so a
+    server that trickles its answer cannot stretch a download past it."""
+
+    def __init__(self, sock, deadline: float):
+        self._sock = sock
+        self._raw = sock.makefile("rb", buffering=0)
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int | None:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("timed out")
+        self._sock.settimeout(left)
+        return self._raw.readinto(buffer)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _DeadlineSocket:
+    """A connected socket whose binary read side (what ``http.client`` reads the status, headers and body from)
+    is a :class:`_DeadlineReader`; everything else goes to the socket."""
+
+    def __init__(self, sock, deadline: float):
+        self._sock = sock
+        self._deadline = deadline
+
+    def makefile(self, mode="r", *args, **kwargs):
+        if mode != "rb":
+            return self._sock.makefile(mode, *args, **kwargs)
+        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline))
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+class _BoundedHandler:
+    """Mixed into urllib's HTTP and HTTPS handlers: their connections (redirects included) read through a
+    :class:`_DeadlineSocket`."""
+
+    def __init__(self, deadline: float):
+        super().__init__()
+        self.deadline = deadline
+
+    def do_open(self, http_class, req, **kwargs):
+        deadline = self.deadline
+
+        class Bounded(http_class):
+            def connect(self):
+                super().connect()
+                self.sock = _DeadlineSocket(self.sock, deadline)
+
+        return super().do_open(Bounded, req, **kwargs)
+
+
+class _BoundedHTTPHandler(_BoundedHandler, urllib.request.HTTPHandler):
+    pass
+
+
+class _BoundedHTTPSHandler(_BoundedHandler, urllib.request.HTTPSHandler):
+    pass
+
+
+def _describe(error: BaseException) -> str:
+    reason = getattr(error, "reason", error)
+    if isinstance(reason, TimeoutError):
+        return "timed out"
+    return reason if isinstance(reason, str) else f"{type(reason).__name__}: {reason}"
+
+
+def _get(mirror: Mirror, location: str, timeout: float) -> tuple[bytes, str | None]:
+    """The file at ``location`` and the content type it was served with; an HTTP download (connection, headers
+    and body) takes at most ``timeout`` seconds."""
+    if mirror.local:
+        p = pathlib.Path(location)
+        if not p.is_file():
+            raise _NotFound(location)
+        try:
+            return p.read_bytes(), None
+        except OSError as e:
+            raise _Transient(f"{location}: {e}") from None
+    deadline = time.monotonic() + timeout
+    opener = urllib.request.build_opener(_BoundedHTTPHandler(deadline), _BoundedHTTPSHandler(deadline))
+    req = urllib.request.Request(location, headers={"User-Agent": USER_AGENT})
+    try:
+        with opener.open(req, timeout=timeout) as resp:
+            content_type = resp.headers.get_content_type() if resp.headers.get("Content-Type") else None
+            return resp.read(), content_type
+    except urllib.error.HTTPError as e:
+        if e.code in NOT_FOUND_CODES:
+            raise _NotFound(f"{location}: HTTP {e.code}") from None
+        raise _Transient(f"{location}: HTTP {e.code}") from None
+    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
+        # OSError covers timeouts and connection resets; HTTPException a download cut short (IncompleteRead)
+        # or a garbled answer
+        problem = _describe(e)
+        if problem == "timed out":
+            problem = f"timed out (a download may take {timeout:g} s)"
+        raise _Transient(f"{location}: {problem}") from None
+
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+HEAD_BYTES = 16384  # where HTML markers and the Gutenberg header are looked for
+
+
+# "[EBook #45]", "[eBook #74553]", "*** START OF THE PROJECT GUTENBERG EBOOK 74553 ***"
+_EBOOK_NUMBER = re.compile(
+    rb"\[e-?book\s*#\s*(\d+)\s*\]|start of (?:the|this) project gutenberg e-?book\s+(\d+)\s*\*\*\*", re.IGNORECASE
+)
+
+
+def _problem(data: bytes, row: ManifestRow, min_bytes: int, content_type: str | None = None) -> str | None:
+    """None when ``data`` is acceptable as ``row``'s book, else the reason. A sha256 decides alone; without one,
+    what can be checked is."""
+    if not data:
+        return "empty file"
+    if row.sha256:
+        got = hashlib.sha256(data).hexdigest()
+        return None if got == row.sha256 else f"sha256 mismatch (got {got[:12]}..., want {row.sha256[:12]}...)"
+    if row.n_bytes is not None and len(data) != row.n_bytes:
+        return f"size mismatch ({len(data)} bytes, want {row.n_bytes})"
+    if content_type in HTML_TYPES:
+        return f"served as {content_type}, not plain text"
+    head = data[:HEAD_BYTES]
+    if b"<!doctype html" in head.lower() or b"<html" in head.lower():
+        return "an HTML page, not plain text"
+    if b"\x00" in head:
+        return "binary data, not plain text"
+    if len(data) < min_bytes:
+        return f"too small ({len(data)} bytes, want at least {min_bytes})"
+    numbers = {int(a or b) for a, b in _EBOOK_NUMBER.findall(head)}
+    if numbers and row.id.isdigit() and int(row.id) not in numbers:
+        named = ", ".join(f"#{n}" for n in sorted(numbers))
+        return f"its Gutenberg header names ebook {named}, not #{row.id}"
+    return None
+
+
+def destination(row: ManifestRow, out_dir) -> pathlib.Path:
+    out = pathlib.Path(out_dir)
+    dest = out / (row.path or f"{row.id}.txt")
+    if not dest.resolve().is_relative_to(out.resolve()):
+        raise DocauditError(f"{row.id}: path {row.path!r} leaves the output folder")
+    return dest
+
+
+@dataclass
+class FetchResult:
+    id: str
+    status: str  # "downloaded" | "skipped" (already present and accepted) | "failed"
+    path: str
+    source: str = ""  # the URL or local path the file came from
+    error: str = ""
+    attempts: int = 0
+    verified: bool = False  # the file matches the manifest's sha256 (otherwise it only passed the other checks)
+
+
+@dataclass
+class FetchReport:
+    results: list[FetchResult] = field(default_factory=list)
+
+    def _with(self, status: str) -> list[FetchResult]:
+        return [r for r in self.results if r.status == status]
+
+    @property
+    def downloaded(self) -> list[FetchResult]:
+        return self._with("downloaded")
+
+    @property
+    def skipped(self) -> list[FetchResult]:
+        return self._with("skipped")
+
+    @property
+    def failed(self) -> list[FetchResult]:
+        return self._with("failed")
+
+    @property
+    def unverified(self) -> list[FetchResult]:
+        """Books accepted without a sha256 to compare with."""
+        return [r for r in self.results if r.status != "failed" and not r.verified]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def summary(self) -> str:
+        lines = [
+            f"{len(self.results)} books: {len(self.downloaded)} downloaded, {len(self.skipped)} already present, "
+            f"{len(self.failed)} failed"
+        ]
+        if self.unverified:
+            lines.append(
+                f"  UNVERIFIED: {len(self.unverified)} of the books accepted (no sha256 in the manifest; "
+                "only their size, type and Gutenberg header were checked)"
+            )
+        lines += [f"  FAILED {r.id}: {r.error}" for r in sorted(self.failed, key=lambda r: r.id)]
+        return "\n".join(lines)
+
+
+def _is_absence(error: str) -> bool:
+    return "not found" in error or "HTTP 404" in error or "HTTP 410" in error
+
+
+def fetch_book(
+    row: ManifestRow,
+    out_dir,
+    mirror: str | Mirror,
+    config: FetchConfig = FetchConfig(),
+    sleep=time.sleep,
+) -> FetchResult:
+    """Fetch one book (see the module docstring). Never raises for download problems: they end up in the result."""
+    m = mirror if isinstance(mirror, Mirror) else Mirror.parse(mirror)
+    dest = destination(row, out_dir)
+    verified = bool(row.sha256)
+    if dest.exists() and not dest.is_file():
+        return FetchResult(row.id, "failed", str(dest), error=f"{dest} exists and is not a file")
+    if dest.is_file():
+        problem = _problem(dest.read_bytes(), row, config.min_bytes)
+        if problem is None:
+            return FetchResult(row.id, "skipped", str(dest), verified=verified)
+        if not config.overwrite:
+            return FetchResult(
+                row.id,
+                "failed",
+                str(dest),
+                error=f"{dest} is already there and was left alone ({problem}); --overwrite replaces it",
+            )
+        log.info("%s: %s is already there but %s; downloading again (overwrite)", row.id, dest, problem)
+    book_deadline = time.monotonic() + config.book_timeout
+    rounds = config.retries + 1
+    errors: list[str] = []
+    attempts = 0
+    out_of_time = False
+    for attempt in range(rounds):
+        attempts = attempt + 1
+        retry_worthy = False
+        for loc in candidate_urls(m, row.id):
+            left = book_deadline - time.monotonic()
+            if left <= 0:
+                out_of_time = True
+                break
+            log.info("%s: trying %s (round %d of %d, %.0f s left for this book)", row.id, loc, attempts, rounds, left)
+            try:
+                data, content_type = _get(m, loc, min(config.timeout, left))
+            except _NotFound as e:
+                errors.append(f"{e}: not found" if m.local else str(e))
+                continue
+            except _Transient as e:
+                log.warning("%s: %s (round %d of %d)", row.id, e, attempts, rounds)
+                errors.append(str(e))
+                retry_worthy = True
+                continue
+            problem = _problem(data, row, config.min_bytes, content_type)
+            if problem is not None:
+                log.warning("%s: %s: rejected: %s (round %d of %d)", row.id, loc, problem, attempts, rounds)
+                errors.append(f"{loc}: {problem}")
+                retry_worthy = True
+                continue
+            atomic_write(dest, lambda f, data=data: f.write(data))
+            if not verified:
+                log.info("%s: downloaded from %s, unverified (no sha256 in the manifest)", row.id, loc)
+            return FetchResult(row.id, "downloaded", str(dest), source=loc, attempts=attempts, verified=verified)
+        if out_of_time or not retry_worthy:  # out of time, or every layout is simply absent
+            break
+        if attempt < config.retries:
+            pause = config.backoff * (2**attempt)
+            if pause >= book_deadline - time.monotonic():
+                out_of_time = True
+                break
+            sleep(pause)
+    # report the distinct problems, most informative first (mismatches and errors before plain absences)
+    ordered = list(dict.fromkeys(sorted(errors, key=_is_absence)))
+    if ordered and all(_is_absence(e) for e in ordered) and not out_of_time:
+        error = "not found on the mirror (all layouts tried)"
+    else:
+        error = "; ".join(ordered[:3])
+    if out_of_time:
+        error = f"gave up after the {config.book_timeout:g} s allowed per book" + (f": {error}" if error else "")
+        log.warning("%s: %s", row.id, error)
+    return FetchResult(row.id, "failed", str(dest), error=error, attempts=attempts)
+
+
+def fetch_manifest(
+    rows: list[ManifestRow],
+    out_dir,
+    mirror: str,
+    config: FetchConfig = FetchConfig(),
+    progress: bool = True,
+) -> FetchReport:
+    """Fetch every row with a pool of ``config.workers`` threads; returns the report (``report.ok`` is False if
+    any book failed)."""
+    if config.workers < 1:
+        raise DocauditError(f"workers must be at least 1, got {config.workers}")
+    if config.retries < 0:
+        raise DocauditError(f"retries must be 0 or more, got {config.retries}")
+    if config.backoff < 0:
+        raise DocauditError(f"backoff must be 0 or more, got {config.backoff:g}")
+    for name in ("timeout", "book_timeout"):
+        if not getattr(config, name) > 0:
+            raise DocauditError(f"{name} must be more than 0 seconds, got {getattr(config, name):g}")
+    m = Mirror.parse(mirror)
+    for row in rows:  # path problems are the user's, reported before any download starts
+        destination(row, out_dir)
+    pathlib.Path(out_dir).mkdir(parents=True, exist_ok=True)
+    report = FetchReport()
+    lock = threading.Lock()
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(rows), desc="fetching books", unit="book")
+    with ThreadPoolExecutor(max_workers=config.workers) as pool:
+        futures = {pool.submit(fetch_book, row, out_dir, m, config): row for row in rows}
+        for fut in as_completed(futures):
+            row = futures[fut]
+            try:
+                res = fut.result()
+            except Exception as e:  # a bug or a disk error: report it with the book, keep the others going
+                res = FetchResult(row.id, "failed", str(destination(row, out_dir)), error=f"{type(e).__name__}: {e}")
+            with lock:
+                report.results.append(res)
+                if bar is not None:
+                    bar.update(1)
+                    if res.status == "failed":
+                        bar.set_postfix(failed=len(report.failed))
+    if bar is not None:
+        bar.close()
+    order = {row.id: i for i, row in enumerate(rows)}
+    report.results.sort(key=lambda r: order[r.id])
+    return report

@@ -1,0 +1,1 @@
+"""Controlled experiments: targets trained on a random half of a pool."""

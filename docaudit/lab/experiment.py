@@ -1,0 +1,220 @@
+"""The randomized controlled experiment: split, train, evaluate on the true labels."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from docaudit.config import TargetConfig
+from docaudit.errors import DocauditError
+from docaudit.io import atomic_write_text
+from docaudit.lab.target import _pick_device, leading_token_ids, train_target
+
+
+def split_members(ids: list[str], seed: int, member_fraction: float = 0.5) -> dict[str, int]:
+    """Assign each document id at random to the members (1) or non-members (0).
+
+    Exactly ``round(member_fraction * len(ids))`` members; the result depends only on the set of ids and the
+    seed (not on their order).
+    """
+    ids = [str(i) for i in ids]
+    if len(set(ids)) != len(ids):
+        raise DocauditError("document ids must be unique to split them into members and non-members")
+    if not 0.0 < member_fraction < 1.0:
+        raise DocauditError(f"member_fraction must be strictly between 0 and 1, got {member_fraction}")
+    ordered = sorted(ids)
+    n_members = int(round(member_fraction * len(ordered)))
+    order = np.random.default_rng(seed).permutation(len(ordered))
+    members = {ordered[i] for i in order[:n_members]}
+    return {i: int(i in members) for i in ids}
+
+
+@torch.no_grad()
+def _document_logp(model, ids: list[int], context: int, device) -> np.ndarray:
+    """Log-probability of every token but the first, windows of ``context`` tokens with stride ``context - 1``
+    (each token predicted once)."""
+    from docaudit.query.stats import scored_spans
+
+    x = torch.tensor(ids, dtype=torch.long, device=device)
+    out = []
+    for start, first, end in scored_spans(len(ids), context, context - 1):
+        window = x[start:end][None]
+        logits = model(input_ids=window, attention_mask=torch.ones_like(window)).logits[0].float()
+        logp = torch.log_softmax(logits[first - start - 1 : end - start - 1], dim=-1)
+        out.append(logp.gather(1, x[first:end, None])[:, 0].cpu().numpy())
+    return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
+
+
+def member_nonmember_loss(model_dir, member_texts, nonmember_texts, max_tokens: int | None) -> dict:
+    """Mean per-token loss (negative log-likelihood, nats) of the target on its members and on non-members, over
+    each document's leading ``max_tokens`` tokens (the part used in training), pooled over the tokens of each
+    group; ``gap`` = non-member loss - member loss (positive when the model fits its members better)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dev = _pick_device(None)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, trust_remote_code=False).to(dev).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    cfg = model.config
+    context = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None) or 128
+
+    def group(texts):
+        per_doc = [_document_logp(model, leading_token_ids(tokenizer, t, max_tokens), context, dev) for t in texts]
+        tokens = sum(len(v) for v in per_doc)
+        loss = -float(sum(v.sum(dtype=np.float64) for v in per_doc) / tokens) if tokens else float("nan")
+        return loss, [-float(v.mean()) if len(v) else float("nan") for v in per_doc], tokens
+
+    m_loss, m_docs, m_tok = group(member_texts)
+    n_loss, n_docs, n_tok = group(nonmember_texts)
+    return {
+        "member_loss": m_loss,
+        "nonmember_loss": n_loss,
+        "gap": n_loss - m_loss,
+        "member_doc_losses": m_docs,
+        "nonmember_doc_losses": n_docs,
+        "member_tokens": m_tok,
+        "nonmember_tokens": n_tok,
+    }
+
+
+@dataclass
+class LabResult:
+    """What ``run_lab`` measured: the split, the target, the loss gap, the evaluation on true labels and, when
+    asked, the AUC per query precision."""
+
+    out: pathlib.Path
+    model_dir: pathlib.Path
+    n_members: int
+    n_nonmembers: int
+    n_tokens: int
+    loss: dict
+    evaluation: object
+    precisions: list[dict]
+
+    def summary(self) -> dict:
+        table = self.evaluation.table
+        return {
+            "members": self.n_members,
+            "nonmembers": self.n_nonmembers,
+            "tokens": self.n_tokens,
+            "model_dir": str(self.model_dir),
+            "loss": self.loss,
+            "blind_auc": self.evaluation.info["blind_auc"],
+            "methods": table.to_dict(orient="records"),
+            "precisions": self.precisions,
+        }
+
+
+LAB_ENTRIES = ("target", "members", "nonmembers", "evaluation", "lab.json")  # what run_lab writes in its folder
+
+
+def _write_texts(directory: pathlib.Path, texts: dict[str, str]) -> None:
+    for book, text in texts.items():
+        atomic_write_text(directory / f"{book}.txt", text)
+
+
+def run_lab(
+    corpus,
+    out,
+    target: TargetConfig = TargetConfig(),
+    base_model: str | None = None,
+    methods=None,
+    folds: int = 5,
+    precisions=(),
+    max_docs: int | None = None,
+    progress: bool = True,
+    overwrite: bool = False,
+    normalize_chars: bool = False,
+) -> LabResult:
+    """A randomized controlled membership experiment. Split the documents of ``corpus`` at random (seeded) into
+    members and non-members, train ``target`` on the members (resumable), then evaluate the meta-classifier, the
+    detectors and the blind baseline with the true labels on exactly the text the target was trained on (each
+    document's leading ``target.max_tokens`` tokens). ``precisions`` (e.g. ``["bfloat16", "int8", "int4"]``)
+    re-query the same target at those precisions for the paper's Table-5 comparison. ``out`` is a new or empty
+    folder or an earlier lab, resumed, or with ``overwrite`` discarded first (``outputs.prepare_output``).
+    ``normalize_chars`` cleans the pool with character normalization (:func:`docaudit.data.clean_text`); the
+    evaluation reads the trained text as written (``raw``), so it is never cleaned twice."""
+    from transformers import AutoTokenizer
+
+    from docaudit.audit.evaluation import evaluate_methods
+    from docaudit.config import ModelConfig, QueryConfig
+    from docaudit.corpus.documents import load_documents
+    from docaudit.outputs import discard_output, prepare_output, write_marker
+    from docaudit.report.evaluation import write_evaluation
+
+    out = prepare_output(out, "lab", overwrite, [corpus, *([base_model] if base_model else [])], resume=True)
+    docs = load_documents([corpus], progress=progress, normalize_chars=normalize_chars)
+    if overwrite:
+        discard_output(out)
+    out.mkdir(parents=True, exist_ok=True)
+    write_marker(out, "lab", LAB_ENTRIES)
+    if max_docs is not None:
+        rng = np.random.default_rng(target.seed)
+        docs = [docs[i] for i in sorted(rng.choice(len(docs), size=min(max_docs, len(docs)), replace=False))]
+    texts = {d.id: d.text for d in docs}
+    split = split_members(list(texts), seed=target.seed)
+    members = [texts[b] for b in sorted(texts) if split[b]]
+    model_dir = train_target(members, list(texts.values()), out / "target", target, base_model, progress)
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    trained = {
+        b: tokenizer.decode(leading_token_ids(tokenizer, t, target.max_tokens), skip_special_tokens=True)
+        for b, t in texts.items()
+    }
+    _write_texts(out / "members", {b: t for b, t in trained.items() if split[b]})
+    _write_texts(out / "nonmembers", {b: t for b, t in trained.items() if not split[b]})
+    loss = member_nonmember_loss(
+        model_dir,
+        [trained[b] for b in sorted(trained) if split[b]],
+        [trained[b] for b in sorted(trained) if not split[b]],
+        None,
+    )
+
+    query = QueryConfig(context=target.context - 1)
+    evaluation = evaluate_methods(
+        [out / "members"],
+        [out / "nonmembers"],
+        ModelConfig(model=str(model_dir)),
+        query=query,
+        methods=methods,
+        folds=folds,
+        seed=target.seed,
+        raw=True,
+        progress=progress,
+    )
+    write_evaluation(evaluation, out / "evaluation", overwrite=True)
+    columns = ["method", "level", "auc_mean", "auc_std"]
+    baseline = evaluation.table[evaluation.table.method != "blind"][columns]
+    rows = [{"precision": "float32", **r} for r in baseline.to_dict("records")] if precisions else []
+    for precision in precisions:
+        model = ModelConfig(
+            model=str(model_dir), **({"quantize": precision} if precision in ("int8", "int4") else {"dtype": precision})
+        )
+        ev = evaluate_methods(
+            [out / "members"],
+            [out / "nonmembers"],
+            model,
+            query=query,
+            methods=methods,
+            folds=folds,
+            seed=target.seed,
+            raw=True,
+            blind_kinds=None,
+            progress=progress,
+        )
+        rows += [{"precision": precision, **r} for r in ev.table[columns].to_dict("records")]
+    result = LabResult(
+        out,
+        model_dir,
+        int(sum(split.values())),
+        int(len(split) - sum(split.values())),
+        int(sum(len(tokenizer(t).input_ids) for t in trained.values())),
+        loss,
+        evaluation,
+        rows,
+    )
+    atomic_write_text(out / "lab.json", json.dumps(result.summary(), indent=2, default=float))
+    return result

@@ -1,0 +1,102 @@
+"""The Detector: scores sequences with the selected methods, running each extra pass once per text through
+cached queriers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from docaudit.config import DetectorConfig, ModelConfig, QueryConfig
+from docaudit.errors import DocauditError
+from docaudit.methods.detectors.neighborhood import MaskedNeighbors, load_masked_lm
+from docaudit.methods.detectors.registry import METHODS, PASSES, View, resolve_methods
+from docaudit.query.models import LoadedModel, load_model
+from docaudit.query.querier import (
+    Querier,
+    single_pass_context,
+)
+
+
+class Detector:
+    """Scores sequences with the selected methods, running each needed extra pass once per sequence text.
+
+    ``target`` queries the full texts (``score_text``) and every target-model extra pass; ``ref`` the reference
+    model (method ``ref``); ``neighbors`` makes the Neighborhood texts. Extra-pass texts go through the
+    queriers' caches like documents."""
+
+    def __init__(
+        self,
+        target: Querier,
+        methods: Sequence[str] | str | None = None,
+        config: DetectorConfig = DetectorConfig(),
+        ref: Querier | None = None,
+        neighbors: MaskedNeighbors | None = None,
+    ):
+        self.methods = resolve_methods(methods, ref is not None, neighbors is not None)
+        self.target, self.ref, self.neighbors, self.config = target, ref, neighbors, config
+        if "ref" in self.methods and ref is None:
+            raise DocauditError("method 'ref' needs a reference model (--ref-model)")
+        if "neighbor" in self.methods and neighbors is None:
+            raise DocauditError("method 'neighbor' needs a masked language model (--neighbor-model)")
+        self.passes = list(dict.fromkeys(p for m in self.methods for p in METHODS[m].passes))
+
+    @property
+    def needs_text(self) -> bool:
+        return any(METHODS[m].needs_text for m in self.methods)
+
+    def extra(self, text: str) -> dict[str, list[np.ndarray]]:
+        """The log-probabilities of every extra pass over ``text``."""
+        out = {}
+        for name in self.passes:
+            spec = PASSES[name]
+            querier = self.ref if spec.model == "ref" else self.target
+            out[name] = [querier.stats(t).logp for t in spec.texts(self, text)]
+        return out
+
+    def score(self, logp, mu, sigma, text: str | None = None) -> dict[str, float]:
+        """Scores of one sequence given the target's arrays over it (and its text when a method needs it)."""
+        if text is None and self.needs_text:
+            raise DocauditError(f"methods {', '.join(m for m in self.methods if METHODS[m].needs_text)} need the text")
+        view = View(logp, mu, sigma, text, self.extra(text) if self.passes else {})
+        return {m: float(METHODS[m].score(view, self.config)) for m in self.methods}
+
+    def score_text(self, text: str, sha256: str | None = None) -> dict[str, float]:
+        """Scores of a text over all its windows' tokens (one forward pass when it fits one window)."""
+        stats = self.target.stats(text, sha256)
+        return self.score(stats.logp, stats.mu, stats.sigma, text)
+
+
+def build_detector(
+    lm: LoadedModel,
+    query: QueryConfig,
+    methods=None,
+    config: DetectorConfig = DetectorConfig(),
+    ref_model: ModelConfig | LoadedModel | None = None,
+    neighbor_model: str | MaskedNeighbors | None = None,
+    cache: bool = True,
+    single_pass: int | None = None,
+) -> Detector:
+    """A Detector over ``lm`` whose queriers (target, and reference model when given) use ``query`` without GP
+    sums (detectors do not use them). Each querier checks the query against its model: a context beyond the
+    model's positions is refused, never changed. With ``single_pass=cap`` the context is derived instead: the
+    longest window every model takes (:func:`single_pass_context`, at most ``cap``), with stride C-1 and no
+    excerpt, so that a text that fits is scored in one forward pass."""
+    from docaudit.query.cache import StatsCache
+
+    ref = None if ref_model is None else ref_model if isinstance(ref_model, LoadedModel) else load_model(ref_model)
+    if single_pass is not None:
+        context = min(single_pass_context(m, single_pass) for m in (lm, ref) if m is not None)
+        query = replace(query, context=context, stride=None, max_tokens=None)
+    query = replace(query, gp=False)
+    neighbors = neighbor_model
+    if isinstance(neighbor_model, str):
+        neighbors = load_masked_lm(neighbor_model, config, lm.config.device)
+    return Detector(
+        Querier(lm, query, StatsCache() if cache else None),
+        methods,
+        config,
+        None if ref is None else Querier(ref, query, StatsCache() if cache else None),
+        neighbors,
+    )

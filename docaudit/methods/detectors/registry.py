@@ -1,0 +1,126 @@
+"""Sequence-level membership scores, every one oriented so that **higher = more member-like** (docs/methods.md,
+"Sequence-level detectors").
+
+A score is computed from a *view* of one sequence: the target model's per-token ``logp``, ``mu`` and ``sigma``
+(TokenStats arrays, or a slice of them for one querier window), the sequence's text where a method needs it, and
+the log-probabilities of the extra passes the method needs (texts derived from the sequence, queried through a
+Querier and therefore cached like any document). With ``L(x) = -mean(logp)``, the cross-entropy loss in nats per
+scored token of text ``x``:
+
+- ``loss``: ``-L(x)``; ``zlib``: ``-L(x) / Z(x)``, ``Z`` the zlib-compressed size of the UTF-8 bytes;
+  ``lowercase``: ``L(x.lower()) / L(x)``; ``ref``: ``L_ref(x) - L(x)``; ``mink``: Min-K% Prob; ``minkpp``:
+  Min-K%++; ``pac``: ``mean_i PD(aug_i(x)) - PD(x)``; ``neighbor``: ``mean_j L(nb_j(x)) - L(x)``.
+
+Each score function below says which file and function of its authors' public code it was checked against, and
+how that code orients the score. Those scripts score a text with one forward pass of ``tokenizer.encode(text)``;
+for a text that fits one window of the querier (fewer tokens than the context) docaudit's view is the same single
+pass, so the scores are exactly the sequence-level definitions (one difference: with a tokenizer that puts a BOS
+first, the authors' scripts also score the first text token, predicted from the BOS alone; docaudit does not
+score it). A longer text is scored over all its windows' tokens (each window an independent pass,
+docs/methods.md, "Querying").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from docaudit.config import DetectorConfig
+from docaudit.errors import DocauditError
+
+if TYPE_CHECKING:
+    from docaudit.methods.detectors.detector import Detector
+
+
+@dataclass
+class View:
+    """What a score is computed from: the target's per-token arrays of one sequence, its text (None when no
+    selected method needs it) and the log-probabilities of each extra pass (pass name -> one array per text)."""
+
+    logp: np.ndarray
+    mu: np.ndarray
+    sigma: np.ndarray
+    text: str | None = None
+    extra: dict[str, list[np.ndarray]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """An extra pass: the texts it derives from a sequence's text, and which model queries them."""
+
+    texts: Callable[[Detector, str], list[str]]
+    model: str = "target"  # "target" | "ref"
+
+
+@dataclass(frozen=True)
+class Method:
+    """A detector: its name, display title, extra passes, whether it reads the text, whether it runs by default,
+    its score (whose docstring is the method's documentation) and a one-line help."""
+
+    name: str
+    title: str
+    score: Callable[[View, DetectorConfig], float]
+    passes: tuple[str, ...] = ()
+    uses_text: bool = False
+    default: bool = True
+    help: str = ""
+
+    @property
+    def needs_text(self) -> bool:
+        return self.uses_text or bool(self.passes)
+
+
+METHODS: dict[str, Method] = {}
+PASSES: dict[str, Pass] = {}
+
+
+def register(
+    name: str, title: str, help: str, passes: tuple[str, ...] = (), uses_text: bool = False, default: bool = True
+):
+    """Register the decorated ``score(view, config) -> float`` as detector ``name``: its docstring documents the
+    method, ``help`` is its one-line summary on the command line."""
+
+    def add(score: Callable[[View, DetectorConfig], float]):
+        METHODS[name] = Method(name, title, score, passes, uses_text, default, help)
+        return score
+
+    return add
+
+
+def register_pass(name: str, model: str = "target"):
+    """Register the decorated ``texts(detector, text) -> list[str]`` as extra pass ``name``."""
+
+    def add(texts: Callable[[Detector, str], list[str]]):
+        PASSES[name] = Pass(texts, model)
+        return texts
+
+    return add
+
+
+def default_methods() -> tuple[str, ...]:
+    """The detectors that run when none are named."""
+    return tuple(name for name, m in METHODS.items() if m.default)
+
+
+def methods_help() -> str:
+    """One line per detector for the command line's help."""
+    return "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
+
+
+def resolve_methods(names: Iterable[str] | str | None, ref: bool = False, neighbor: bool = False) -> list[str]:
+    """Validated method names (a comma-separated string or a list; None: the defaults, plus ``ref`` / ``neighbor``
+    when their model is given)."""
+    if names is None:
+        names = list(default_methods()) + ["ref"] * ref + ["neighbor"] * neighbor
+    elif isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    names = list(dict.fromkeys(names))
+    unknown = [n for n in names if n not in METHODS]
+    if unknown or not names:
+        raise DocauditError(
+            f"unknown method(s) {', '.join(unknown) or '(none given)'}: choose from {', '.join(METHODS)}"
+        )
+    return names

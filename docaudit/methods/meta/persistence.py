@@ -1,0 +1,245 @@
+"""Saving and loading a meta-classifier as data: skops with an exact allow-list, an exact pipeline shape and a
+checked card."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import typing
+import zipfile
+from dataclasses import asdict
+from pathlib import Path
+from zipfile import ZIP_DEFLATED
+
+import numpy as np
+import sklearn
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import MinMaxScaler
+from sklearn.tree import DecisionTreeClassifier
+
+from docaudit.config import FEATURES, NORMS, ModelConfig, QueryConfig
+from docaudit.errors import DocauditError
+from docaudit.io import atomic_write, atomic_write_text
+from docaudit.methods.meta.features import DocumentFeatures
+from docaudit.methods.meta.normalize import TokenNormalizer
+
+# cards written before the ``normalize_chars`` field existed were trained on character-normalized text
+CARD_NORMALIZE_CHARS_BEFORE_FIELD = True
+CLASSIFIER_FILE = "classifier.skops"
+
+
+CARD_FILE = "card.json"
+
+
+# What a saved docaudit classifier may contain, per skops node kind: the pipeline's own classes and the plain
+# values they hold. Anything else (even types skops trusts by default, such as DummyClassifier or a
+# FunctionTransformer of a numpy function) is refused before loading.
+PIPELINE_STEPS = (
+    ("normalize", TokenNormalizer),
+    ("features", DocumentFeatures),
+    ("scale", MinMaxScaler),
+    ("forest", RandomForestClassifier),
+)
+
+
+_PLAIN = {f"builtins.{t}" for t in ("str", "int", "float", "bool", "NoneType")}
+
+
+_NUMPY = {f"numpy.{t}" for t in ("ndarray", "int64", "int32", "float64", "float32", "bool", "bool_", "intp")}
+
+
+ALLOWED_NODES = {
+    "ObjectNode": {
+        f"{cls.__module__}.{cls.__qualname__}"
+        for cls in (Pipeline, *(cls for _, cls in PIPELINE_STEPS), DecisionTreeClassifier)
+    },
+    "TreeNode": {"sklearn.tree._tree.Tree"},
+    "DictNode": {"builtins.dict"},
+    "ListNode": {"builtins.list"},
+    "TupleNode": {"builtins.tuple"},
+    "JsonNode": _PLAIN,
+    "TypeNode": _PLAIN | _NUMPY,
+    "NdArrayNode": _NUMPY,
+}
+
+
+REQUIRED_CARD_FIELDS = {
+    "model_identity": str,
+    "model_config": dict,
+    "query": dict,
+    "raw": bool,
+    "pooled_bootstrap_95": dict,
+    "sklearn_version": str,
+    "skops_version": str,
+}
+
+
+def trusted_types() -> list[str]:
+    """The types outside skops' defaults that a docaudit classifier holds (passed to ``skops.io.loads``)."""
+    return sorted(set().union(*ALLOWED_NODES.values()) - _PLAIN - {"builtins.dict", "builtins.list", "builtins.tuple"})
+
+
+def library_versions() -> dict:
+    """The scikit-learn and skops versions that write a classifier, recorded in its card."""
+    import skops
+
+    return {"sklearn_version": sklearn.__version__, "skops_version": skops.__version__}
+
+
+def save_classifier(directory: Path, estimator, card: dict) -> None:
+    """Write the fitted pipeline (skops, no pickle) and its card (JSON) atomically into ``directory``."""
+    import skops.io as sio
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    pipe = getattr(estimator, "best_estimator_", estimator)
+    atomic_write(directory / CLASSIFIER_FILE, lambda f: f.write(sio.dumps(pipe, compression=ZIP_DEFLATED)))
+    atomic_write_text(directory / CARD_FILE, json.dumps(card, indent=2, default=_jsonable))
+
+
+def load_classifier(directory: Path):
+    """The saved pipeline and its card, checked before anything is built from them: the card's fields and types,
+    the library versions that wrote it, and every type in the file (only docaudit's pipeline shape is accepted),
+    so loading never runs code from an untrusted file."""
+    import skops.io as sio
+
+    directory = Path(directory)
+    path = directory / CLASSIFIER_FILE
+    if not path.is_file() or not (directory / CARD_FILE).is_file():
+        raise DocauditError(f"no docaudit classifier in {directory} (expected {CLASSIFIER_FILE} and {CARD_FILE})")
+    card = read_card(directory / CARD_FILE)
+    check_versions(card, directory)
+    data = path.read_bytes()
+    untrusted = untrusted_types(data, path)
+    if untrusted:
+        raise DocauditError(
+            f"refusing to load {path}: it contains untrusted types {sorted(untrusted)} "
+            "(a docaudit classifier holds only its own pipeline)"
+        )
+    try:
+        pipe = sio.loads(data, trusted=trusted_types())
+    except Exception as e:
+        raise DocauditError(f"cannot read classifier {path}: {type(e).__name__}: {e}") from e
+    check_pipeline(pipe, path)
+    return pipe, card
+
+
+def untrusted_types(data: bytes, path: Path) -> set[str]:
+    """Every node of the skops file whose kind or type is outside ``ALLOWED_NODES``, read from its schema."""
+    if not data:
+        raise DocauditError(f"cannot read classifier {path}: the file is empty")
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            schema = json.loads(archive.read("schema.json"))
+    except (zipfile.BadZipFile, KeyError, ValueError) as e:
+        raise DocauditError(f"cannot read classifier {path}: not a skops file ({type(e).__name__}: {e})") from e
+    found, stack = set(), [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            if "__loader__" in node or "__class__" in node:
+                name = f"{node.get('__module__')}.{node.get('__class__')}"
+                if name not in ALLOWED_NODES.get(node.get("__loader__"), ()):
+                    found.add(f"{name} ({node.get('__loader__')})")
+            stack.extend(node.values())
+    return found
+
+
+def check_pipeline(pipe, path: Path) -> None:
+    """Refuse anything but docaudit's pipeline: its four steps, in order, of exactly the expected classes."""
+    steps = getattr(pipe, "steps", None)
+    ok = (
+        type(pipe) is Pipeline
+        and isinstance(steps, list)
+        and getattr(pipe, "memory", None) is None
+        and [(name, type(step)) for name, step in steps] == list(PIPELINE_STEPS)
+    )
+    if ok:
+        normalize, features, _, forest = (step for _, step in steps)
+        trees = getattr(forest, "estimators_", None)
+        ok = (
+            getattr(normalize, "method", None) in NORMS
+            and getattr(features, "kind", None) in FEATURES
+            and isinstance(trees, list)
+            and len(trees) > 0
+            and all(type(tree) is DecisionTreeClassifier for tree in trees)
+        )
+    if not ok:
+        raise DocauditError(
+            f"refusing to load {path}: not a docaudit classifier (expected the pipeline "
+            f"{' -> '.join(f'{n} ({c.__name__})' for n, c in PIPELINE_STEPS)})"
+        )
+
+
+def read_card(path: Path) -> dict:
+    """The card's JSON, with the fields ``predict`` relies on present and of the right types."""
+    try:
+        card = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise DocauditError(f"classifier card {path} is not valid JSON ({e})") from e
+    if not isinstance(card, dict):
+        raise DocauditError(f"classifier card {path} is not a JSON object")
+    missing = [k for k in REQUIRED_CARD_FIELDS if k not in card]
+    if missing:
+        raise DocauditError(
+            f"classifier card {path} lacks the field(s) {', '.join(missing)}; was it written by `docaudit train`?"
+        )
+    for key, kind in REQUIRED_CARD_FIELDS.items():
+        if not isinstance(card[key], kind):
+            raise DocauditError(f"classifier card {path}: '{key}' must be a {kind.__name__}")
+    _check_fields(card["model_config"], ModelConfig, f"classifier card {path}: model_config")
+    _check_fields(card["query"], QueryConfig, f"classifier card {path}: query")
+    auc = card["pooled_bootstrap_95"].get("auc")
+    if not (isinstance(auc, dict) and all(isinstance(auc.get(k), (int, float)) for k in ("point", "lo", "hi"))):
+        raise DocauditError(f"classifier card {path}: pooled_bootstrap_95.auc needs numbers point, lo and hi")
+    return card
+
+
+def _check_fields(values: dict, cls, where: str) -> None:
+    """Every key a field of the dataclass ``cls``, every value of that field's type (missing keys take defaults)."""
+    hints = typing.get_type_hints(cls)
+    for key, value in values.items():
+        if key not in hints:
+            raise DocauditError(f"{where}: unknown field '{key}'")
+        allowed = typing.get_args(hints[key]) or (hints[key],)
+        allowed += (int,) if float in allowed else ()
+        if not isinstance(value, allowed) or (isinstance(value, bool) and bool not in allowed):
+            raise DocauditError(f"{where}: '{key}' has the wrong type ({type(value).__name__})")
+
+
+def _minor(version: str) -> tuple[int, int]:
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return (int(match[1]), int(match[2])) if match else (0, 0)
+
+
+def check_versions(card: dict, directory: Path) -> None:
+    """Refuse a classifier written by another scikit-learn minor version (its trees' saved state may mean something
+    else) or by a newer skops than the one installed."""
+    installed = library_versions()
+    written, current = card["sklearn_version"], installed["sklearn_version"]
+    if _minor(written) != _minor(current):
+        raise DocauditError(
+            f"classifier {directory} was written with scikit-learn {written}, but {current} is "
+            f"installed: install scikit-learn=={'.'.join(map(str, _minor(written)))}.* or retrain it "
+            "with `docaudit train`"
+        )
+    written, current = card["skops_version"], installed["skops_version"]
+    if _minor(written) > _minor(current):
+        raise DocauditError(
+            f"classifier {directory} was written with skops {written}, newer than the installed "
+            f"{current}: upgrade skops (pip install 'skops>={written}')"
+        )
+
+
+def _jsonable(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if hasattr(obj, "__dataclass_fields__"):
+        return asdict(obj)
+    raise TypeError(type(obj).__name__)

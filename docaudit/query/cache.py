@@ -1,0 +1,97 @@
+"""Content-addressed storage of TokenStats: atomic writes, so an interrupted run resumes where it stopped.
+
+A key covers everything that changes the statistics — model identity, precision, tokenizer, query settings and
+the hash of the exact text queried — and nothing downstream (normalization, features, classifier)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from docaudit.io import atomic_write
+from docaudit.query.stats import TokenStats
+
+log = logging.getLogger(__name__)
+
+
+def cache_root() -> Path:
+    """``$DOCAUDIT_CACHE`` or ``~/.cache/docaudit``."""
+    root = os.environ.get("DOCAUDIT_CACHE") or Path.home() / ".cache" / "docaudit"
+    return Path(root)
+
+
+STATS_VERSION = 3  # bump when the querier's definition of a statistic (or of the tokens queried) changes
+
+
+def stats_key(model_identity: dict, query_key: dict, text_sha256: str) -> str:
+    blob = json.dumps(
+        {"v": STATS_VERSION, "model": model_identity, "query": query_key, "text": text_sha256}, sort_keys=True
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class StatsCache:
+    """TokenStats on disk under ``root/stats``, one ``.npz`` per key."""
+
+    warned = False  # an unusable entry is reported once per process
+
+    def __init__(self, root: Path | None = None):
+        self.root = Path(root or cache_root()) / "stats"
+
+    def path(self, key: str) -> Path:
+        return self.root / key[:2] / f"{key}.npz"
+
+    def get(self, key: str, expect: dict | None = None) -> TokenStats | None:
+        """The entry of ``key``, or None when there is none or it cannot be used (truncated, damaged, arrays
+        inconsistent with each other or with ``expect``: ``context``, ``stride``, ``vocab_size``, ``gp``): such an
+        entry is a miss, recomputed and replaced by ``put``."""
+        path = self.path(key)
+        if not path.exists():
+            return None
+        try:
+            with np.load(path, allow_pickle=False) as arrays:
+                stats = TokenStats.from_arrays(arrays)
+            problem = _inconsistency(stats, expect or {})
+        except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile, zlib.error) as e:
+            problem = f"{type(e).__name__}: {e}"
+        if problem is None:
+            return stats
+        if not StatsCache.warned:
+            StatsCache.warned = True
+            log.warning("cache entry %s is unreadable (%s); recomputing it (and any other such entry)", path, problem)
+        return None
+
+    def put(self, key: str, stats: TokenStats) -> None:
+        atomic_write(self.path(key), lambda f: np.savez(f, **stats.to_arrays()))
+
+
+def _inconsistency(stats: TokenStats, expect: dict) -> str | None:
+    """What makes cached statistics unusable (wrong shapes, types or settings), or None."""
+    found = {
+        "context": stats.context,
+        "stride": stats.stride,
+        "vocab_size": stats.vocab_size,
+        "gp": stats.gp_sum is not None,
+    }
+    wrong = [k for k, v in expect.items() if found[k] != v]
+    if wrong:
+        return f"{', '.join(wrong)} differ from this query's"
+    n = stats.n_tokens
+    if stats.token_ids.ndim != 1 or stats.token_ids.dtype.kind not in "iu" or n < 2:
+        return "bad token ids"
+    if not (2 <= stats.context and 1 <= stats.stride < stats.context and stats.vocab_size >= 1):
+        return "bad window settings"
+    for name in ("logp", "max_logp", "mu", "sigma"):
+        values = getattr(stats, name)
+        if values.dtype.kind != "f" or values.shape != (n - 1,):
+            return f"{name} does not match the {n} tokens"
+    if stats.gp_sum is not None and (stats.gp_sum.dtype.kind != "f" or stats.gp_sum.shape != (stats.vocab_size,)):
+        return "gp_sum does not match the vocabulary"
+    return None

@@ -1,0 +1,1 @@
+"""Presenting results: tables, plots, and the files each command writes."""

@@ -1,0 +1,93 @@
+"""The classifier folder ``train`` writes: classifier, card, ROC; and the card's text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from docaudit.corpus.documents import (
+    duplicates_note,
+)
+from docaudit.io import atomic_write_text
+from docaudit.methods.meta import classifier as meta_classifier
+from docaudit.methods.meta.persistence import (
+    CARD_NORMALIZE_CHARS_BEFORE_FIELD,
+    save_classifier,
+)
+from docaudit.outputs import staged_dir
+from docaudit.report.plots import plot_roc, roc_frame
+from docaudit.report.tables import format_query, format_summary
+
+
+def save_model_dir(
+    out: Path, estimator, card: dict, evaluation: meta_classifier.Evaluation, overwrite: bool = False
+) -> None:
+    """Write classifier, card, ROC CSV/PNG into a temporary directory, then swap it into place."""
+    with staged_dir(out, "classifier", overwrite) as tmp:
+        save_classifier(tmp, estimator, card)
+        curves = {
+            f"fold {i + 1}": (evaluation.labels[evaluation.fold_of == i], evaluation.scores[evaluation.fold_of == i])
+            for i in range(len(evaluation.folds))
+        }
+        curves["pooled out-of-fold"] = (evaluation.labels, evaluation.scores)
+        frame = roc_frame(curves)
+        frame.to_csv(tmp / "roc.csv", index=False)
+        plot_roc(
+            frame,
+            tmp / "roc.png",
+            title=f"docaudit meta-classifier ({card['configuration']})",
+            highlight="pooled out-of-fold",
+        )
+        atomic_write_text(tmp / "card.md", model_card_markdown(card))
+
+
+def text_cleaning(card: dict) -> str:
+    """How a classifier's documents were cleaned, in words (from its card)."""
+    if card.get("raw", False):
+        return "as in the files (no cleaning)"
+    if card.get("normalize_chars", CARD_NORMALIZE_CHARS_BEFORE_FIELD):
+        return "boilerplate removed; typographic characters, emphasis markup and whitespace normalized"
+    return "boilerplate removed; characters as in the files"
+
+
+def chance_level(card: dict) -> bool:
+    """Whether the pooled out-of-fold AUC's bootstrap interval includes 0.5."""
+    auc = card["pooled_bootstrap_95"]["auc"]
+    return includes_chance((auc["lo"], auc["hi"]))
+
+
+def includes_chance(interval) -> bool:
+    lo, hi = interval
+    return lo <= 0.5 <= hi
+
+
+def model_card_markdown(card: dict) -> str:
+    q, m = card["query"], card["meta"]
+    precision = card["model_config"]["quantize"] or card["model_config"]["dtype"]
+    lines = [
+        f"# docaudit meta-classifier — {card['configuration']}",
+        "",
+        f"- target model: `{card['model_identity']}` ({precision})",
+        f"- query: {format_query(q)}",
+        f"- documents: {card['n_members']} members, {card['n_nonmembers']} non-members ({card['n_skipped']} skipped"
+        f"{duplicates_note(card.get('duplicates_dropped'), '; ')})",
+        f"- text: {text_cleaning(card)}",
+        f"- selection: norm={m['norm']}, features={m['features']}; "
+        f"chosen per fold: {', '.join(card['fold_configurations'])}",
+        f"- {m['folds']}-fold chunks: {format_summary(card['metrics'])}",
+        "- pooled out-of-fold AUC {point:.3f} (95% bootstrap interval over documents {lo:.3f}–{hi:.3f})".format(
+            **card["pooled_bootstrap_95"]["auc"]
+        ),
+    ]
+    if chance_level(card):
+        lines.append(
+            "- the interval includes 0.5: on its own evaluation this classifier does not detect membership "
+            "better than chance, so its predictions are not evidence either way"
+        )
+    if "blind" in card:
+        lines.append(
+            f"- model-free blind baseline on the same folds: AUC {card['blind']['blind_auc']:.3f} "
+            f"({card['blind']['best_kind']})"
+        )
+    if card.get("warning"):
+        lines += ["", f"**{card['warning']}**"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,69 @@
+"""Tables and plots: ROC curves as CSV and PNG, metric tables as text."""
+
+from __future__ import annotations
+
+import html
+
+import pandas as pd
+
+
+def mean_std(mean: float, std: float, percent: bool = False) -> str:
+    """``0.812 ± 0.041`` or, with ``percent``, ``45.0% ± 8.1%``; empty for a missing value."""
+    if pd.isna(mean):
+        return ""
+    return f"{mean:.1%} ± {std:.1%}" if percent else f"{mean:.3f} ± {std:.3f}"
+
+
+def format_methods_table(table: pd.DataFrame) -> str:
+    """Rows per method × level, the paper's Table 4 layout: mean ± std of AUC and TPR at 10% and 1% FPR over folds
+    (and, where present, the pooled out-of-fold AUC with its bootstrap interval)."""
+    shown = pd.DataFrame(
+        {
+            "method": table["method"],
+            "level": table["level"],
+            "AUC": [mean_std(m, s) for m, s in zip(table.auc_mean, table.auc_std)],
+            "TPR@10%FPR": [mean_std(m, s, True) for m, s in zip(table.tpr_at_10fpr_mean, table.tpr_at_10fpr_std)],
+            "TPR@1%FPR": [mean_std(m, s, True) for m, s in zip(table.tpr_at_1fpr_mean, table.tpr_at_1fpr_std)],
+        }
+    )
+    if "pooled_auc" in table:
+        shown["pooled AUC [95% CI]"] = [
+            "" if pd.isna(p) else f"{p:.3f} [{lo:.3f}, {hi:.3f}]"
+            for p, lo, hi in zip(table.pooled_auc, table.pooled_auc_lo, table.pooled_auc_hi)
+        ]
+    return shown.to_string(index=False)
+
+
+def format_auc_pivot(table: pd.DataFrame) -> str:
+    """AUC mean ± std with one row per method and one column per level (blank where a method has no such level)."""
+    cells = table.assign(cell=[mean_std(m, s) for m, s in zip(table.auc_mean, table.auc_std)])
+    pivot = cells.pivot(index="method", columns="level", values="cell").fillna("")
+    pivot = pivot.reindex(index=list(dict.fromkeys(table.method)), columns=list(dict.fromkeys(table.level)))
+    return pivot.fillna("").to_string()
+
+
+def html_table(frame: pd.DataFrame, floats: str = "{:.3f}") -> str:
+    """A plain HTML table of a DataFrame (values escaped, floats formatted)."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    rows = []
+    for _, row in frame.iterrows():
+        cells = [floats.format(v) if isinstance(v, float) else str(v) for v in row]
+        rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def format_query(query: dict) -> str:
+    """``context 128, stride 127, max tokens 512 (random excerpt, seed 0)`` from ``QueryConfig.used()``."""
+    stride = query["stride"] if query["stride"] is not None else query["context"] - 1
+    return f"context {query['context']}, stride {stride}, max tokens {query['max_tokens'] or 'all'}" + (
+        f" ({query['excerpt']} excerpt, seed {query['seed']})" if query["max_tokens"] else ""
+    )
+
+
+def format_summary(summary: dict) -> str:
+    """``AUC 0.812 ± 0.041 | TPR@10%FPR 45.0% ± 8.1% | TPR@1%FPR 12.0% ± 6.0%``."""
+    return (
+        f"AUC {summary['auc_mean']:.3f} ± {summary['auc_std']:.3f} | "
+        f"TPR@10%FPR {summary['tpr_at_10fpr_mean']:.1%} ± {summary['tpr_at_10fpr_std']:.1%} | "
+        f"TPR@1%FPR {summary['tpr_at_1fpr_mean']:.1%} ± {summary['tpr_at_1fpr_std']:.1%}"
+    )
