@@ -33,3 +33,30 @@ def test_pickle_disguised_as_classifier_is_refused(tmp_path):
 def test_missing_classifier_directory(tmp_path):
     with pytest.raises(DocauditError, match="no docaudit classifier"):
         load_classifier(tmp_path / "nope")
+
+
+def test_shipped_classifier_loads():
+    """The classifier shipped in models/ loads with this version's module layout."""
+    pipe, card = load_classifier(DEFAULT_CLASSIFIER)
+    assert [name for name, _ in pipe.steps] == ["normalize", "features", "scale", "forest"]
+    assert card["model_identity"]
+
+
+def test_classifier_of_the_flat_layout_says_to_retrain(tmp_path):
+    """A classifier written when the estimators lived in docaudit.normalize / docaudit.features gets a one-line
+    reason, not a list of untrusted types."""
+    import shutil
+    import zipfile
+
+    old = tmp_path / "old"
+    shutil.copytree(DEFAULT_CLASSIFIER, old)
+    with zipfile.ZipFile(DEFAULT_CLASSIFIER / "classifier.skops") as zin:
+        with zipfile.ZipFile(old / "classifier.skops", "w") as zout:
+            for info in zin.infolist():
+                data = zin.read(info.filename)
+                if info.filename == "schema.json":
+                    data = data.replace(b'"docaudit.methods.meta.features"', b'"docaudit.features"')
+                    data = data.replace(b'"docaudit.methods.meta.normalize"', b'"docaudit.normalize"')
+                zout.writestr(info, data, compress_type=info.compress_type)
+    with pytest.raises(DocauditError, match="written by docaudit 0.1.*train the classifier again"):
+        load_classifier(old)

@@ -28,6 +28,8 @@ from docaudit.methods.meta.normalize import TokenNormalizer
 # cards written before the ``normalize_chars`` field existed were trained on character-normalized text
 CARD_NORMALIZE_CHARS_BEFORE_FIELD = True
 CLASSIFIER_FILE = "classifier.skops"
+# where docaudit 0.1 kept the pipeline's own estimators (before the package was split into layers)
+FLAT_LAYOUT_MODULES = ("docaudit.normalize.", "docaudit.features.")
 
 
 CARD_FILE = "card.json"
@@ -113,6 +115,11 @@ def load_classifier(directory: Path):
     check_versions(card, directory)
     data = path.read_bytes()
     untrusted = untrusted_types(data, path)
+    if untrusted and all(u.startswith(FLAT_LAYOUT_MODULES) for u in untrusted):
+        raise DocauditError(
+            f"cannot load {path}: it was written by docaudit 0.1, whose estimators lived in modules that no longer "
+            "exist; train the classifier again with this version"
+        )
     if untrusted:
         raise DocauditError(
             f"refusing to load {path}: it contains untrusted types {sorted(untrusted)} "
