@@ -236,7 +236,10 @@ def load_documents(
 ) -> list[Document]:
     """:func:`expand_paths` then :func:`load_document` on each file, with a tqdm bar when ``progress``. A document
     that cannot be used is an error, or, with ``skips``, is recorded there and left out; when none is left that
-    is an error all the same (the document's own when there was one)."""
+    is an error all the same (the document's own when there was one). A list of already loaded :class:`Document`
+    objects is returned as it is (documents made in memory, e.g. the lab's trained texts, are not read again)."""
+    if isinstance(paths, list) and paths and all(isinstance(p, Document) for p in paths):
+        return list(paths)
     files = expand_paths(paths)
     if progress:
         from tqdm.auto import tqdm
