@@ -36,7 +36,7 @@ EXCERPTS = ("random", "leading")
 MAX_DOCUMENT_BYTES = 1 << 30  # a larger file is refused (one document is read and cleaned in memory)
 
 
-def check_range(option: str, value, lo, hi=None, note: str = "") -> None:
+def check_range(option: str, value: float, lo: float, hi: float | None = None, note: str = "") -> None:
     """Refuse ``value`` outside ``lo..hi`` (``hi=None``: no upper bound) with a one-line error naming the option
     and the allowed range (``note`` says where the bound comes from)."""
     if value < lo or (hi is not None and value > hi):
@@ -92,6 +92,7 @@ class QueryConfig:
 
     @property
     def effective_stride(self) -> int:
+        """The stride used: ``stride``, or ``context - 1`` (windows that overlap by one token) when unset."""
         return self.context - 1 if self.stride is None else self.stride
 
     def used(self) -> dict:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import pathlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,6 +17,9 @@ from docaudit.io import atomic_write_text, sha256_text
 from docaudit.lab.target import leading_token_ids, train_target
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.query.querier import open_querier, single_pass_context
+
+if TYPE_CHECKING:
+    from docaudit.audit.evaluation import MethodsEvaluation
 
 
 def split_members(ids: list[str], seed: int, member_fraction: float = 0.5) -> dict[str, int]:
@@ -88,10 +93,11 @@ class LabResult:
     n_nonmembers: int
     n_tokens: int
     loss: dict
-    evaluation: object
+    evaluation: MethodsEvaluation
     precisions: list[dict]
 
     def summary(self) -> dict:
+        """What ``lab.json`` and ``--format json`` hold: counts, the target, the losses and every AUC."""
         table = self.evaluation.table
         return {
             "members": self.n_members,
@@ -120,13 +126,13 @@ def _trained_documents(directory: pathlib.Path, texts: dict[str, str]) -> list[D
 
 
 def run_lab(
-    corpus,
-    out,
+    corpus: str | pathlib.Path,
+    out: str | pathlib.Path,
     target: TargetConfig = TargetConfig(),
     base_model: str | None = None,
-    methods=None,
+    methods: Sequence[str] | str | None = None,
     folds: int = 5,
-    precisions=(),
+    precisions: Sequence[str] = (),
     max_docs: int | None = None,
     progress: bool = True,
     overwrite: bool = False,

@@ -27,6 +27,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -36,6 +37,9 @@ from docaudit.lab.tokenizer import train_tokenizer
 from docaudit.outputs import replace_dir
 from docaudit.query.models import resolve_device
 from docaudit.query.querier import max_positions
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +61,7 @@ _FORMAT = 1
 _EXTENSIBLE = ("epochs",)
 
 
-def build_model(config: TargetConfig, vocab_size: int, special_token_id: int = 0):
+def build_model(config: TargetConfig, vocab_size: int, special_token_id: int = 0) -> PreTrainedModel:
     """A randomly initialised GPT-2 or Llama model of the configured size (initialisation seeded by
     ``config.seed``). Input and output embeddings are tied in both architectures."""
     from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
@@ -102,7 +106,7 @@ def _texts_sha256(texts: list[str]) -> str:
     return h.hexdigest()
 
 
-def leading_token_ids(tokenizer, text: str, max_tokens: int | None) -> list[int]:
+def leading_token_ids(tokenizer: PreTrainedTokenizerBase, text: str, max_tokens: int | None) -> list[int]:
     """The document's token ids as the tokenizer encodes it by default (special tokens included), cut to the
     first ``max_tokens``. Long texts are encoded from a prefix that is long enough, which gives the same ids."""
     if max_tokens is None:
@@ -236,7 +240,7 @@ def _read_json(path: pathlib.Path) -> dict | None:
         return None
 
 
-def read_target_metadata(model_dir) -> dict:
+def read_target_metadata(model_dir: str | os.PathLike) -> dict:
     """The training record saved beside a trained target: identity (configuration and hashes of the member and
     pool texts), ``epochs_done``, per-epoch losses, ``segments`` (one ``{"start_epoch", "end_epoch", "seconds"}``
     per call that trained) and the member/non-member split it was trained for."""
@@ -265,7 +269,7 @@ class _Run:
     config: TargetConfig
     identity: dict
     device: torch.device
-    tokenizer: object
+    tokenizer: PreTrainedTokenizerBase
     model: torch.nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: torch.optim.lr_scheduler.LambdaLR
@@ -489,7 +493,7 @@ def _save_model(run: _Run, model_dir: pathlib.Path) -> pathlib.Path:
 def train_target(
     member_texts: list[str],
     pool_texts: list[str],
-    out_dir,
+    out_dir: str | os.PathLike,
     config: TargetConfig,
     base_model: str | None = None,
     progress: bool = True,
