@@ -16,8 +16,8 @@ import torch
 torch.set_num_threads(1)  # memory, not speed, is measured; one thread avoids contention on shared CPUs
 sys.path.insert(0, sys.argv[1])
 from docaudit.config import ModelConfig, QueryConfig
-from docaudit.lm import load_model
-from docaudit.querier import Querier
+from docaudit.query.models import load_model
+from docaudit.query.querier import Querier
 
 def rss_kb():
     with open("/proc/self/status") as f:
