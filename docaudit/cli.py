@@ -345,15 +345,18 @@ def predict(documents, classifier, strict, fmt, **kw):
 @click.option("--width", default=TargetConfig.width, show_default=True)
 @click.option("--heads", default=TargetConfig.heads, show_default=True)
 @click.option(
-    "--context", default=TargetConfig.context, show_default=True, help="Target's positions and training block length."
+    "--positions",
+    default=TargetConfig.positions,
+    show_default=True,
+    help="Target's positions and training block length.",
 )
 @click.option("--vocab-size", default=TargetConfig.vocab_size, show_default=True)
 @click.option("--epochs", default=TargetConfig.epochs, show_default=True)
 @click.option("--learning-rate", default=TargetConfig.learning_rate, show_default=True)
 @click.option("--batch-size", default=TargetConfig.batch_size, show_default=True)
 @click.option(
-    "--max-tokens",
-    default=TargetConfig.max_tokens,
+    "--doc-tokens",
+    default=TargetConfig.doc_tokens,
     show_default=True,
     help="Leading tokens per document used (train and test).",
 )

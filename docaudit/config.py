@@ -36,7 +36,7 @@ EXCERPTS = ("random", "leading")
 MAX_DOCUMENT_BYTES = 1 << 30  # a larger file is refused (one document is read and cleaned in memory)
 
 
-def check_range(option: str, value, lo, hi=None, note: str = "") -> None:
+def check_range(option: str, value: float, lo: float, hi: float | None = None, note: str = "") -> None:
     """Refuse ``value`` outside ``lo..hi`` (``hi=None``: no upper bound) with a one-line error naming the option
     and the allowed range (``note`` says where the bound comes from)."""
     if value < lo or (hi is not None and value > hi):
@@ -92,6 +92,7 @@ class QueryConfig:
 
     @property
     def effective_stride(self) -> int:
+        """The stride used: ``stride``, or ``context - 1`` (windows that overlap by one token) when unset."""
         return self.context - 1 if self.stride is None else self.stride
 
     def used(self) -> dict:
@@ -208,8 +209,8 @@ class FetchConfig:
 class TargetConfig:
     """A small causal language model trained from scratch on the member documents.
 
-    ``context`` is both the model's maximum number of positions and the length of the training blocks;
-    ``max_tokens`` keeps only the leading tokens of each document for training (None: all of them). ``dropout``
+    ``positions`` is both the model's number of positions and the length of the training blocks; ``doc_tokens``
+    keeps only the leading tokens of each document for training (None: all of them). ``dropout``
     and ``weight_decay`` default to 0 so that the target memorizes what it sees; ``warmup_fraction`` is the share
     of the optimizer steps with a linear learning-rate warmup, followed by a cosine decay to 10% of
     ``learning_rate``.
@@ -219,12 +220,12 @@ class TargetConfig:
     layers: int = 2
     width: int = 128  # hidden size
     heads: int = 4
-    context: int = 128  # model max positions used in training blocks
+    positions: int = 128  # the model's positions, and the length of the training blocks
     vocab_size: int = 2048  # BPE tokenizer size
     epochs: int = 20
     learning_rate: float = 3e-3
     batch_size: int = 16
-    max_tokens: int | None = 2048  # per document, leading tokens used for training (None: all)
+    doc_tokens: int | None = 2048  # per document, leading tokens used for training (None: all)
     seed: int = 0
     dropout: float = 0.0
     weight_decay: float = 0.0
@@ -233,17 +234,17 @@ class TargetConfig:
     def __post_init__(self):
         if self.arch not in ("gpt2", "llama"):
             raise DocauditError(f"unknown target architecture {self.arch!r} (choose gpt2 or llama)")
-        for name in ("layers", "width", "heads", "context", "epochs", "batch_size"):
+        for name in ("layers", "width", "heads", "positions", "epochs", "batch_size"):
             if getattr(self, name) < 1:
                 raise DocauditError(f"target {name} must be at least 1, got {getattr(self, name)}")
         if self.width % self.heads:
             raise DocauditError(f"target width {self.width} is not divisible by heads {self.heads}")
-        if self.context < 2:
-            raise DocauditError(f"target context must be at least 2 tokens, got {self.context}")
+        if self.positions < 2:
+            raise DocauditError(f"target positions must be at least 2, got {self.positions}")
         if self.vocab_size < 300:
             raise DocauditError(f"vocab_size {self.vocab_size} is too small: byte-level BPE needs at least 300")
-        if self.max_tokens is not None and self.max_tokens < 2:
-            raise DocauditError(f"max_tokens must be at least 2 or None, got {self.max_tokens}")
+        if self.doc_tokens is not None and self.doc_tokens < 2:
+            raise DocauditError(f"doc_tokens must be at least 2 or None, got {self.doc_tokens}")
         if self.learning_rate <= 0:
             raise DocauditError(f"learning_rate must be positive, got {self.learning_rate}")
 

@@ -7,18 +7,22 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 
 
 def current_umask() -> int:
+    """The process's file-creation mask (read by setting and restoring it), so atomic writes get the permissions
+    a plain ``open`` would give."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
 
 
-def atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
     """Write through ``write(file_object)`` to a temporary file beside ``path``, then rename over it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -34,14 +38,17 @@ def atomic_write(path: Path, write) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` as UTF-8 through :func:`atomic_write`: a reader never sees a half-written file."""
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
 def sha256_text(text: str) -> str:
+    """Hex SHA-256 of the text's UTF-8 bytes: a document's identity in caches and duplicate checks."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
+    """Hex SHA-256 of a file's bytes, read ``chunk`` bytes at a time (bounded memory for large weight files)."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(chunk):
@@ -49,7 +56,7 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
     return h.hexdigest()
 
 
-def jsonable(value):
+def jsonable(value: Any) -> Any:
     """``value`` with NumPy scalars as Python numbers and every NaN or infinity as None (JSON has no NaN)."""
     if isinstance(value, dict):
         return {k: jsonable(v) for k, v in value.items()}
@@ -62,6 +69,6 @@ def jsonable(value):
     return value
 
 
-def json_text(value, indent: int = 2) -> str:
+def json_text(value: Any, indent: int = 2) -> str:
     """Strict JSON of ``value`` (see :func:`jsonable`): what every docaudit JSON output is written with."""
     return json.dumps(jsonable(value), indent=indent, allow_nan=False)

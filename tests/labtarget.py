@@ -16,7 +16,7 @@ from docaudit.lab.experiment import split_members
 from docaudit.lab.target import train_target
 
 TINY = TargetConfig(
-    layers=2, width=64, heads=4, context=64, vocab_size=512, epochs=30, learning_rate=3e-3, batch_size=8, seed=0
+    layers=2, width=64, heads=4, positions=64, vocab_size=512, epochs=30, learning_rate=3e-3, batch_size=8, seed=0
 )
 
 
@@ -61,15 +61,22 @@ def tiny_target():
 
 
 @torch.no_grad()
-def mean_logp(model, tokenizer, texts, context: int, max_tokens: int | None) -> np.ndarray:
-    """Per-document mean log-probability of the tokens (each predicted once, windows of ``context`` tokens)."""
+def mean_logp(
+    model, tokenizer, texts, context: int, max_tokens: int | None, bos_per_window: bool = False
+) -> np.ndarray:
+    """Per-document mean log-probability of the tokens (each predicted once, windows of ``context`` tokens), one
+    plain forward pass per window. With ``bos_per_window`` the text is encoded without special tokens and each
+    window is run as ``[BOS] + window`` (the querier's layout); otherwise the encoding (BOS included) is cut into
+    windows as it is."""
     out = []
+    prefix = torch.tensor([tokenizer.bos_token_id] if bos_per_window else [], dtype=torch.long)
     for text in texts:
-        ids = torch.tensor(tokenizer(text).input_ids[:max_tokens])
+        ids = torch.tensor(tokenizer(text, add_special_tokens=not bos_per_window).input_ids[:max_tokens])
         total, count = 0.0, 0
         for start in range(0, len(ids) - 1, context - 1):
             window = ids[start : start + context]
-            logp = torch.log_softmax(model(input_ids=window[None]).logits[0, :-1].float(), dim=-1)
+            logits = model(input_ids=torch.cat([prefix, window])[None]).logits[0, len(prefix) : -1]
+            logp = torch.log_softmax(logits.float(), dim=-1)
             total += float(logp.gather(1, window[1:, None]).sum())
             count += len(window) - 1
         out.append(total / count)

@@ -360,19 +360,19 @@ def test_symlink_loop_and_broken_link_are_named(tmp_path):
     }
 
 
-def test_lab_refuses_a_context_beyond_the_base_model(tiny_gpt2, tmp_path):
+def test_lab_refuses_positions_beyond_the_base_model(tiny_gpt2, tmp_path):
     from docaudit.config import TargetConfig
     from docaudit.lab.target import train_target
 
     texts = [corpus_text("members", b, n_chars=800) for b in corpus_ids("members", 2)]
     with pytest.raises(
-        DocauditError, match=r"--context 300 is out of range: allowed 2\.\.256 \(the base model takes 256"
+        DocauditError, match=r"--positions 300 is out of range: allowed 2\.\.256 \(the base model takes 256"
     ):
         train_target(
             texts,
             texts,
             tmp_path / "lab",
-            TargetConfig(context=300, epochs=1),
+            TargetConfig(positions=300, epochs=1),
             base_model=str(tiny_gpt2),
             progress=False,
         )

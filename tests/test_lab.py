@@ -1,9 +1,10 @@
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 import torch
-from labtarget import TINY, excerpts, single_thread, tiny_target
+from labtarget import TINY, excerpts, mean_logp, single_thread, tiny_target
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from docaudit.config import TargetConfig
@@ -13,7 +14,7 @@ from docaudit.lab.target import build_model, read_target_metadata, train_target
 from docaudit.lab.tokenizer import train_tokenizer
 
 # a very small configuration for the checkpoint tests
-MICRO = TargetConfig(layers=1, width=32, heads=2, context=32, vocab_size=400, epochs=4, batch_size=4, seed=3)
+MICRO = TargetConfig(layers=1, width=32, heads=2, positions=32, vocab_size=400, epochs=4, batch_size=4, seed=3)
 
 
 @pytest.fixture(scope="module")
@@ -69,11 +70,19 @@ def test_tiny_target_loads_and_memorizes():
     model_dir, members, nonmembers = tiny_target()
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    assert model.config.n_positions == TINY.context and len(tok) == TINY.vocab_size
+    assert model.config.n_positions == TINY.positions and len(tok) == TINY.vocab_size
     meta = read_target_metadata(model_dir)
     assert meta["epochs_done"] == TINY.epochs and meta["history"][-1]["loss"] < meta["history"][0]["loss"]
     with single_thread():
-        res = member_nonmember_loss(model_dir, members, nonmembers, TINY.max_tokens)
+        res = member_nonmember_loss(model_dir, members, nonmembers, cache=False)
+        # the querier's numbers against a slow reference: one plain forward pass of [BOS] + window per window of
+        # the longest context the model takes (its positions less the BOS)
+        for group, texts in (("member", members), ("nonmember", nonmembers)):
+            expected = -mean_logp(model, tok, texts, TINY.positions - 1, None, bos_per_window=True)
+            n_scored = [len(tok(t, add_special_tokens=False).input_ids) - 1 for t in texts]
+            assert np.allclose(res[f"{group}_doc_losses"], expected, rtol=0, atol=1e-4)
+            assert res[f"{group}_tokens"] == sum(n_scored)
+            assert res[f"{group}_loss"] == pytest.approx(np.average(expected, weights=n_scored), abs=1e-4)
     # members are memorized: a clear gap in per-token loss (about 1.4 nats in this setting)
     assert res["gap"] > 0.7, res
     assert max(res["member_doc_losses"]) < min(res["nonmember_doc_losses"])
@@ -115,6 +124,32 @@ def test_interrupted_run_resumes_and_matches_uninterrupted(tmp_path, micro_texts
     assert [(s["start_epoch"], s["end_epoch"]) for s in read_target_metadata(resumed)["segments"]] == [(0, 1), (1, 4)]
     assert _same_weights(resumed, straight)
     assert read_target_metadata(resumed)["history"] == read_target_metadata(straight)["history"]
+
+
+def test_checkpoint_with_the_former_field_names_resumes(tmp_path, micro_texts):
+    """A checkpoint saved when ``positions`` and ``doc_tokens`` were called ``context`` and ``max_tokens``."""
+    members, pool = micro_texts
+    cfg = dataclasses.replace(MICRO, epochs=2)
+
+    def stop_after_first(epoch, loss):
+        if epoch == 1:
+            raise KeyboardInterrupt
+
+    with single_thread():
+        with pytest.raises(KeyboardInterrupt):
+            train_target(members, pool, tmp_path, cfg, progress=False, on_epoch_end=stop_after_first)
+        state_file = tmp_path / "checkpoint" / "state.json"
+        state = json.loads(state_file.read_text())
+        config = state["identity"]["config"]
+        config["context"], config["max_tokens"] = config.pop("positions"), config.pop("doc_tokens")
+        state_file.write_text(json.dumps(state))
+        model_dir = train_target(members, pool, tmp_path, cfg, progress=False)
+        meta = read_target_metadata(model_dir)
+        assert [(s["start_epoch"], s["end_epoch"]) for s in meta["segments"]] == [(0, 1), (1, 2)]
+        meta["identity"]["config"]["context"] = meta["identity"]["config"].pop("positions")
+        (model_dir / "docaudit_target.json").write_text(json.dumps(meta))
+        assert train_target(members, pool, tmp_path, cfg, progress=False) == model_dir  # finished: not trained again
+    assert read_target_metadata(model_dir)["segments"] == meta["segments"]
 
 
 def test_more_epochs_continue_from_checkpoint(tmp_path, micro_texts):

@@ -16,7 +16,7 @@ ARGS = [
     "64",
     "--heads",
     "2",
-    "--context",
+    "--positions",
     "64",
     "--vocab-size",
     "400",
@@ -24,7 +24,7 @@ ARGS = [
     "12",
     "--batch-size",
     "8",
-    "--max-tokens",
+    "--doc-tokens",
     "160",
     "--folds",
     "2",
@@ -82,3 +82,12 @@ def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
     assert all(0 <= p["auc_mean"] <= 1 for p in report["precisions"])
     for label in ("members", "nonmembers"):
         assert len(list((out / label).glob("*.txt"))) == 8
+
+
+@pytest.mark.parametrize("old, new", [("--context", "--positions"), ("--max-tokens", "--doc-tokens")])
+def test_lab_options_named_apart_from_the_query_options(pool, tmp_path, old, new):
+    """The target's positions and the tokens per document are not the query's --context and --max-tokens."""
+    result = CliRunner().invoke(main, ["lab", "--corpus", pool, "--out", tmp_path / "lab", old, "64"])
+    assert result.exit_code == 2 and f"No such option '{old}'" in result.stderr
+    assert not (tmp_path / "lab").exists()
+    assert new in CliRunner().invoke(main, ["lab", "--help"]).stdout

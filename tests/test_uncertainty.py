@@ -106,8 +106,8 @@ def test_dataset_test_on_a_trained_target():
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
     tok = AutoTokenizer.from_pretrained(model_dir)
     with single_thread():
-        m = mean_logp(model, tok, members, TINY.context, TINY.max_tokens)
-        n = mean_logp(model, tok, nonmembers, TINY.context, TINY.max_tokens)
+        m = mean_logp(model, tok, members, TINY.positions, TINY.doc_tokens)
+        n = mean_logp(model, tok, nonmembers, TINY.positions, TINY.doc_tokens)
     trained = dataset_test(m, n)
     assert trained.p_value < 0.01 and trained.effect > 0
     half = len(n) // 2

@@ -36,12 +36,7 @@ def score_documents(
     from docaudit.query.querier import excerpt, queryable_documents
 
     skips = Skips() if skips is None else skips
-    loaded = isinstance(paths, list) and all(isinstance(p, Document) for p in paths)
-    docs = (
-        paths
-        if loaded
-        else load_documents(paths, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
-    )
+    docs = load_documents(paths, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
     lm = model if isinstance(model, LoadedModel) else load_model(model)
     detector = build_detector(lm, replace(query, max_tokens=None), methods, config, ref_model, neighbor_model)
     if query.max_tokens is not None:

@@ -57,6 +57,8 @@ _CHAR_RE = re.compile("[" + "".join(_CHAR_MAP) + "]")
 
 
 def normalize_newlines(text: str) -> str:
+    """CRLF and CR line endings to LF: the one change made to every text, so a file's line endings never change its
+    tokens."""
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 

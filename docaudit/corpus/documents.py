@@ -59,16 +59,16 @@ log = logging.getLogger(__name__)
 
 
 def labelled_documents(
-    members,
-    nonmembers,
+    members: Paths,
+    nonmembers: Paths,
     raw: bool = False,
     progress: bool = True,
     skips: Skips | None = None,
     drop_duplicates: bool = False,
     normalize_chars: bool = False,
-):
+) -> tuple[list[Document], np.ndarray, dict]:
     """Documents of both classes, their labels (1 = member) and the documents found in both sets
-    (``data.separate_sets``: an error, or with ``drop_duplicates`` left out of both). Documents that cannot be used
+    (:func:`separate_sets`: an error, or with ``drop_duplicates`` left out of both). Documents that cannot be used
     are recorded in ``skips`` and left out (without ``skips`` they are an error)."""
     pos = load_documents(members, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
     neg = load_documents(nonmembers, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
@@ -87,6 +87,10 @@ class Document:
     sha256: str
 
 
+# what the loading functions take: a file or directory, several of them, or documents already loaded
+Paths = str | os.PathLike | Sequence[str | os.PathLike] | Sequence[Document]
+
+
 class DocumentError(DocauditError):
     """A document that cannot be used (unreadable, empty after cleaning, too short ...): ``kind`` names the problem
     (skipped documents are counted per kind), ``reason`` says what exactly."""
@@ -96,7 +100,7 @@ class DocumentError(DocauditError):
         self.path, self.kind, self.reason = str(path), kind, reason
 
 
-def read_text(path) -> str:
+def read_text(path: str | os.PathLike) -> str:
     """Read a UTF-8 text file (a leading byte-order mark is dropped). Raises :class:`DocumentError` naming the file
     when it is missing, a broken link or a symlink loop, not a file, larger than ``MAX_DOCUMENT_BYTES``, empty,
     binary (NUL bytes) or not valid UTF-8."""
@@ -134,7 +138,7 @@ def read_text(path) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-def load_document(path, raw: bool = False, normalize_chars: bool = False) -> Document:
+def load_document(path: str | os.PathLike, raw: bool = False, normalize_chars: bool = False) -> Document:
     """Read and (unless ``raw``) clean one file (:func:`clean_text`). Raises :class:`DocumentError` when it cannot
     be read or nothing is left."""
     p = pathlib.Path(path)
@@ -190,6 +194,7 @@ class Skips:
         return keep
 
     def as_json(self) -> list[dict]:
+        """The skipped documents as ``{"file", "kind", "reason"}`` dicts, for JSON outputs."""
         return [asdict(s) for s in self.items]
 
 
@@ -205,7 +210,7 @@ def skip_warnings(skipped: Sequence[dict], shown: int = 3) -> list[str]:
     ]
 
 
-def expand_paths(paths) -> list[pathlib.Path]:
+def expand_paths(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[pathlib.Path]:
     """Files as given; a directory expands to its ``*.txt`` entries that are not directories (not recursive),
     sorted by name: a broken link among them is kept, to be reported when read. Raises :class:`DocauditError` for
     a path that does not exist or a directory without ``.txt`` files. A file given twice is kept once."""
@@ -232,11 +237,14 @@ def expand_paths(paths) -> list[pathlib.Path]:
 
 
 def load_documents(
-    paths, raw: bool = False, progress: bool = False, skips: Skips | None = None, normalize_chars: bool = False
+    paths: Paths, raw: bool = False, progress: bool = False, skips: Skips | None = None, normalize_chars: bool = False
 ) -> list[Document]:
     """:func:`expand_paths` then :func:`load_document` on each file, with a tqdm bar when ``progress``. A document
     that cannot be used is an error, or, with ``skips``, is recorded there and left out; when none is left that
-    is an error all the same (the document's own when there was one)."""
+    is an error all the same (the document's own when there was one). A list of already loaded :class:`Document`
+    objects is returned as it is (documents made in memory, e.g. the lab's trained texts, are not read again)."""
+    if isinstance(paths, list) and paths and all(isinstance(p, Document) for p in paths):
+        return list(paths)
     files = expand_paths(paths)
     if progress:
         from tqdm.auto import tqdm

@@ -20,6 +20,7 @@ import hashlib
 import http.client
 import io
 import logging
+import os
 import pathlib
 import re
 import threading
@@ -27,6 +28,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
@@ -82,6 +84,8 @@ class Mirror:
 
     @classmethod
     def parse(cls, mirror: str) -> Mirror:
+        """A mirror from the user's ``--mirror``: an http(s) URL, a ``file://`` URL or a local folder (which must
+        exist)."""
         if not mirror:
             raise DocauditError("no mirror given")
         parsed = urllib.parse.urlparse(mirror)
@@ -98,6 +102,7 @@ class Mirror:
         return cls(str(pathlib.Path(path)), local=True)
 
     def location(self, rel: str) -> str:
+        """The URL or local path of ``rel`` (a ``/``-separated path under the mirror root)."""
         return str(pathlib.Path(self.base, *rel.split("/"))) if self.local else f"{self.base}/{rel}"
 
 
@@ -251,7 +256,8 @@ def _problem(data: bytes, row: ManifestRow, min_bytes: int, content_type: str | 
     return None
 
 
-def destination(row: ManifestRow, out_dir) -> pathlib.Path:
+def destination(row: ManifestRow, out_dir: str | os.PathLike) -> pathlib.Path:
+    """Where a book is saved: ``out_dir/<path or id.txt>``; a manifest path that leaves ``out_dir`` is refused."""
     out = pathlib.Path(out_dir)
     dest = out / (row.path or f"{row.id}.txt")
     if not dest.resolve().is_relative_to(out.resolve()):
@@ -261,6 +267,8 @@ def destination(row: ManifestRow, out_dir) -> pathlib.Path:
 
 @dataclass
 class FetchResult:
+    """What happened to one book: its status, the file, where it came from, the error and the attempts made."""
+
     id: str
     status: str  # "downloaded" | "skipped" (already present and accepted) | "failed"
     path: str
@@ -272,6 +280,8 @@ class FetchResult:
 
 @dataclass
 class FetchReport:
+    """The results of fetching a manifest, grouped by status for the summary and the exit status."""
+
     results: list[FetchResult] = field(default_factory=list)
 
     def _with(self, status: str) -> list[FetchResult]:
@@ -279,14 +289,17 @@ class FetchReport:
 
     @property
     def downloaded(self) -> list[FetchResult]:
+        """Books written by this run."""
         return self._with("downloaded")
 
     @property
     def skipped(self) -> list[FetchResult]:
+        """Books already present and accepted (not downloaded again)."""
         return self._with("skipped")
 
     @property
     def failed(self) -> list[FetchResult]:
+        """Books that could not be fetched, with their errors."""
         return self._with("failed")
 
     @property
@@ -296,9 +309,11 @@ class FetchReport:
 
     @property
     def ok(self) -> bool:
+        """True when no book failed."""
         return not self.failed
 
     def summary(self) -> str:
+        """Counts per status, a warning for unverified books, and one line per failure (what the command prints)."""
         lines = [
             f"{len(self.results)} books: {len(self.downloaded)} downloaded, {len(self.skipped)} already present, "
             f"{len(self.failed)} failed"
@@ -318,10 +333,10 @@ def _is_absence(error: str) -> bool:
 
 def fetch_book(
     row: ManifestRow,
-    out_dir,
+    out_dir: str | os.PathLike,
     mirror: str | Mirror,
     config: FetchConfig = FetchConfig(),
-    sleep=time.sleep,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> FetchResult:
     """Fetch one book (see the module docstring). Never raises for download problems: they end up in the result."""
     m = mirror if isinstance(mirror, Mirror) else Mirror.parse(mirror)
@@ -397,7 +412,7 @@ def fetch_book(
 
 def fetch_manifest(
     rows: list[ManifestRow],
-    out_dir,
+    out_dir: str | os.PathLike,
     mirror: str,
     config: FetchConfig = FetchConfig(),
     progress: bool = True,

@@ -23,6 +23,7 @@ _WORD_RE = re.compile(r"[a-z]+")
 
 
 def word_count(text: str) -> int:
+    """Whitespace-separated words: the length filter that needs no tokenizer."""
     return len(text.split())
 
 
@@ -68,7 +69,7 @@ def filter_documents(
     min_words: int | None = None,
     language: str | None = "en",
     years: tuple[int, int] | None = None,
-    manifest=None,
+    manifest: str | os.PathLike | Mapping | Iterable | None = None,
 ) -> tuple[list[Document], dict[str, str]]:
     """Keep the documents that pass every filter; returns ``(kept, skipped)`` with ``skipped = {id: reason}``.
 

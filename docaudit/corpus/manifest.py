@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import os
 import pathlib
 import re
 from dataclasses import asdict, dataclass
@@ -59,6 +60,8 @@ _LANGUAGE_CODES = {
 
 @dataclass
 class ManifestRow:
+    """One book of a manifest: id, label, where it comes from, catalogue data and the expected size and sha256."""
+
     id: str
     label: str
     source: str = ""
@@ -74,9 +77,11 @@ class ManifestRow:
 
     @property
     def is_member(self) -> bool:
+        """True for a member (``label == "member"``)."""
         return self.label == "member"
 
     def to_csv(self) -> dict[str, str]:
+        """The row as CSV cells in ``COLUMNS`` order (None as an empty cell)."""
         d = asdict(self)
         return {c: "" if d[c] is None else str(d[c]) for c in COLUMNS}
 
@@ -125,7 +130,7 @@ def _read_csv(path: pathlib.Path, required, what: str) -> list[dict]:
         return list(reader)
 
 
-def read_manifest(path) -> list[ManifestRow]:
+def read_manifest(path: str | os.PathLike) -> list[ManifestRow]:
     """Read and validate a manifest CSV."""
     p = pathlib.Path(path)
     rows = []
@@ -154,7 +159,7 @@ def read_manifest(path) -> list[ManifestRow]:
     return rows
 
 
-def check_manifest_path(path, overwrite: bool = False) -> None:
+def check_manifest_path(path: str | os.PathLike, overwrite: bool = False) -> None:
     """Refuse a manifest path that is not a new file in a folder, or an earlier manifest replaced with ``overwrite``:
     docaudit never writes over a file it did not write."""
     p = pathlib.Path(path)
@@ -172,7 +177,7 @@ def check_manifest_path(path, overwrite: bool = False) -> None:
             raise DocauditError(f"{p} is not a docaudit manifest; not replacing it")
 
 
-def write_manifest(rows: list[ManifestRow], path, overwrite: bool = False) -> None:
+def write_manifest(rows: list[ManifestRow], path: str | os.PathLike, overwrite: bool = False) -> None:
     """Validate and write atomically (temporary file + rename) to a new file, or over an earlier manifest with
     ``overwrite`` (:func:`check_manifest_path`)."""
     validate_rows(rows, str(path))
@@ -204,6 +209,7 @@ def posted_interval(value: str) -> tuple[dt.date, dt.date] | None:
 
 
 def parse_cutoff(value: str) -> dt.date:
+    """The ``--cutoff`` date (YYYY-MM-DD), or a one-line error."""
     try:
         return dt.date.fromisoformat(value)
     except (TypeError, ValueError):
@@ -211,11 +217,12 @@ def parse_cutoff(value: str) -> dt.date:
 
 
 def language_code(name: str) -> str:
+    """A catalogue's language name as an ISO 639-1 code (``English`` -> ``en``); an unknown name is kept as is."""
     return _LANGUAGE_CODES.get((name or "").strip().lower(), (name or "").strip())
 
 
 def build_manifest(
-    catalog,
+    catalog: str | os.PathLike,
     cutoff: str,
     members_group: str | None = "pg19",
     source: str = "gutenberg",
@@ -279,11 +286,12 @@ def build_manifest(
     return rows, excluded
 
 
-def resolve_path(row: ManifestRow, root) -> pathlib.Path:
+def resolve_path(row: ManifestRow, root: str | os.PathLike) -> pathlib.Path:
+    """The row's file under ``root``: its ``path``, or ``<id>.txt``."""
     return pathlib.Path(root) / (row.path or f"{row.id}.txt")
 
 
-def verify_files(rows: list[ManifestRow], root) -> list[str]:
+def verify_files(rows: list[ManifestRow], root: str | os.PathLike) -> list[str]:
     """Problems found checking the rows' files under ``root``: missing files, size or sha256 mismatches (one line
     each; empty when everything matches)."""
     problems = []
@@ -300,7 +308,7 @@ def verify_files(rows: list[ManifestRow], root) -> list[str]:
     return problems
 
 
-def split_labels(rows: list[ManifestRow], root) -> tuple[list[pathlib.Path], list[int]]:
+def split_labels(rows: list[ManifestRow], root: str | os.PathLike) -> tuple[list[pathlib.Path], list[int]]:
     """File paths under ``root`` and labels (1 = member) in manifest order."""
     return [resolve_path(r, root) for r in rows], [int(r.is_member) for r in rows]
 

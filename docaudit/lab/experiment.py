@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import json
 import pathlib
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
-from docaudit.config import TargetConfig
+from docaudit.config import ModelConfig, QueryConfig, TargetConfig
+from docaudit.corpus.documents import Document
 from docaudit.errors import DocauditError
-from docaudit.io import atomic_write_text
-from docaudit.lab.target import _pick_device, leading_token_ids, train_target
+from docaudit.io import atomic_write_text, sha256_text
+from docaudit.lab.target import leading_token_ids, train_target
+from docaudit.query.models import LoadedModel, load_model
+from docaudit.query.querier import open_querier, single_pass_context
+
+if TYPE_CHECKING:
+    from docaudit.audit.evaluation import MethodsEvaluation
 
 
 def split_members(ids: list[str], seed: int, member_fraction: float = 0.5) -> dict[str, int]:
@@ -33,36 +40,31 @@ def split_members(ids: list[str], seed: int, member_fraction: float = 0.5) -> di
     return {i: int(i in members) for i in ids}
 
 
-@torch.no_grad()
-def _document_logp(model, ids: list[int], context: int, device) -> np.ndarray:
-    """Log-probability of every token but the first, windows of ``context`` tokens with stride ``context - 1``
-    (each token predicted once)."""
-    from docaudit.query.stats import scored_spans
+def member_nonmember_loss(
+    model: str | pathlib.Path | LoadedModel,
+    member_texts: list[str],
+    nonmember_texts: list[str],
+    query: QueryConfig | None = None,
+    cache: bool = True,
+) -> dict:
+    """Mean per-token loss (negative log-likelihood, nats) of the target on its members and on non-members, pooled
+    over the tokens of each group; ``gap`` = non-member loss - member loss (positive when the model fits its
+    members better).
 
-    x = torch.tensor(ids, dtype=torch.long, device=device)
-    out = []
-    for start, first, end in scored_spans(len(ids), context, context - 1):
-        window = x[start:end][None]
-        logits = model(input_ids=window, attention_mask=torch.ones_like(window)).logits[0].float()
-        logp = torch.log_softmax(logits[first - start - 1 : end - start - 1], dim=-1)
-        out.append(logp.gather(1, x[first:end, None])[:, 0].cpu().numpy())
-    return np.concatenate(out) if out else np.zeros(0, dtype=np.float32)
-
-
-def member_nonmember_loss(model_dir, member_texts, nonmember_texts, max_tokens: int | None) -> dict:
-    """Mean per-token loss (negative log-likelihood, nats) of the target on its members and on non-members, over
-    each document's leading ``max_tokens`` tokens (the part used in training), pooled over the tokens of each
-    group; ``gap`` = non-member loss - member loss (positive when the model fits its members better)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    dev = _pick_device(None)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, trust_remote_code=False).to(dev).eval()
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    cfg = model.config
-    context = getattr(cfg, "n_positions", None) or getattr(cfg, "max_position_embeddings", None) or 128
+    The texts are scored by docaudit's querier with ``query`` (by default the longest single window the model
+    takes: ``single_pass_context``), exactly as ``evaluate`` and the Loss detector score them: the text's tokens
+    without special tokens, windows of ``query.context`` tokens with a BOS before each window when the tokenizer
+    uses one, every token but the first scored once. (Earlier versions scored the tokenizer's encoding, BOS
+    included, in windows of all the model's positions without a BOS before the later windows; the first token of
+    each text was then scored too.) A text of fewer than 2 tokens counts no token (its document loss is NaN).
+    ``cache``: read and write the TokenStats cache, which ``evaluate`` on the same texts then reuses."""
+    lm = model if isinstance(model, LoadedModel) else load_model(ModelConfig(model=str(model)))
+    querier = open_querier(lm, query or QueryConfig(context=single_pass_context(lm)), cache=cache)
 
     def group(texts):
-        per_doc = [_document_logp(model, leading_token_ids(tokenizer, t, max_tokens), context, dev) for t in texts]
+        per_doc = [
+            querier.stats(t).logp if querier.too_short(t) is None else np.zeros(0, dtype=np.float32) for t in texts
+        ]
         tokens = sum(len(v) for v in per_doc)
         loss = -float(sum(v.sum(dtype=np.float64) for v in per_doc) / tokens) if tokens else float("nan")
         return loss, [-float(v.mean()) if len(v) else float("nan") for v in per_doc], tokens
@@ -91,10 +93,11 @@ class LabResult:
     n_nonmembers: int
     n_tokens: int
     loss: dict
-    evaluation: object
+    evaluation: MethodsEvaluation
     precisions: list[dict]
 
     def summary(self) -> dict:
+        """What ``lab.json`` and ``--format json`` hold: counts, the target, the losses and every AUC."""
         table = self.evaluation.table
         return {
             "members": self.n_members,
@@ -111,19 +114,25 @@ class LabResult:
 LAB_ENTRIES = ("target", "members", "nonmembers", "evaluation", "lab.json")  # what run_lab writes in its folder
 
 
-def _write_texts(directory: pathlib.Path, texts: dict[str, str]) -> None:
-    for book, text in texts.items():
-        atomic_write_text(directory / f"{book}.txt", text)
+def _trained_documents(directory: pathlib.Path, texts: dict[str, str]) -> list[Document]:
+    """The trained texts as Documents in file-name order (the order a folder is read in), each written to
+    ``directory/<id>.txt`` as well: the lab's record of the split and of the exact text trained on, which other
+    commands can read (``evaluate --raw``)."""
+    docs = []
+    for path, text in sorted((directory / f"{b}.txt", t) for b, t in texts.items()):
+        atomic_write_text(path, text)
+        docs.append(Document(path.stem, str(path), text, sha256_text(text)))
+    return docs
 
 
 def run_lab(
-    corpus,
-    out,
+    corpus: str | pathlib.Path,
+    out: str | pathlib.Path,
     target: TargetConfig = TargetConfig(),
     base_model: str | None = None,
-    methods=None,
+    methods: Sequence[str] | str | None = None,
     folds: int = 5,
-    precisions=(),
+    precisions: Sequence[str] = (),
     max_docs: int | None = None,
     progress: bool = True,
     overwrite: bool = False,
@@ -131,16 +140,15 @@ def run_lab(
 ) -> LabResult:
     """A randomized controlled membership experiment. Split the documents of ``corpus`` at random (seeded) into
     members and non-members, train ``target`` on the members (resumable), then evaluate the meta-classifier, the
-    detectors and the blind baseline with the true labels on exactly the text the target was trained on (each
-    document's leading ``target.max_tokens`` tokens). ``precisions`` (e.g. ``["bfloat16", "int8", "int4"]``)
-    re-query the same target at those precisions for the paper's Table-5 comparison. ``out`` is a new or empty
-    folder or an earlier lab, resumed, or with ``overwrite`` discarded first (``outputs.prepare_output``).
-    ``normalize_chars`` cleans the pool with character normalization (:func:`docaudit.data.clean_text`); the
-    evaluation reads the trained text as written (``raw``), so it is never cleaned twice."""
-    from transformers import AutoTokenizer
-
+    detectors and the blind baseline with the true labels on exactly the text the target was trained on: each
+    document's leading ``target.doc_tokens`` tokens, decoded, passed to the evaluation as they are (and written to
+    ``out/members`` and ``out/nonmembers``). The query windows are as long as the training blocks, less one
+    position for the BOS put before each window. ``precisions`` (e.g. ``["bfloat16", "int8", "int4"]``) re-query
+    the same target at those precisions for the paper's Table-5 comparison. ``out`` is a new or empty folder or an
+    earlier lab, resumed, or with ``overwrite`` discarded first (``outputs.prepare_output``). ``normalize_chars``
+    cleans the pool with character normalization (:func:`docaudit.corpus.cleaning.clean_text`); the trained text
+    is evaluated as it is, so it is never cleaned twice."""
     from docaudit.audit.evaluation import evaluate_methods
-    from docaudit.config import ModelConfig, QueryConfig
     from docaudit.corpus.documents import load_documents
     from docaudit.outputs import discard_output, prepare_output, write_marker
     from docaudit.report.evaluation import write_evaluation
@@ -159,25 +167,26 @@ def run_lab(
     members = [texts[b] for b in sorted(texts) if split[b]]
     model_dir = train_target(members, list(texts.values()), out / "target", target, base_model, progress)
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    lm = load_model(ModelConfig(model=str(model_dir)))
+    tokenizer = lm.tokenizer
     trained = {
-        b: tokenizer.decode(leading_token_ids(tokenizer, t, target.max_tokens), skip_special_tokens=True)
+        b: tokenizer.decode(leading_token_ids(tokenizer, t, target.doc_tokens), skip_special_tokens=True)
         for b, t in texts.items()
     }
-    _write_texts(out / "members", {b: t for b, t in trained.items() if split[b]})
-    _write_texts(out / "nonmembers", {b: t for b, t in trained.items() if not split[b]})
+    trained_members = _trained_documents(out / "members", {b: t for b, t in trained.items() if split[b]})
+    trained_nonmembers = _trained_documents(out / "nonmembers", {b: t for b, t in trained.items() if not split[b]})
+    # windows as long as the training blocks, less one position for a BOS before each window
+    query = QueryConfig(context=single_pass_context(lm, cap=target.positions))
     loss = member_nonmember_loss(
-        model_dir,
+        lm,
         [trained[b] for b in sorted(trained) if split[b]],
         [trained[b] for b in sorted(trained) if not split[b]],
-        None,
+        query,
     )
-
-    query = QueryConfig(context=target.context - 1)
     evaluation = evaluate_methods(
-        [out / "members"],
-        [out / "nonmembers"],
-        ModelConfig(model=str(model_dir)),
+        trained_members,
+        trained_nonmembers,
+        lm,
         query=query,
         methods=methods,
         folds=folds,
@@ -194,8 +203,8 @@ def run_lab(
             model=str(model_dir), **({"quantize": precision} if precision in ("int8", "int4") else {"dtype": precision})
         )
         ev = evaluate_methods(
-            [out / "members"],
-            [out / "nonmembers"],
+            trained_members,
+            trained_nonmembers,
             model,
             query=query,
             methods=methods,

@@ -26,6 +26,8 @@ import random
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -33,6 +35,11 @@ from docaudit.config import TargetConfig, check_range
 from docaudit.errors import DocauditError
 from docaudit.lab.tokenizer import train_tokenizer
 from docaudit.outputs import replace_dir
+from docaudit.query.models import resolve_device
+from docaudit.query.querier import max_positions
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +61,7 @@ _FORMAT = 1
 _EXTENSIBLE = ("epochs",)
 
 
-def build_model(config: TargetConfig, vocab_size: int, special_token_id: int = 0):
+def build_model(config: TargetConfig, vocab_size: int, special_token_id: int = 0) -> PreTrainedModel:
     """A randomly initialised GPT-2 or Llama model of the configured size (initialisation seeded by
     ``config.seed``). Input and output embeddings are tied in both architectures."""
     from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
@@ -63,7 +70,7 @@ def build_model(config: TargetConfig, vocab_size: int, special_token_id: int = 0
     if config.arch == "gpt2":
         hf_config = GPT2Config(
             vocab_size=vocab_size,
-            n_positions=config.context,
+            n_positions=config.positions,
             n_embd=config.width,
             n_layer=config.layers,
             n_head=config.heads,
@@ -81,7 +88,7 @@ def build_model(config: TargetConfig, vocab_size: int, special_token_id: int = 0
             num_hidden_layers=config.layers,
             num_attention_heads=config.heads,
             num_key_value_heads=config.heads,
-            max_position_embeddings=config.context,
+            max_position_embeddings=config.positions,
             attention_dropout=config.dropout,
             tie_word_embeddings=True,
             **ids,
@@ -99,7 +106,7 @@ def _texts_sha256(texts: list[str]) -> str:
     return h.hexdigest()
 
 
-def leading_token_ids(tokenizer, text: str, max_tokens: int | None) -> list[int]:
+def leading_token_ids(tokenizer: PreTrainedTokenizerBase, text: str, max_tokens: int | None) -> list[int]:
     """The document's token ids as the tokenizer encodes it by default (special tokens included), cut to the
     first ``max_tokens``. Long texts are encoded from a prefix that is long enough, which gives the same ids."""
     if max_tokens is None:
@@ -126,40 +133,40 @@ def _token_stream(docs: list[list[int]], separator: int | None) -> torch.Tensor:
     return torch.tensor(stream, dtype=torch.long)
 
 
-def _epoch_offset(seed: int, epoch: int, context: int) -> int:
+def _epoch_offset(seed: int, epoch: int, block: int) -> int:
     """Where the first full block starts in epoch ``epoch``: 0 in the first epoch, then a seeded random shift, so
     block boundaries move between epochs and the model learns the text rather than its place in a block."""
     if epoch == 0:
         return 0
-    return int(torch.randint(context, (1,), generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch + 7919)))
+    return int(torch.randint(block, (1,), generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch + 7919)))
 
 
-def _blocks(stream: torch.Tensor, context: int, offset: int, pad_id: int):
-    """Cut the stream into blocks of ``context`` tokens, the first one being ``stream[:offset]`` when ``offset``
+def _blocks(stream: torch.Tensor, block: int, offset: int, pad_id: int):
+    """Cut the stream into blocks of ``block`` tokens, the first one being ``stream[:offset]`` when ``offset``
     > 0; short blocks are right-padded and their padding masked out of attention and loss."""
 
     def padded(piece):
-        ids = torch.full((1, context), pad_id, dtype=torch.long)
+        ids = torch.full((1, block), pad_id, dtype=torch.long)
         ids[0, : len(piece)] = piece
-        mask = torch.zeros((1, context), dtype=torch.long)
+        mask = torch.zeros((1, block), dtype=torch.long)
         mask[0, : len(piece)] = 1
         return ids, mask
 
     rest = stream[offset:]
-    n_full = len(rest) // context
-    blocks = [(rest[: n_full * context].view(n_full, context), torch.ones((n_full, context), dtype=torch.long))]
+    n_full = len(rest) // block
+    blocks = [(rest[: n_full * block].view(n_full, block), torch.ones((n_full, block), dtype=torch.long))]
     if offset:
         blocks.insert(0, padded(stream[:offset]))
-    if len(rest) > n_full * context:
-        blocks.append(padded(rest[n_full * context :]))
+    if len(rest) > n_full * block:
+        blocks.append(padded(rest[n_full * block :]))
     input_ids = torch.cat([b[0] for b in blocks])
     attention = torch.cat([b[1] for b in blocks])
     labels = input_ids.masked_fill(attention == 0, -100)
     return input_ids, attention, labels
 
 
-def _n_blocks(n_tokens: int, context: int, offset: int) -> int:
-    return (1 if offset else 0) + math.ceil(max(0, n_tokens - offset) / context)
+def _n_blocks(n_tokens: int, block: int, offset: int) -> int:
+    return (1 if offset else 0) + math.ceil(max(0, n_tokens - offset) / block)
 
 
 def _identity(config: TargetConfig, member_texts, pool_texts, base_model) -> dict:
@@ -233,7 +240,7 @@ def _read_json(path: pathlib.Path) -> dict | None:
         return None
 
 
-def read_target_metadata(model_dir) -> dict:
+def read_target_metadata(model_dir: str | os.PathLike) -> dict:
     """The training record saved beside a trained target: identity (configuration and hashes of the member and
     pool texts), ``epochs_done``, per-epoch losses, ``segments`` (one ``{"start_epoch", "end_epoch", "seconds"}``
     per call that trained) and the member/non-member split it was trained for."""
@@ -253,21 +260,245 @@ def _schedule(warmup: int, total: int):
     return factor
 
 
-def _pick_device(device) -> torch.device:
-    if device is not None:
-        return torch.device(device)
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+@dataclass
+class _Run:
+    """One training run: the tokenizer, the model and its optimizer state, the members as one token stream, the
+    block offset and number of optimizer steps of every epoch, and the record kept in checkpoints."""
+
+    out_dir: pathlib.Path
+    config: TargetConfig
+    identity: dict
+    device: torch.device
+    tokenizer: PreTrainedTokenizerBase
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    stream: torch.Tensor
+    adds_bos: bool
+    pad_id: int
+    offsets: list[int]
+    steps: list[int]
+    start_epoch: int = 0
+    history: list[dict] = field(default_factory=list)
+    segments: list[dict] = field(default_factory=list)
+    running: float | None = None  # running mean of the batch losses, shown on the progress bar
+
+    @property
+    def total_steps(self) -> int:
+        """Optimizer steps of the whole run (all ``config.epochs`` epochs)."""
+        return sum(self.steps)
+
+
+_RENAMED = {"context": "positions", "max_tokens": "doc_tokens"}  # configuration fields saved under older names
+
+
+def _renamed(identity: dict | None) -> dict | None:
+    """A saved identity with the configuration fields under their current names (``context`` and ``max_tokens``
+    were renamed ``positions`` and ``doc_tokens``), so a checkpoint written under the old names still resumes."""
+    if identity is None or "config" not in identity:
+        return identity
+    config = {_RENAMED.get(k, k): v for k, v in identity["config"].items()}
+    return {**identity, "config": config}
+
+
+def _resume_point(out_dir: pathlib.Path, done: dict | None, config: TargetConfig, identity: dict):
+    """The checkpoint to continue from and its state, ``(None, None)`` to start afresh. A checkpoint of another
+    training run, one with more epochs than asked for, or (without a checkpoint) a finished model of another
+    training run is refused."""
+    ckpt = _checkpoint_dir(out_dir)
+    state = _read_json(ckpt / _STATE_FILE) if ckpt else None
+    if state is not None:
+        diff = _identity_diff(_renamed(state["identity"]), identity)
+        if diff:
+            raise DocauditError(
+                f"{out_dir} holds a checkpoint of a different training run ({'; '.join(diff)}); "
+                "use another output directory or delete the checkpoint"
+            )
+        if state["epochs_done"] > config.epochs:
+            raise DocauditError(
+                f"the checkpoint in {out_dir} has already trained {state['epochs_done']} epochs, more than the "
+                f"{config.epochs} asked for; use another output directory"
+            )
+    elif done is not None and _renamed(done.get("identity")) != identity:
+        raise DocauditError(
+            f"{out_dir / 'model'} holds a different target model "
+            f"({'; '.join(_identity_diff(_renamed(done['identity']), identity))})"
+            " and there is no checkpoint to continue; use another output directory"
+        )
+    return (ckpt, state) if state is not None else (None, None)
+
+
+def _tokenizer_and_model(pool_texts: list[str], config: TargetConfig, base_model: str | None, ckpt):
+    """The tokenizer (from the checkpoint, the base model, or trained on the pool) and the model (the base model,
+    or a fresh one seeded by ``config.seed``). A base model must take ``config.positions`` positions."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if ckpt is not None:
+        tokenizer = AutoTokenizer.from_pretrained(ckpt / "tokenizer")
+    elif base_model:
+        tokenizer = AutoTokenizer.from_pretrained(base_model)
+    else:
+        log.info("training a %d-token BPE tokenizer on %d documents", config.vocab_size, len(pool_texts))
+        tokenizer = train_tokenizer(pool_texts, config.vocab_size)
+    if base_model:
+        torch.manual_seed(config.seed)
+        model = AutoModelForCausalLM.from_pretrained(base_model, trust_remote_code=False)
+        limit = max_positions(model)
+        check_range("--positions", config.positions, 2, limit, f"the base model takes {limit} positions")
+    else:
+        model = build_model(config, len(tokenizer), special_token_id=tokenizer.bos_token_id)
+    return tokenizer, model
+
+
+def _restore(run: _Run, ckpt: pathlib.Path, state: dict) -> None:
+    """Load the model, optimizer, scheduler and random states saved in ``ckpt`` and the record of the epochs done."""
+    saved = torch.load(ckpt / _TENSORS_FILE, map_location=run.device, weights_only=True)
+    run.model.load_state_dict(saved["model"])
+    run.optimizer.load_state_dict(saved["optimizer"])
+    run.scheduler.load_state_dict(saved["scheduler"])
+    torch.set_rng_state(saved["rng"]["torch"].cpu())
+    if "cuda" in saved["rng"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([r.cpu() for r in saved["rng"]["cuda"]])
+    random.setstate(saved["python_rng"])
+    run.start_epoch, run.history, run.segments = state["epochs_done"], state["history"], state["segments"]
+    if state["total_steps"] != run.total_steps:
+        # more epochs asked for: the scheduler was built for the new total; continue on that stretched schedule
+        for group, lam in zip(run.optimizer.param_groups, run.scheduler.lr_lambdas):
+            group["lr"] = group["initial_lr"] * lam(run.scheduler.last_epoch)
+    log.info("resuming target training at epoch %d of %d from %s", run.start_epoch, run.config.epochs, ckpt)
+
+
+def _prepare(
+    member_texts: list[str],
+    pool_texts: list[str],
+    out_dir: pathlib.Path,
+    config: TargetConfig,
+    identity: dict,
+    base_model: str | None,
+    device: torch.device,
+    ckpt: pathlib.Path | None,
+    state: dict | None,
+) -> _Run:
+    """Everything a run needs before its first epoch: tokenizer and model on ``device``, the members' leading
+    ``config.doc_tokens`` tokens as one stream, the block offsets and steps of every epoch, AdamW with the
+    warmup-cosine schedule over all of them; then the checkpoint's state, or the seeded random state of a fresh
+    run."""
+    tokenizer, model = _tokenizer_and_model(pool_texts, config, base_model, ckpt)
+    model.to(device)
+
+    docs = [leading_token_ids(tokenizer, t, config.doc_tokens) for t in member_texts]
+    adds_bos = tokenizer.bos_token_id is not None and all(d and d[0] == tokenizer.bos_token_id for d in docs)
+    separator = None if adds_bos else tokenizer.eos_token_id
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
+    stream = _token_stream(docs, separator)
+    offsets = [_epoch_offset(config.seed, e, config.positions) for e in range(config.epochs)]
+    steps = [math.ceil(_n_blocks(len(stream), config.positions, o) / config.batch_size) for o in offsets]
+    total_steps = sum(steps)
+    warmup = max(1, int(round(config.warmup_fraction * total_steps)))
+
+    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=config.learning_rate,
+        betas=(0.9, 0.95),
+    )
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(warmup, total_steps))
+    run = _Run(
+        out_dir,
+        config,
+        identity,
+        device,
+        tokenizer,
+        model,
+        optimizer,
+        scheduler,
+        stream,
+        adds_bos,
+        pad_id,
+        offsets,
+        steps,
+    )
+    if state is not None:
+        _restore(run, ckpt, state)
+    else:
+        torch.manual_seed(config.seed)
+        random.seed(config.seed)
+    return run
+
+
+def _run_epoch(run: _Run, epoch: int, bar) -> float:
+    """Train one epoch (epochs count from 0): the stream cut at this epoch's offset, the blocks in a seeded
+    shuffle, one optimizer step per batch. Returns the mean loss per predicted token."""
+    config, dev = run.config, run.device
+    input_ids, attention, labels = _blocks(run.stream, config.positions, run.offsets[epoch], run.pad_id)
+    n_blocks = input_ids.shape[0]
+    order = torch.randperm(n_blocks, generator=torch.Generator().manual_seed(config.seed * 1_000_003 + epoch))
+    loss_sum, tok_sum = 0.0, 0
+    for first in range(0, n_blocks, config.batch_size):
+        idx = order[first : first + config.batch_size]
+        batch_labels = labels[idx].to(dev)
+        out = run.model(input_ids=input_ids[idx].to(dev), attention_mask=attention[idx].to(dev), labels=batch_labels)
+        run.optimizer.zero_grad(set_to_none=True)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(run.model.parameters(), 1.0)
+        run.optimizer.step()
+        run.scheduler.step()
+        n_pred = int((batch_labels[:, 1:] != -100).sum())
+        batch_loss = float(out.loss.detach())
+        loss_sum += batch_loss * n_pred
+        tok_sum += n_pred
+        run.running = batch_loss if run.running is None else 0.9 * run.running + 0.1 * batch_loss
+        bar.update(1)
+        bar.set_postfix(epoch=epoch + 1, loss=f"{run.running:.3f}")
+    return loss_sum / max(1, tok_sum)
+
+
+def _checkpoint_state(run: _Run, epochs_done: int) -> dict:
+    """The record saved with a checkpoint: identity, epochs done and planned, steps, losses and segments."""
+    return {
+        "identity": run.identity,
+        "epochs_done": epochs_done,
+        "epochs_planned": run.config.epochs,
+        "total_steps": run.total_steps,
+        "history": run.history,
+        "segments": run.segments,
+    }
+
+
+def _save_model(run: _Run, model_dir: pathlib.Path) -> pathlib.Path:
+    """Save the trained model, its tokenizer and the training record (``METADATA_FILE``) as ``model_dir``,
+    replacing it whole."""
+    run.model.eval()
+    tmp = _fresh_tmp(model_dir)
+    run.model.save_pretrained(tmp)
+    run.tokenizer.save_pretrained(tmp)
+    meta = {
+        "identity": run.identity,
+        "epochs_done": run.config.epochs,
+        "config": dataclasses.asdict(run.config),
+        "history": run.history,
+        "segments": run.segments,
+        "n_train_tokens": len(run.stream),
+        "context": run.config.positions,
+        "adds_bos": run.adds_bos,
+        "device": str(run.device),
+    }
+    (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=1))
+    run.out_dir.mkdir(parents=True, exist_ok=True)
+    replace_dir(tmp, model_dir)
+    return model_dir
 
 
 def train_target(
     member_texts: list[str],
     pool_texts: list[str],
-    out_dir,
+    out_dir: str | os.PathLike,
     config: TargetConfig,
     base_model: str | None = None,
     progress: bool = True,
     *,
-    device: str | None = None,
+    device: str = "auto",
     on_epoch_end: Callable[[int, float], None] | None = None,
 ) -> pathlib.Path:
     """Train a target model on ``member_texts`` and save it as a Hugging Face directory ``out_dir/model``.
@@ -275,13 +506,14 @@ def train_target(
     - Tokenizer: byte-level BPE trained on ``pool_texts`` (all documents of the experiment, members and
       non-members); with ``base_model`` (a local Hugging Face directory) that model and its own tokenizer are
       trained further instead (continued pretraining, same loop; ``arch``/``layers``/``width``/``heads``/
-      ``vocab_size`` are then ignored and a ``context`` beyond the model's positions is refused).
-    - Data: the leading ``config.max_tokens`` tokens of each member, concatenated and cut into blocks of
-      ``config.context`` tokens (an EOS is inserted between documents when the tokenizer adds no BOS). The block
+      ``vocab_size`` are then ignored and ``positions`` beyond the model's positions are refused).
+    - Data: the leading ``config.doc_tokens`` tokens of each member, concatenated and cut into blocks of
+      ``config.positions`` tokens (an EOS is inserted between documents when the tokenizer adds no BOS). The block
       boundaries shift by a seeded random offset every epoch after the first, so the model memorizes the text
       itself and not its position in a block (a querier's windows never line up with the training blocks).
     - Optimisation: AdamW, linear warmup then cosine decay to 10%, gradient clipping at 1.0, a seeded shuffle of
-      the blocks per epoch. Deterministic given ``config.seed`` on a given device.
+      the blocks per epoch. Deterministic given ``config.seed`` on a given device (``device``: as for
+      ``--device``, ``auto`` picks a CUDA GPU when there is one).
     - Checkpoints: after every epoch, atomically under ``out_dir/checkpoint``. A new call with the same
       configuration and texts resumes from it; a call asking for more ``epochs`` (all else equal) continues from
       the last saved epoch (the cosine schedule is then stretched to the new total). A checkpoint of another
@@ -298,173 +530,37 @@ def train_target(
         raise DocauditError("no member documents to train the target model on")
     identity = _identity(config, member_texts, pool_texts, base_model)
     model_dir = out_dir / "model"
-
     done = _read_json(model_dir / METADATA_FILE)
     if done is not None and (model_dir / "config.json").is_file():
-        if done.get("identity") == identity and done.get("epochs_done") == config.epochs:
+        if _renamed(done.get("identity")) == identity and done.get("epochs_done") == config.epochs:
             log.info("target model in %s is complete; not training again", model_dir)
             return model_dir
+    ckpt, state = _resume_point(out_dir, done, config, identity)
+    run = _prepare(member_texts, pool_texts, out_dir, config, identity, base_model, resolve_device(device), ckpt, state)
 
-    ckpt = _checkpoint_dir(out_dir)
-    state = _read_json(ckpt / _STATE_FILE) if ckpt else None
-    if state is not None:
-        diff = _identity_diff(state["identity"], identity)
-        if diff:
-            raise DocauditError(
-                f"{out_dir} holds a checkpoint of a different training run ({'; '.join(diff)}); "
-                "use another output directory or delete the checkpoint"
-            )
-        if state["epochs_done"] > config.epochs:
-            raise DocauditError(
-                f"the checkpoint in {out_dir} has already trained {state['epochs_done']} epochs, more than the "
-                f"{config.epochs} asked for; use another output directory"
-            )
-    elif done is not None and done.get("identity") != identity:
-        raise DocauditError(
-            f"{model_dir} holds a different target model ({'; '.join(_identity_diff(done['identity'], identity))})"
-            " and there is no checkpoint to continue; use another output directory"
-        )
-
-    dev = _pick_device(device)
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    # ---- tokenizer and model
-    if state is not None:
-        tokenizer = AutoTokenizer.from_pretrained(ckpt / "tokenizer")
-    elif base_model:
-        tokenizer = AutoTokenizer.from_pretrained(base_model)
-    else:
-        log.info("training a %d-token BPE tokenizer on %d documents", config.vocab_size, len(pool_texts))
-        tokenizer = train_tokenizer(pool_texts, config.vocab_size)
-    if base_model:
-        torch.manual_seed(config.seed)
-        model = AutoModelForCausalLM.from_pretrained(base_model, trust_remote_code=False)
-        max_pos = getattr(model.config, "n_positions", None) or getattr(model.config, "max_position_embeddings", None)
-        check_range("--context", config.context, 2, max_pos, f"the base model takes {max_pos} positions")
-        context = config.context
-    else:
-        model = build_model(config, len(tokenizer), special_token_id=tokenizer.bos_token_id)
-        context = config.context
-    model.to(dev)
-
-    # ---- data
-    docs = [leading_token_ids(tokenizer, t, config.max_tokens) for t in member_texts]
-    adds_bos = tokenizer.bos_token_id is not None and all(d and d[0] == tokenizer.bos_token_id for d in docs)
-    separator = None if adds_bos else tokenizer.eos_token_id
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
-    stream = _token_stream(docs, separator)
-    offsets = [_epoch_offset(config.seed, e, context) for e in range(config.epochs)]
-    steps = [math.ceil(_n_blocks(len(stream), context, o) / config.batch_size) for o in offsets]
-    total_steps = sum(steps)
-    warmup = max(1, int(round(config.warmup_fraction * total_steps)))
-
-    decay = [p for n, p in model.named_parameters() if p.ndim >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=config.learning_rate,
-        betas=(0.9, 0.95),
-    )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(warmup, total_steps))
-
-    start_epoch, history, segments = 0, [], []
-    if state is not None:
-        saved = torch.load(ckpt / _TENSORS_FILE, map_location=dev, weights_only=True)
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        scheduler.load_state_dict(saved["scheduler"])
-        torch.set_rng_state(saved["rng"]["torch"].cpu())
-        if "cuda" in saved["rng"] and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([r.cpu() for r in saved["rng"]["cuda"]])
-        random.setstate(saved["python_rng"])
-        start_epoch, history, segments = state["epochs_done"], state["history"], state["segments"]
-        if state["total_steps"] != total_steps:
-            # more epochs asked for: the scheduler was built for the new total; continue on that stretched schedule
-            for group, lam in zip(optimizer.param_groups, scheduler.lr_lambdas):
-                group["lr"] = group["initial_lr"] * lam(scheduler.last_epoch)
-        log.info("resuming target training at epoch %d of %d from %s", start_epoch, config.epochs, ckpt)
-    else:
-        torch.manual_seed(config.seed)
-        random.seed(config.seed)
-
-    segment = {"start_epoch": start_epoch, "end_epoch": start_epoch, "seconds": 0.0}
-    segments.append(segment)
+    segment = {"start_epoch": run.start_epoch, "end_epoch": run.start_epoch, "seconds": 0.0}
+    run.segments.append(segment)
     t0 = time.perf_counter()
-    model.train()
+    run.model.train()
     bar = tqdm(
-        total=total_steps,
-        initial=sum(steps[:start_epoch]),
+        total=run.total_steps,
+        initial=sum(run.steps[: run.start_epoch]),
         desc="training target",
         unit="step",
         disable=not progress,
     )
-    running = None
     try:
-        for epoch in range(start_epoch, config.epochs):
-            input_ids, attention, labels = _blocks(stream, context, offsets[epoch], pad_id)
-            n_blocks = input_ids.shape[0]
-            order = torch.randperm(n_blocks, generator=torch.Generator().manual_seed(config.seed * 1_000_003 + epoch))
-            loss_sum, tok_sum = 0.0, 0
-            for first in range(0, n_blocks, config.batch_size):
-                idx = order[first : first + config.batch_size]
-                batch_labels = labels[idx].to(dev)
-                out = model(
-                    input_ids=input_ids[idx].to(dev), attention_mask=attention[idx].to(dev), labels=batch_labels
-                )
-                optimizer.zero_grad(set_to_none=True)
-                out.loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                optimizer.step()
-                scheduler.step()
-                n_pred = int((batch_labels[:, 1:] != -100).sum())
-                batch_loss = float(out.loss.detach())
-                loss_sum += batch_loss * n_pred
-                tok_sum += n_pred
-                running = batch_loss if running is None else 0.9 * running + 0.1 * batch_loss
-                bar.update(1)
-                bar.set_postfix(epoch=epoch + 1, loss=f"{running:.3f}")
-            epoch_loss = loss_sum / max(1, tok_sum)
-            history.append({"epoch": epoch + 1, "loss": epoch_loss})
+        for epoch in range(run.start_epoch, config.epochs):
+            epoch_loss = _run_epoch(run, epoch, bar)
+            run.history.append({"epoch": epoch + 1, "loss": epoch_loss})
             segment["end_epoch"] = epoch + 1
             segment["seconds"] = round(time.perf_counter() - t0, 3)
             _save_checkpoint(
-                out_dir,
-                model,
-                tokenizer,
-                optimizer,
-                scheduler,
-                {
-                    "identity": identity,
-                    "epochs_done": epoch + 1,
-                    "epochs_planned": config.epochs,
-                    "total_steps": total_steps,
-                    "history": history,
-                    "segments": segments,
-                },
+                out_dir, run.model, run.tokenizer, run.optimizer, run.scheduler, _checkpoint_state(run, epoch + 1)
             )
             log.info("target epoch %d/%d: loss %.4f", epoch + 1, config.epochs, epoch_loss)
             if on_epoch_end is not None:
                 on_epoch_end(epoch + 1, epoch_loss)
     finally:
         bar.close()
-
-    # ---- the finished model
-    model.eval()
-    tmp = _fresh_tmp(model_dir)
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    meta = {
-        "identity": identity,
-        "epochs_done": config.epochs,
-        "config": dataclasses.asdict(config),
-        "history": history,
-        "segments": segments,
-        "n_train_tokens": len(stream),
-        "context": context,
-        "adds_bos": adds_bos,
-        "device": str(dev),
-    }
-    (tmp / METADATA_FILE).write_text(json.dumps(meta, indent=1))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    replace_dir(tmp, model_dir)
-    return model_dir
+    return _save_model(run, model_dir)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from docaudit.errors import DocauditError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 SPECIAL_TOKEN = "<|endoftext|>"
 
 
 def train_tokenizer(
     texts: list[str], vocab_size: int, special: str = SPECIAL_TOKEN, add_bos: bool = True, pad: bool = True
-):
+) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer trained on ``texts`` with one special token ``special`` (id 0) that is the BOS and
     EOS token (and, with ``pad``, the padding token). With ``add_bos``, encoding a text puts the BOS token in front
     (as Llama's and Gemma's tokenizers do), so the first real token of a document is predicted from it. Every byte

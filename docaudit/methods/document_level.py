@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 from tqdm.auto import tqdm
 
 from docaudit.config import ScalingConfig
@@ -104,7 +105,7 @@ def fraction_above(values: np.ndarray, doc: np.ndarray, docs: np.ndarray, tau: f
     return np.array([(values[doc == d] > tau).mean() for d in docs])
 
 
-def accuracy_threshold(scores, labels) -> float:
+def accuracy_threshold(scores: ArrayLike, labels: ArrayLike) -> float:
     """The ``tau`` maximizing the accuracy of "``score > tau`` is a member" on these labelled scores: a midpoint
     between consecutive distinct scores, or ±inf when calling all / none members is best; the lowest such tau
     on ties."""
@@ -125,7 +126,7 @@ def accuracy_threshold(scores, labels) -> float:
     return float((uniq[best - 1] + uniq[best]) / 2)
 
 
-def fpr_threshold(negative_scores, target_fpr: float) -> float:
+def fpr_threshold(negative_scores: ArrayLike, target_fpr: float) -> float:
     """The lowest ``tau`` with at most ``floor(target_fpr * n)`` of the ``n`` negative scores above it (so the
     false-positive rate of ``score > tau`` is at most ``target_fpr``)."""
     neg = np.sort(np.asarray(negative_scores, dtype=np.float64))[::-1]
@@ -140,16 +141,26 @@ def fpr_threshold(negative_scores, target_fpr: float) -> float:
 Level = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
-def level_sequence(values, doc, labels, train, test):
+def level_sequence(
+    values: np.ndarray, doc: np.ndarray, labels: np.ndarray, train: np.ndarray, test: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Level ``sequence``: the test documents' sequences and their documents' labels."""
     mask = np.isin(doc, test)
     return labels[doc[mask]], values[mask]
 
 
-def level_doc_avg(values, doc, labels, train, test):
+def level_doc_avg(
+    values: np.ndarray, doc: np.ndarray, labels: np.ndarray, train: np.ndarray, test: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Level ``doc_avg``: each test document scored by the mean of its sequence scores."""
     return labels[test], doc_average(values, doc, test)
 
 
-def level_doc_threshold(values, doc, labels, train, test):
+def level_doc_threshold(
+    values: np.ndarray, doc: np.ndarray, labels: np.ndarray, train: np.ndarray, test: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Level ``doc_threshold``: tau fit on the training documents' sequences; each test document scored by the
+    share of its sequences above tau."""
     in_train = np.isin(doc, train)
     tau = accuracy_threshold(values[in_train], labels[doc[in_train]])
     return labels[test], fraction_above(values, doc, test, tau)

@@ -31,6 +31,8 @@ STATS_VERSION = 3  # bump when the querier's definition of a statistic (or of th
 
 
 def stats_key(model_identity: dict, query_key: dict, text_sha256: str) -> str:
+    """The cache key of a document's TokenStats: a hash of the model, the query settings that change the
+    statistics, the text and ``STATS_VERSION``."""
     blob = json.dumps(
         {"v": STATS_VERSION, "model": model_identity, "query": query_key, "text": text_sha256}, sort_keys=True
     )
@@ -46,6 +48,7 @@ class StatsCache:
         self.root = Path(root or cache_root()) / "stats"
 
     def path(self, key: str) -> Path:
+        """The entry's file, under a two-character fan-out folder."""
         return self.root / key[:2] / f"{key}.npz"
 
     def get(self, key: str, expect: dict | None = None) -> TokenStats | None:
@@ -69,6 +72,7 @@ class StatsCache:
         return None
 
     def put(self, key: str, stats: TokenStats) -> None:
+        """Store ``stats`` under ``key``, atomically (a reader never sees a partial entry)."""
         atomic_write(self.path(key), lambda f: np.savez(f, **stats.to_arrays()))
 
 

@@ -12,6 +12,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from tqdm.auto import tqdm
@@ -21,6 +22,9 @@ from docaudit.errors import DocauditError
 from docaudit.io import atomic_write_text, current_umask, sha256_file
 from docaudit.outputs import replace_dir
 from docaudit.query.cache import cache_root
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +58,11 @@ class LoadedModel:
 
     @property
     def precision(self) -> str:
+        """The quantization, or else the dtype, the model was loaded with."""
         return self.config.quantize or self.config.dtype
 
     def cache_identity(self) -> dict:
+        """What identifies the model's statistics in the cache: its content, its precision and its tokenizer."""
         return {"model": self.identity, "precision": self.precision, "tokenizer": self.tokenizer_hash}
 
 
@@ -78,7 +84,7 @@ def weights_hash(directory: Path) -> str:
     return digest
 
 
-def tokenizer_hash(tokenizer) -> str:
+def tokenizer_hash(tokenizer: PreTrainedTokenizerBase) -> str:
     """Hash of the tokenizer's full definition (vocabulary, merges, special tokens, BOS handling)."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     text = backend.to_str() if backend is not None else json.dumps(tokenizer.get_vocab(), sort_keys=True)
@@ -87,6 +93,8 @@ def tokenizer_hash(tokenizer) -> str:
 
 
 def resolve_device(device: str) -> torch.device:
+    """``--device`` as a torch device: ``auto`` is a CUDA GPU when there is one, else the CPU; an unknown device or
+    a missing GPU is a one-line error."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -260,6 +268,7 @@ def same_model(a: str, b: str) -> bool:
 
 
 def check_identity(identity: str, expected: str | None) -> None:
+    """Refuse a model other than ``expected`` (a classifier's model), when one is expected."""
     if expected is not None and not same_model(identity, expected):
         raise DocauditError(f"this classifier was trained for model {expected}, but the model given is {identity}")
 

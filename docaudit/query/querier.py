@@ -11,6 +11,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -31,6 +32,9 @@ from docaudit.query.cache import StatsCache, stats_key
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.query.stats import TokenStats, scored_spans
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
 log = logging.getLogger(__name__)
 
 
@@ -41,6 +45,7 @@ def open_querier(model: ModelConfig | LoadedModel, query: QueryConfig, cache: bo
 
 
 def query_documents(querier: Querier, docs: list[Document], progress: bool = True) -> list[TokenStats]:
+    """TokenStats of every document, in order (cached ones read from the cache), with a progress bar."""
     return querier.stats_many(((d.text, d.sha256) for d in docs), total=len(docs), progress=progress)
 
 
@@ -99,7 +104,7 @@ class _Head:
 
     On the CPU a large plain float32 ``nn.Linear`` head runs through oneDNN with a pre-packed copy of its weight, which
     measured 1.3-1.45x faster than the default BLAS for these shapes (docs/benchmarks.md); set
-    ``docaudit.querier.CPU_ONEDNN_HEAD = False`` to save the copy's memory. Otherwise the product is written into
+    ``docaudit.query.querier.CPU_ONEDNN_HEAD = False`` to save the copy's memory. Otherwise the product is written into
     the caller's buffer (no fresh [rows, vocab] allocation per chunk)."""
 
     def __init__(self, head: Callable, module: torch.nn.Module | None, cap: float | None, device: torch.device):
@@ -142,7 +147,7 @@ CPU_ONEDNN_HEAD = True
 ONEDNN_MIN_WEIGHT = 1 << 24  # smaller heads: the default BLAS (oneDNN's per-shape setup would dominate)
 
 
-def split_model(model: torch.nn.Module):
+def split_model(model: torch.nn.Module) -> tuple[Callable, Callable, torch.nn.Module | None, float | None]:
     """``(trunk, head, head_module, softcap)`` with ``head(trunk(ids)) == model(ids).logits``, so the head can run
     on chunks of positions. Falls back to the full forward (head = identity, no module) when the model does not
     decompose that way."""
@@ -174,7 +179,7 @@ def split_model(model: torch.nn.Module):
     return trunk, head_fn, head, cap
 
 
-def max_positions(model) -> int | None:
+def max_positions(model: torch.nn.Module) -> int | None:
     """The longest input the model accepts, when its config says."""
     config = model.config
     return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
@@ -190,7 +195,7 @@ def context_limit(lm: LoadedModel) -> tuple[int | None, str]:
     return limit - bos, f"the model takes {limit} positions" + (", one of them for the BOS token" if bos else "")
 
 
-def bos_per_window(tokenizer) -> int | None:
+def bos_per_window(tokenizer: PreTrainedTokenizerBase) -> int | None:
     """The BOS id when the tokenizer starts every encoding with it (e.g. Gemma, Llama), else None. Such models
     expect it: each window is then queried as ``[BOS] + tokens``, which changes no scored position."""
     bos = tokenizer.bos_token_id
@@ -265,7 +270,9 @@ def _word_start(text: str, pos: int) -> int:
     return found
 
 
-def excerpt(tokenizer, text: str, max_tokens: int | None, mode: str, seed: int, text_sha256: str) -> Excerpt:
+def excerpt(
+    tokenizer: PreTrainedTokenizerBase, text: str, max_tokens: int | None, mode: str, seed: int, text_sha256: str
+) -> Excerpt:
     """The tokens of a document to query (without special tokens): all of them, or an excerpt of ``max_tokens``.
 
     Only character spans of about ``max_tokens * 16`` characters are tokenized, so time and memory are bounded by
@@ -327,6 +334,7 @@ class Querier:
         return None if n >= 2 else f"too short: {n} token{'s' * (n != 1)} (a document needs at least 2 to be queried)"
 
     def key(self, text_sha256: str) -> str:
+        """The cache key of a text's TokenStats under this model and query."""
         return stats_key(self.lm.cache_identity(), self.query.key(), text_sha256)
 
     def stats(self, text: str, text_sha256: str | None = None) -> TokenStats:

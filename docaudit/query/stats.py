@@ -5,6 +5,7 @@ Every method after the querier works from these arrays, so the model runs once p
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,10 +54,12 @@ class TokenStats:
 
     @property
     def n_tokens(self) -> int:
+        """Tokens queried (the scored positions plus the first token)."""
         return int(len(self.token_ids))
 
     @property
     def n_scored(self) -> int:
+        """Scored positions: every token but the first."""
         return int(len(self.logp))
 
     @property
@@ -70,6 +73,7 @@ class TokenStats:
         return [slice(first - 1, end - 1) for _, first, end in scored_spans(self.n_tokens, self.context, self.stride)]
 
     def to_arrays(self) -> dict[str, np.ndarray]:
+        """Plain arrays for ``np.savez`` (no pickled objects), read back by :meth:`from_arrays`."""
         arrays = {k: getattr(self, k) for k in ("token_ids", "logp", "max_logp", "mu", "sigma")}
         if self.gp_sum is not None:
             arrays["gp_sum"] = self.gp_sum
@@ -77,7 +81,8 @@ class TokenStats:
         return arrays
 
     @classmethod
-    def from_arrays(cls, arrays) -> TokenStats:
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray]) -> TokenStats:
+        """TokenStats from the arrays :meth:`to_arrays` wrote (e.g. an opened ``.npz``)."""
         vocab_size, context, stride = (int(v) for v in arrays["meta"])
         return cls(
             token_ids=np.asarray(arrays["token_ids"]),

@@ -44,6 +44,7 @@ class Detector:
 
     @property
     def needs_text(self) -> bool:
+        """Whether a selected method reads the sequence's text (then ``score`` needs it)."""
         return any(METHODS[m].needs_text for m in self.methods)
 
     def extra(self, text: str) -> dict[str, list[np.ndarray]]:
@@ -55,7 +56,7 @@ class Detector:
             out[name] = [querier.stats(t).logp for t in spec.texts(self, text)]
         return out
 
-    def score(self, logp, mu, sigma, text: str | None = None) -> dict[str, float]:
+    def score(self, logp: np.ndarray, mu: np.ndarray, sigma: np.ndarray, text: str | None = None) -> dict[str, float]:
         """Scores of one sequence given the target's arrays over it (and its text when a method needs it)."""
         if text is None and self.needs_text:
             raise DocauditError(f"methods {', '.join(m for m in self.methods if METHODS[m].needs_text)} need the text")
@@ -71,7 +72,7 @@ class Detector:
 def build_detector(
     lm: LoadedModel,
     query: QueryConfig,
-    methods=None,
+    methods: Sequence[str] | str | None = None,
     config: DetectorConfig = DetectorConfig(),
     ref_model: ModelConfig | LoadedModel | None = None,
     neighbor_model: str | MaskedNeighbors | None = None,

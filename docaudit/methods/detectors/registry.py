@@ -34,6 +34,9 @@ from docaudit.errors import DocauditError
 if TYPE_CHECKING:
     from docaudit.methods.detectors.detector import Detector
 
+ScoreFn = Callable[["View", DetectorConfig], float]  # a detector's score of one sequence
+PassFn = Callable[["Detector", str], list[str]]  # an extra pass: the texts it derives from a sequence's text
+
 
 @dataclass
 class View:
@@ -51,7 +54,7 @@ class View:
 class Pass:
     """An extra pass: the texts it derives from a sequence's text, and which model queries them."""
 
-    texts: Callable[[Detector, str], list[str]]
+    texts: PassFn
     model: str = "target"  # "target" | "ref"
 
 
@@ -62,7 +65,7 @@ class Method:
 
     name: str
     title: str
-    score: Callable[[View, DetectorConfig], float]
+    score: ScoreFn
     passes: tuple[str, ...] = ()
     uses_text: bool = False
     default: bool = True
@@ -70,6 +73,7 @@ class Method:
 
     @property
     def needs_text(self) -> bool:
+        """Whether the score reads the sequence's text, itself or through an extra pass."""
         return self.uses_text or bool(self.passes)
 
 
@@ -79,21 +83,21 @@ PASSES: dict[str, Pass] = {}
 
 def register(
     name: str, title: str, help: str, passes: tuple[str, ...] = (), uses_text: bool = False, default: bool = True
-):
+) -> Callable[[ScoreFn], ScoreFn]:
     """Register the decorated ``score(view, config) -> float`` as detector ``name``: its docstring documents the
     method, ``help`` is its one-line summary on the command line."""
 
-    def add(score: Callable[[View, DetectorConfig], float]):
+    def add(score: ScoreFn) -> ScoreFn:
         METHODS[name] = Method(name, title, score, passes, uses_text, default, help)
         return score
 
     return add
 
 
-def register_pass(name: str, model: str = "target"):
+def register_pass(name: str, model: str = "target") -> Callable[[PassFn], PassFn]:
     """Register the decorated ``texts(detector, text) -> list[str]`` as extra pass ``name``."""
 
-    def add(texts: Callable[[Detector, str], list[str]]):
+    def add(texts: PassFn) -> PassFn:
         PASSES[name] = Pass(texts, model)
         return texts
 

@@ -9,9 +9,11 @@ configuration is chosen inside each training fold and the outer AUC measures the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import clone
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
@@ -24,9 +26,12 @@ from docaudit.errors import DocauditError
 from docaudit.methods.meta.features import DocumentFeatures
 from docaudit.methods.meta.normalize import TokenNormalizer
 from docaudit.metrics import FoldMetrics, chunk_folds, fold_metrics, summarize
+from docaudit.query.stats import TokenStats
+
+Estimator = Pipeline | GridSearchCV  # one pipeline, or the inner search over candidate pipelines
 
 
-def as_documents(stats) -> np.ndarray:
+def as_documents(stats: Sequence[TokenStats]) -> np.ndarray:
     """TokenStats in a 1-d object array, the X that scikit-learn's splitters and searches index."""
     out = np.empty(len(stats), dtype=object)
     out[:] = list(stats)
@@ -34,6 +39,7 @@ def as_documents(stats) -> np.ndarray:
 
 
 def build_pipeline(meta: MetaConfig, norm: str = "max_tf", features: str = "hist") -> Pipeline:
+    """The unfitted meta-classifier: normalization, feature extraction, min-max scaling and the random forest."""
     return Pipeline(
         [
             ("normalize", TokenNormalizer(method=norm, eps=meta.maxnorm_eps)),
@@ -53,7 +59,7 @@ def build_pipeline(meta: MetaConfig, norm: str = "max_tf", features: str = "hist
     )
 
 
-def build_estimator(meta: MetaConfig):
+def build_estimator(meta: MetaConfig) -> Estimator:
     """A single pipeline, or an inner-CV search over the candidate (normalization, features) pairs."""
     candidates = meta.candidates()
     if len(candidates) == 1:
@@ -63,13 +69,13 @@ def build_estimator(meta: MetaConfig):
     return GridSearchCV(build_pipeline(meta), grid, cv=inner, scoring="roc_auc", refit=True)
 
 
-def chosen(estimator) -> str:
+def chosen(estimator: Estimator) -> str:
     """The (normalization, features) configuration a fitted estimator uses, e.g. ``max_tf+hist``."""
     pipe = getattr(estimator, "best_estimator_", estimator)
     return f"{pipe.named_steps['normalize'].method}+{pipe.named_steps['features'].kind}"
 
 
-def fit(stats, labels, meta: MetaConfig):
+def fit(stats: Sequence[TokenStats], labels: ArrayLike, meta: MetaConfig) -> Estimator:
     """Fit the meta-classifier on all given documents."""
     labels = np.asarray(labels)
     _check_inner(labels, meta)
@@ -96,10 +102,17 @@ class Evaluation:
 
     @property
     def summary(self) -> dict:
+        """Mean and standard deviation of the fold metrics."""
         return summarize(self.folds)
 
 
-def evaluate(stats, labels, meta: MetaConfig, folds=None, progress: bool = True) -> Evaluation:
+def evaluate(
+    stats: Sequence[TokenStats],
+    labels: ArrayLike,
+    meta: MetaConfig,
+    folds: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
+    progress: bool = True,
+) -> Evaluation:
     """Train on k-1 chunks, score the held-out chunk, for every fold; scores are P(member)."""
     labels = np.asarray(labels)
     folds = folds or chunk_folds(labels, meta.folds, meta.seed)

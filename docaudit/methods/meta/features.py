@@ -3,6 +3,8 @@ per-token value arrays."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
@@ -26,7 +28,8 @@ class DocumentFeatures(BaseEstimator, TransformerMixin):
         self.bins = bins
         self.token_count = token_count
 
-    def fit(self, X, y=None):
+    def fit(self, X: Iterable[np.ndarray], y: object = None) -> DocumentFeatures:
+        """Check the settings and, for ``hist``, fix the bin edges on the pooled training values; ``y`` is unused."""
         if self.kind not in FEATURES:
             raise DocauditError(f"unknown feature extractor '{self.kind}' (choose from {', '.join(FEATURES)})")
         if self.kind == "hist":
@@ -36,7 +39,8 @@ class DocumentFeatures(BaseEstimator, TransformerMixin):
             self.edges_ = np.linspace(pooled.min(), pooled.max(), self.bins + 1)
         return self
 
-    def transform(self, X) -> np.ndarray:
+    def transform(self, X: Iterable[np.ndarray]) -> np.ndarray:
+        """One feature row per document of per-token values."""
         return np.vstack([self._one(np.asarray(v, dtype=np.float64)) for v in X])
 
     def _one(self, values: np.ndarray) -> np.ndarray:

@@ -4,11 +4,14 @@ probabilities are turned into values x_t."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
 from docaudit.config import NORMS
 from docaudit.errors import DocauditError
+from docaudit.query.stats import TokenStats
 
 
 def fill_unseen(values: np.ndarray) -> np.ndarray:
@@ -22,7 +25,7 @@ def fill_unseen(values: np.ndarray) -> np.ndarray:
     return values
 
 
-def tf_dictionary(stats) -> np.ndarray:
+def tf_dictionary(stats: Sequence[TokenStats]) -> np.ndarray:
     """Token frequencies over the documents' tokens: count of v / total count (the authors'
     ``src/compute_token_freq.py``, combined over the training chunks by ``main.py`` ``get_train_token_norm``)."""
     vocab = stats[0].vocab_size
@@ -30,7 +33,7 @@ def tf_dictionary(stats) -> np.ndarray:
     return fill_unseen(counts / counts.sum())
 
 
-def gp_dictionary(stats) -> np.ndarray:
+def gp_dictionary(stats: Sequence[TokenStats]) -> np.ndarray:
     """General probability: the model's mean predicted distribution over all scored positions. (The authors'
     ``src/compute_perplexity.py`` averages per-document means; every scored position weighs the same here.)"""
     if any(s.gp_sum is None for s in stats):
@@ -55,7 +58,8 @@ class TokenNormalizer(BaseEstimator, TransformerMixin):
         self.method = method
         self.eps = eps
 
-    def fit(self, X, y=None):
+    def fit(self, X: Iterable[TokenStats], y: object = None) -> TokenNormalizer:
+        """Build the reference dictionary (TF or GP) from the training documents ``X``; ``y`` is unused."""
         if self.method not in NORMS:
             raise DocauditError(f"unknown normalization '{self.method}' (choose from {', '.join(NORMS)})")
         stats = list(X)
@@ -67,10 +71,12 @@ class TokenNormalizer(BaseEstimator, TransformerMixin):
             self.reference_ = None
         return self
 
-    def transform(self, X) -> list[np.ndarray]:
+    def transform(self, X: Iterable[TokenStats]) -> list[np.ndarray]:
+        """The per-token values of each document of ``X``."""
         return [self.values(s) for s in X]
 
-    def values(self, stats) -> np.ndarray:
+    def values(self, stats: TokenStats) -> np.ndarray:
+        """One document's per-token values x_t under ``method`` and the fitted dictionary."""
         logp = stats.logp.astype(np.float64)
         if self.method == "none":
             return -logp

@@ -15,6 +15,7 @@ from zipfile import ZIP_DEFLATED
 import numpy as np
 import sklearn
 from sklearn.ensemble import RandomForestClassifier
+from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.tree import DecisionTreeClassifier
@@ -90,7 +91,7 @@ def library_versions() -> dict:
     return {"sklearn_version": sklearn.__version__, "skops_version": skops.__version__}
 
 
-def save_classifier(directory: Path, estimator, card: dict) -> None:
+def save_classifier(directory: Path, estimator: Pipeline | GridSearchCV, card: dict) -> None:
     """Write the fitted pipeline (skops, no pickle) and its card (JSON) atomically into ``directory``."""
     import skops.io as sio
 
@@ -101,7 +102,7 @@ def save_classifier(directory: Path, estimator, card: dict) -> None:
     atomic_write_text(directory / CARD_FILE, json.dumps(card, indent=2, default=_jsonable))
 
 
-def load_classifier(directory: Path):
+def load_classifier(directory: Path) -> tuple[Pipeline, dict]:
     """The saved pipeline and its card, checked before anything is built from them: the card's fields and types,
     the library versions that wrote it, and every type in the file (only docaudit's pipeline shape is accepted),
     so loading never runs code from an untrusted file."""
@@ -156,7 +157,7 @@ def untrusted_types(data: bytes, path: Path) -> set[str]:
     return found
 
 
-def check_pipeline(pipe, path: Path) -> None:
+def check_pipeline(pipe: object, path: Path) -> None:
     """Refuse anything but docaudit's pipeline: its four steps, in order, of exactly the expected classes."""
     steps = getattr(pipe, "steps", None)
     ok = (
