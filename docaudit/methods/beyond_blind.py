@@ -13,7 +13,8 @@ answers it. On the same outer folds, each document gets three out-of-fold scores
   each chunk's blind and model scores come from classifiers fit on the other chunks, so the combiner learns how
   the two scores behave on documents their classifiers did not see, as the test fold's are. It is then applied to
   the test fold's (blind, model) pair, whose scores come from classifiers fit on the whole training fold. No test
-  document's label reaches any of the fits that score it.
+  document's label reaches any of the fits that score it. Each score is standardized within the batch one fitted
+  classifier scored (inner and outer classifiers differ in scale), and the weights are kept non-negative.
 
 ``delta = AUC(combined) - AUC(blind)`` over the pooled out-of-fold scores asks whether the model's score carries
 evidence the blind score lacks. Its interval is a paired stratified bootstrap over documents (the same resamples
@@ -132,7 +133,7 @@ def nonnegative_logistic(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, floa
             weights = np.zeros(X.shape[1])
             weights[keep] = coef
             return weights, float(fit.intercept_[0])
-        keep = keep[coef >= 0] if (coef >= 0).any() else keep[:0]
+        keep = keep[coef >= 0]
     weights = np.zeros(X.shape[1])
     weights[0] = 1.0
     return weights, 0.0
@@ -218,7 +219,6 @@ def beyond_blind(
         "n_nonmembers": int((labels == 0).sum()),
         "n_boot": config.n_boot,
         "confidence": config.confidence,
-        "z": test.z,
     }
     return BeyondBlind(
         labels,
