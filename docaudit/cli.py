@@ -269,7 +269,7 @@ def train(
     if fmt == "json":
         echo_json(result.card)
         return
-    from docaudit.report.tables import format_query, format_summary
+    from docaudit.report.tables import format_beyond_blind, format_query, format_summary
 
     click.echo(
         f"documents: {result.card['n_members']} members, {result.card['n_nonmembers']} non-members"
@@ -284,6 +284,7 @@ def train(
         click.echo("the interval includes 0.5: this classifier does not detect membership better than chance here")
     blind = result.card["blind"]
     click.echo(f"blind baseline (no model, same folds): AUC {blind['blind_auc']:.3f} ({blind['best_kind']})")
+    click.echo(format_beyond_blind(result.card["beyond_blind"]))
     if result.card["warning"]:
         click.echo(result.card["warning"], err=True)
     click.echo(f"saved {result.final_config} classifier to {out}")
@@ -588,6 +589,13 @@ METHOD_HELP = (
     show_default=True,
     help="Include the model-free baselines (tfidf, nb, dates) on the same folds.",
 )
+@click.option(
+    "--beyond",
+    default="auto",
+    show_default=True,
+    help="The membership score tested for evidence beyond the blind baseline: meta_classifier, a detector "
+    "(document average) or DETECTOR:doc_threshold; auto = the meta-classifier, else the first detector; none = skip.",
+)
 @click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
 @normalize_chars_option
 @click.option("--out", type=click.Path(), default=None, help="Write evaluation.csv/.json, roc.csv and roc.png here.")
@@ -609,6 +617,7 @@ def evaluate(
     trees,
     meta,
     blind,
+    beyond,
     raw,
     normalize_chars,
     out,
@@ -629,6 +638,7 @@ def evaluate(
     from docaudit.methods.blind import KINDS as BLIND_KINDS
     from docaudit.report.tables import (
         format_auc_pivot,
+        format_beyond_blind,
         format_methods_table,
         format_query,
     )
@@ -654,6 +664,7 @@ def evaluate(
         blind_kinds=None if not blind else BLIND_KINDS,
         drop_duplicates=drop_duplicates,
         skips=Skips(strict),
+        beyond=None if beyond == "none" else beyond,
     )
     warn_skipped(result.info["skipped"])
     if result.info["warning"]:
@@ -675,6 +686,8 @@ def evaluate(
     click.echo(format_methods_table(result.table))
     click.echo("\nAUC by level:")
     click.echo(format_auc_pivot(result.table))
+    if result.beyond_blind:
+        click.echo("\n" + format_beyond_blind(result.beyond_blind))
     click.echo(f"\nwall time {info['wall_seconds']} s" + (f"; wrote {out}" if out else ""))
 
 
@@ -801,6 +814,7 @@ def report(
     member and non-member books (Min-K% Prob paper, sec. 5), with a Wilson interval."""
     from docaudit import api
     from docaudit.corpus.documents import Skips
+    from docaudit.report.tables import format_beyond_blind
 
     kw["seed"] = seed
     result = api.report(
@@ -839,6 +853,7 @@ def report(
         f"{info['calibration_auc']:.3f}, accuracy {info['calibration_accuracy']:.1%}"
         + duplicates_note(info["duplicates_dropped"], "; calibration: ")
     )
+    click.echo(f"calibration books, {format_beyond_blind(info['beyond_blind'])}")
     shown = result.books.assign(
         contamination_rate=result.books.contamination_rate.map("{:.1%}".format),
         ci=[f"[{lo:.1%}, {hi:.1%}]" for lo, hi in zip(result.books.ci_low, result.books.ci_high)],

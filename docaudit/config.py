@@ -270,3 +270,18 @@ class DatasetTestConfig:
 
     methods: tuple[str, ...] = ("loss", "zlib", "mink", "minkpp")
     splits: int = 10
+
+
+@dataclass(frozen=True)
+class BeyondBlindConfig:
+    """What the model adds over the blind baseline (docs/methods.md, "Beyond the blind baseline"). The combined
+    classifier is fit, inside each training fold, on scores from ``inner_folds``-fold cross-validation; ``delta``
+    gets a paired stratified bootstrap interval (``n_boot`` resamples, level ``confidence``) and DeLong's one-sided
+    p-value; the verdict needs the interval above 0 and p below ``p_level``. ``report`` compares on the calibration
+    books with ``folds`` folds (fewer when a class has fewer books)."""
+
+    inner_folds: int = 3
+    n_boot: int = 1000
+    confidence: float = 0.95
+    p_level: float = 0.05
+    folds: int = 5

@@ -124,3 +124,24 @@ def pac(model, tokenizer, text, seed=0, copies=5, swap_ratio=0.3, k1=0.05, k2=0.
         return float(np.mean(top) - np.mean(bottom))
 
     return float(np.mean([polarized(swapped(text, c, seed, swap_ratio)) for c in range(copies)])) - polarized(text)
+
+
+def delong_by_definition(labels, base, other):
+    """DeLong, DeLong and Clarke-Pearson (1988) as written: the kernel psi(x, y) = 1, 1/2 or 0 as a member's score x
+    is above, equal to or below a non-member's y, evaluated on all m x n pairs; placement values V10 (per member)
+    and V01 (per non-member) are its row and column means; ``(auc_base, auc_other, variance of the difference)``."""
+    labels = np.asarray(labels)
+    v10, v01, aucs = [], [], []
+    for s in (np.asarray(base, float), np.asarray(other, float)):
+        x, y = s[labels == 1], s[labels == 0]
+        psi = np.array([[1.0 if xi > yj else 0.5 if xi == yj else 0.0 for yj in y] for xi in x])
+        v10.append(psi.mean(axis=1))
+        v01.append(psi.mean(axis=0))
+        aucs.append(psi.mean())
+    m, n = len(v10[0]), len(v01[0])
+
+    def cov(a, b, k):
+        return float(((a - a.mean()) * (b - b.mean())).sum() / (k - 1))
+
+    s = [[cov(v10[i], v10[j], m) / m + cov(v01[i], v01[j], n) / n for j in (0, 1)] for i in (0, 1)]
+    return aucs[0], aucs[1], s[0][0] + s[1][1] - 2 * s[0][1]

@@ -15,6 +15,9 @@
    independent draws and ``tau`` as fixed: it ignores the overlap of snippets and the calibration's own noise.
    When the calibration snippets' AUC is below 0.60, ``info["warning"]`` says that the rates mostly reflect where
    the threshold falls rather than membership.
+5. Beyond the blind baseline: on the calibration books, a book's mean snippet score is compared with a blind
+   classifier of the books' texts (``methods.beyond_blind``, ``info["beyond_blind"]``): if the calibration sets
+   differ by era or topic, a separation of their snippets is not evidence that the method detects training.
 """
 
 from __future__ import annotations
@@ -29,12 +32,22 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from docaudit.config import ContaminationConfig, DetectorConfig, ModelConfig, QueryConfig, check_range
+from docaudit.config import (
+    BeyondBlindConfig,
+    ContaminationConfig,
+    DetectorConfig,
+    ModelConfig,
+    QueryConfig,
+    check_range,
+)
 from docaudit.corpus.documents import Document, Skips, load_documents, separate_sets
 from docaudit.errors import DocauditError
+from docaudit.methods import beyond_blind
+from docaudit.methods.blind import BlindFeatures, evaluate_blind
 from docaudit.methods.detectors.detector import Detector, build_detector
 from docaudit.methods.detectors.registry import METHODS
 from docaudit.methods.document_level import accuracy_threshold, fpr_threshold
+from docaudit.metrics import chunk_folds
 from docaudit.query.models import LoadedModel, load_model
 
 _WORD = re.compile(r"\S+")
@@ -149,11 +162,13 @@ def contamination_report(
     progress: bool = True,
     drop_duplicates: bool = False,
     skips: Skips | None = None,
+    beyond: BeyondBlindConfig = BeyondBlindConfig(),
 ) -> ContaminationReport:
     """Calibrate a snippet threshold on known member and non-member books, then measure each audited book's
     contamination rate (see the module docstring). Every input is checked before the model is loaded; a book in
     both calibration sets is an error, or with ``drop_duplicates`` left out of both; books that cannot be used
-    (unreadable, too short for one snippet ...) are left out and recorded in ``skips``."""
+    (unreadable, too short for one snippet ...) are left out and recorded in ``skips``. ``beyond`` sets the
+    comparison of the calibration books' mean snippet scores with the blind baseline."""
     from sklearn.metrics import roc_auc_score
 
     started = time.time()
@@ -225,6 +240,7 @@ def contamination_report(
         "calibration_fpr": float(called[y == 0].mean()),
         "confidence": confidence,
         "interval": "Wilson score",
+        "beyond_blind": _calibration_beyond_blind(groups, snip, method, beyond, seed),
         "n_books": len(groups["audited"]),
         "n_calibration_members": len(groups["member"]),
         "n_calibration_nonmembers": len(groups["non-member"]),
@@ -239,3 +255,22 @@ def contamination_report(
             "reflect where the threshold falls, not membership."
         )
     return ContaminationReport(audited, calibration, snip, tau, info)
+
+
+def _calibration_beyond_blind(groups: dict, snip: pd.DataFrame, method: str, config: BeyondBlindConfig, seed: int):
+    """The calibration books' mean snippet scores (a score that needs no fitting) against a blind classifier of
+    their texts, on ``config.folds`` folds (fewer when a class has fewer books), as ``methods.beyond_blind``
+    reports it; ``{"unavailable": reason}`` when there are too few books."""
+    docs = groups["member"] + groups["non-member"]
+    labels = np.array([1] * len(groups["member"]) + [0] * len(groups["non-member"]))
+    name = f"{method} (mean snippet score)"
+    k = min(config.folds, len(groups["member"]), len(groups["non-member"]))
+    if k < 2:
+        return {"unavailable": "each calibration set needs at least 2 books", "model": name}
+    means = snip[snip.role != "audited"].groupby(["book", "file"]).score.mean()
+    scores = np.array([means[(d.id, d.path)] for d in docs])
+    folds = chunk_folds(labels, k, seed)
+    features = BlindFeatures([d.text for d in docs])
+    blind = evaluate_blind(features, labels, folds, seed=seed)
+    fixed = beyond_blind.fixed_scorer(scores)
+    return beyond_blind.against_blind(labels, folds, features, blind, name, fixed, scores, config, seed)

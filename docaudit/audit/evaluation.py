@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from docaudit.config import (
+    BeyondBlindConfig,
     DetectorConfig,
     MetaConfig,
     ModelConfig,
@@ -30,9 +31,11 @@ from docaudit.config import (
     ScalingConfig,
 )
 from docaudit.corpus.documents import Skips
+from docaudit.errors import DocauditError
 from docaudit.io import jsonable
+from docaudit.methods import beyond_blind
 from docaudit.methods.blind import KINDS as BLIND_KINDS
-from docaudit.methods.blind import evaluate_blind, shift_warning
+from docaudit.methods.blind import BlindFeatures, evaluate_blind, shift_warning
 from docaudit.methods.detectors.detector import build_detector
 from docaudit.methods.detectors.registry import METHODS
 from docaudit.methods.document_level import LEVELS, sequence_scores
@@ -54,12 +57,14 @@ META = "meta_classifier"
 @dataclass
 class MethodsEvaluation:
     """``table``: one row per method × level (mean ± std over folds); ``per_fold``: one row per method × level ×
-    fold; ``curves``: pooled out-of-fold (labels, scores) per ``(method, level)``; ``info``: what was run."""
+    fold; ``curves``: pooled out-of-fold (labels, scores) per ``(method, level)``; ``info``: what was run;
+    ``beyond_blind``: what the model adds over the blind baseline (``methods.beyond_blind``), None when not run."""
 
     table: pd.DataFrame
     per_fold: pd.DataFrame
     curves: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]
     info: dict
+    beyond_blind: dict | None = None
 
 
 def _rows(method: str, level: str, folds: list[FoldMetrics], n_test: list[int]):
@@ -98,12 +103,16 @@ def evaluate_methods(
     progress: bool = True,
     drop_duplicates: bool = False,
     skips: Skips | None = None,
+    beyond: str | None = "auto",
+    beyond_config: BeyondBlindConfig = BeyondBlindConfig(),
 ) -> MethodsEvaluation:
     """Evaluate the meta-classifier (unless ``meta`` is None), every selected detector at every level and the
     model-free baselines ``blind_kinds`` (none when empty or None) on the same ``folds`` chunks (seeded by
     ``seed``). Documents are queried once with ``query`` (the cache is shared with ``train``); the sequences are
     that query's windows. A text in both sets is an error, or with ``drop_duplicates`` left out of both; documents
-    that cannot be used are left out and recorded in ``skips``."""
+    that cannot be used are left out and recorded in ``skips``. ``beyond`` names the membership method compared with
+    the blind baseline (``meta_classifier``, a detector at ``doc_avg``, or ``detector:level``; ``auto``: the
+    meta-classifier when it runs, else the first detector at ``doc_avg``; None: no comparison)."""
     from docaudit.corpus.documents import labelled_documents
     from docaudit.query.querier import (
         open_querier,
@@ -128,19 +137,25 @@ def evaluate_methods(
     if methods != []:
         # text passes of a sequence (lowercased, augmented, ...) are queried in one window of the widest context
         scorer = build_detector(lm, query, methods, detector, ref_model, neighbor_model, single_pass=SINGLE_PASS_CAP)
+        compared = _beyond_target(beyond, meta, scorer.methods) if blind_kinds else None
         stats = query_documents(querier, docs, progress)
         if meta is not None:
-            ev = meta_classifier.evaluate(
-                stats, labels, replace(meta, folds=folds, seed=seed), folds=splits, progress=progress
-            )
+            meta = replace(meta, folds=folds, seed=seed)
+            ev = meta_classifier.evaluate(stats, labels, meta, folds=splits, progress=progress)
             row, per = _rows(META, "document", ev.folds, n_test)
             summary_rows.append(row | {"configs": ev.configs})
             fold_rows += per
             curves[(META, "document")] = (ev.labels, ev.scores)
+            if compared == (META, "document"):
+                model_scorer = beyond_blind.meta_scorer(stats, labels, meta, ev.configs)
+                model_oof = ev.scores
 
         seq = sequence_scores(stats, [d.sha256 for d in docs], scorer, scaling, progress)
         for method in scorer.methods:
             values = seq.scores[method]
+            if compared is not None and compared[0] == method:
+                model_scorer = beyond_blind.level_scorer(values, seq.doc, labels, compared[1])
+                model_oof = beyond_blind.out_of_fold(labels, splits, model_scorer)
             for level in levels:
                 tested = [LEVELS[level](values, seq.doc, labels, train, test) for train, test in splits]
                 row, per = _rows(method, level, [fold_metrics(y, s) for y, s in tested], [len(y) for y, _ in tested])
@@ -157,21 +172,27 @@ def evaluate_methods(
             "text_pass_context": scorer.target.query.context,
             "detector": asdict(detector),
             "scaling": asdict(scaling),
-            "meta": None if meta is None else asdict(replace(meta, folds=folds, seed=seed)),
+            "meta": None if meta is None else asdict(meta),
             "methods": scorer.methods,
             "levels": list(levels),
             "sequences_per_document": np.bincount(seq.doc, minlength=len(docs)).tolist(),
         }
 
-    blind_auc = None
+    blind_auc, beyond_result = None, None
     if blind_kinds:
-        blind = evaluate_blind([d.text for d in docs], labels, splits, kinds=tuple(blind_kinds), seed=seed)
+        features = BlindFeatures([d.text for d in docs])
+        blind = evaluate_blind(features, labels, splits, kinds=tuple(blind_kinds), seed=seed)
         for kind, entry in blind["kinds"].items():
             row, per = _rows("blind", kind, entry["folds"], n_test)
             summary_rows.append(row)
             fold_rows += per
             curves[("blind", kind)] = (labels, entry["scores"])
         blind_auc = blind["blind_auc"]
+        if methods != [] and compared is not None:
+            name = META if compared[0] == META else ":".join(compared)
+            beyond_result = beyond_blind.against_blind(
+                labels, splits, features, blind, name, model_scorer, model_oof, beyond_config, seed
+            )
     for row in summary_rows:
         row |= _pooled_interval(*curves[(row["method"], row["level"])]) if row["level"] != "sequence" else {}
     best = max((r["auc_mean"] for r in summary_rows if r["method"] != "blind"), default=None)
@@ -187,7 +208,28 @@ def evaluate_methods(
         "skipped": skips.as_json(),
         "wall_seconds": round(time.time() - started, 1),
     }
-    return MethodsEvaluation(pd.DataFrame(summary_rows), pd.DataFrame(fold_rows), curves, info)
+    return MethodsEvaluation(pd.DataFrame(summary_rows), pd.DataFrame(fold_rows), curves, info, beyond_result)
+
+
+def _beyond_target(beyond: str | None, meta: MetaConfig | None, detectors: Sequence[str]) -> tuple | None:
+    """``(method, level)`` of the membership scores compared with the blind baseline, checked before any query."""
+    if beyond is None:
+        return None
+    if beyond == "auto":
+        return (META, "document") if meta is not None else (detectors[0], "doc_avg")
+    if beyond == META:
+        if meta is None:
+            raise DocauditError("--beyond meta_classifier needs the meta-classifier (drop --no-meta)")
+        return META, "document"
+    method, _, level = beyond.partition(":")
+    level = level or "doc_avg"
+    if method not in detectors:
+        raise DocauditError(
+            f"--beyond {beyond}: '{method}' is not among the evaluated methods ({', '.join([META, *detectors])})"
+        )
+    if level not in ("doc_avg", "doc_threshold"):
+        raise DocauditError(f"--beyond {beyond}: the level must be doc_avg or doc_threshold (a document-level score)")
+    return method, level
 
 
 def _split_blind(methods, blind_kinds):
@@ -209,9 +251,10 @@ def _pooled_interval(labels, scores) -> dict:
 
 def evaluation_json(result: MethodsEvaluation) -> dict:
     """The evaluation as one JSON-able object: ``{"methods": [row, ...], "info": {...}}``; each row has
-    ``method``, ``level``, the summary metrics and ``fold_aucs``."""
+    ``method``, ``level``, the summary metrics and ``fold_aucs``; ``beyond_blind`` is the comparison of the model
+    with the blind baseline (null when not run)."""
     rows = []
     for row in result.table.to_dict(orient="records"):
         part = result.per_fold[(result.per_fold.method == row["method"]) & (result.per_fold.level == row["level"])]
         rows.append(row | {"fold_aucs": part.auc.tolist(), "fold_n_test": part.n_test.tolist()})
-    return jsonable({"methods": rows, "info": result.info})
+    return jsonable({"methods": rows, "info": result.info, "beyond_blind": result.beyond_blind})

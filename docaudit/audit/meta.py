@@ -14,6 +14,7 @@ from docaudit.config import (
     DEFAULT_CLASSIFIER,
     FEATURES,
     NORMS,
+    BeyondBlindConfig,
     ModelConfig,
     QueryConfig,
     TrainConfig,
@@ -25,7 +26,8 @@ from docaudit.corpus.documents import (
     load_documents,
 )
 from docaudit.errors import DocauditError
-from docaudit.methods.blind import evaluate_blind, shift_warning
+from docaudit.methods import beyond_blind
+from docaudit.methods.blind import BlindFeatures, evaluate_blind, shift_warning
 from docaudit.methods.meta import classifier as meta_classifier
 from docaudit.methods.meta.persistence import (
     CARD_NORMALIZE_CHARS_BEFORE_FIELD,
@@ -65,10 +67,12 @@ def train(
     model: LoadedModel | None = None,
     progress: bool = True,
     skips: Skips | None = None,
+    beyond: BeyondBlindConfig = BeyondBlindConfig(),
 ) -> TrainResult:
-    """Query the documents, evaluate the meta-classifier on k-fold chunks beside the blind baseline, and fit it on
-    all documents; the card holds the configuration, model identity and metrics. Documents that cannot be used, and
-    those with fewer than ``config.min_tokens`` tokens, are left out and listed (``skips``: where to record them)."""
+    """Query the documents, evaluate the meta-classifier on k-fold chunks beside the blind baseline (and what it
+    adds over it, ``methods.beyond_blind`` with ``beyond``), and fit it on all documents; the card holds the
+    configuration, model identity and metrics. Documents that cannot be used, and those with fewer than
+    ``config.min_tokens`` tokens, are left out and listed (``skips``: where to record them)."""
     skips = Skips() if skips is None else skips
     docs, labels, duplicates = labelled_documents(
         members, nonmembers, config.raw, progress, skips, config.drop_duplicates, config.normalize_chars
@@ -91,7 +95,19 @@ def train(
     docs, stats, labels = [docs[i] for i in keep], [stats[i] for i in keep], labels[keep]
     folds = chunk_folds(labels, config.meta.folds, config.meta.seed)
     evaluation = meta_classifier.evaluate(stats, labels, config.meta, folds=folds, progress=progress)
-    blind = evaluate_blind([d.text for d in docs], labels, folds, seed=config.meta.seed)
+    features = BlindFeatures([d.text for d in docs])
+    blind = evaluate_blind(features, labels, folds, seed=config.meta.seed)
+    compared = beyond_blind.against_blind(
+        labels,
+        folds,
+        features,
+        blind,
+        "meta_classifier",
+        beyond_blind.meta_scorer(stats, labels, config.meta, evaluation.configs),
+        evaluation.scores,
+        beyond,
+        config.meta.seed,
+    )
     estimator = meta_classifier.fit(stats, labels, config.meta)
     card = {
         "docaudit_version": __version__,
@@ -118,6 +134,7 @@ def train(
         },
         "fold_aucs": [f.auc for f in evaluation.folds],
         "blind": blind_card(blind),
+        "beyond_blind": compared,
         "warning": shift_warning(blind["blind_auc"], evaluation.summary["auc_mean"]),
     }
     return TrainResult(evaluation.summary, evaluation, estimator, docs, skips.as_json(), card["configuration"], card)

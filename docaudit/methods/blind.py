@@ -215,24 +215,55 @@ def blind_scores(
     return _member_scores(pipe, truncate(test_texts, max_chars))
 
 
+class BlindFeatures:
+    """Texts (cut to ``max_chars``) with the stateless first step of each kind's pipeline computed once, on first
+    use (the word n-gram counts are shared by ``tfidf`` and ``nb``), so that any number of fits on index subsets
+    (the folds, and the inner folds of :mod:`docaudit.methods.beyond_blind`) count nothing twice."""
+
+    def __init__(self, texts, max_chars: int | None = DEFAULT_MAX_CHARS):
+        self.texts = truncate(texts, max_chars)
+        self.max_chars = max_chars
+        self._matrices: dict[str, object] = {}
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def matrix(self, kind: str):
+        """The first step's output for every text (CSR for the n-gram kinds)."""
+        step = make_pipeline(kind).steps[0][1]
+        key = "ngrams" if isinstance(step, HashingVectorizer) else kind
+        if key not in self._matrices:
+            X = step.transform(self.texts)
+            self._matrices[key] = sparse.csr_matrix(X) if sparse.issparse(X) else np.asarray(X)
+        return self._matrices[key]
+
+    def scores(self, kind: str, labels, train, test, seed: int = 0) -> np.ndarray:
+        """Member-likeness of the texts ``test`` from the rest of the ``kind`` pipeline fit on the texts ``train``
+        (indices) with their ``labels`` (all texts' labels, indexed alike)."""
+        X, y = self.matrix(kind), np.asarray(labels).astype(int)
+        model = make_pipeline(kind, seed)[1:]
+        model.fit(X[train], _check_labels(y[train]))
+        return _member_scores(model, X[test])
+
+
 def evaluate_blind(
     texts, labels, folds, kinds=KINDS, max_chars: int | None = DEFAULT_MAX_CHARS, seed: int = 0, progress=False
 ) -> dict:
-    """Run each kind on the given folds (``[(train_idx, test_idx), ...]`` from :func:`chunk_folds`).
+    """Run each kind on the given folds (``[(train_idx, test_idx), ...]`` from :func:`chunk_folds`). ``texts``: the
+    texts, or their :class:`BlindFeatures` (then ``max_chars`` is theirs).
 
     Returns ``{"kinds": {kind: {"folds": [FoldMetrics, ...], "summary": summarize(...), "scores": ndarray}},
     "blind_auc": float, "best_kind": str, "max_chars": int | None}``; ``scores`` holds each document's
     out-of-fold score (NaN for a document in no test fold) and ``blind_auc`` is the largest mean AUC over kinds.
     """
     y = np.asarray(labels).astype(int)
-    texts = truncate(texts, max_chars)
-    if len(texts) != len(y):
-        raise DocauditError(f"{len(texts)} texts but {len(y)} labels")
+    features = texts if isinstance(texts, BlindFeatures) else BlindFeatures(texts, max_chars)
+    if len(features) != len(y):
+        raise DocauditError(f"{len(features)} texts but {len(y)} labels")
     kinds = tuple(kinds)
     if not kinds:
         raise DocauditError("no blind baseline kind selected")
-    features: dict[str, object] = {}
-    out: dict = {"kinds": {}, "max_chars": max_chars}
+    out: dict = {"kinds": {}, "max_chars": features.max_chars}
     steps = [(kind, i) for kind in kinds for i in range(len(folds))]
     bar = None
     if progress:
@@ -240,19 +271,10 @@ def evaluate_blind(
 
         bar = tqdm(total=len(steps), desc="blind baselines", unit="fold")
     for kind in kinds:
-        pipe = make_pipeline(kind, seed)
-        feat_step = pipe.steps[0][1]
-        key = "ngrams" if isinstance(feat_step, HashingVectorizer) else kind
-        if key not in features:
-            X = feat_step.transform(texts)
-            features[key] = sparse.csr_matrix(X) if sparse.issparse(X) else np.asarray(X)
-        X = features[key]
         scores = np.full(len(y), np.nan)
         fold_results = []
         for train, test in folds:
-            model = make_pipeline(kind, seed)[1:]
-            model.fit(X[train], _check_labels(y[train]))
-            s = _member_scores(model, X[test])
+            s = features.scores(kind, y, train, test, seed)
             scores[test] = s
             fold_results.append(fold_metrics(y[test], s))
             if bar is not None:

@@ -15,7 +15,7 @@ from docaudit.methods.meta.persistence import (
 )
 from docaudit.outputs import staged_dir
 from docaudit.report.plots import plot_roc, roc_frame
-from docaudit.report.tables import format_query, format_summary
+from docaudit.report.tables import format_beyond_blind, format_query, format_summary
 
 
 def save_model_dir(
@@ -88,6 +88,8 @@ def model_card_markdown(card: dict) -> str:
             f"- model-free blind baseline on the same folds: AUC {card['blind']['blind_auc']:.3f} "
             f"({card['blind']['best_kind']})"
         )
+    if card.get("beyond_blind"):
+        lines.append(f"- {format_beyond_blind(card['beyond_blind'])}")
     if card.get("warning"):
         lines += ["", f"**{card['warning']}**"]
     return "\n".join(lines) + "\n"

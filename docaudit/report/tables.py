@@ -67,3 +67,19 @@ def format_summary(summary: dict) -> str:
         f"TPR@10%FPR {summary['tpr_at_10fpr_mean']:.1%} ± {summary['tpr_at_10fpr_std']:.1%} | "
         f"TPR@1%FPR {summary['tpr_at_1fpr_mean']:.1%} ± {summary['tpr_at_1fpr_std']:.1%}"
     )
+
+
+def format_beyond_blind(beyond: dict | None) -> str:
+    """One paragraph on what the model adds over the blind baseline (the ``beyond_blind`` fields); empty when the
+    comparison was not run."""
+    if not beyond:
+        return ""
+    if "unavailable" in beyond:
+        return f"beyond the blind baseline: not computed ({beyond['unavailable']})"
+    lo, hi = beyond["delta_ci"]
+    return (
+        f"beyond the blind baseline (pooled out-of-fold AUC, {beyond['folds']} folds): blind ({beyond['blind_kind']}) "
+        f"{beyond['auc_blind']:.3f}, model ({beyond['model']}) {beyond['auc_model']:.3f}, blind + model "
+        f"{beyond['auc_combined']:.3f}; delta {beyond['delta']:+.3f} ({beyond['confidence']:.0%} paired bootstrap "
+        f"interval {lo:+.3f} to {hi:+.3f}), DeLong one-sided p = {beyond['p_value']:.3g}: {beyond['verdict']}"
+    )

@@ -1,0 +1,137 @@
+"""What the model adds over the blind baseline: DeLong's test against its definition and the bootstrap, the paired
+interval, the non-negative combiner, and the out-of-fold design (no fit sees the documents it scores)."""
+
+import numpy as np
+import pytest
+from reference import delong_by_definition
+from scipy.stats import norm
+from sklearn.metrics import roc_auc_score
+
+from docaudit.config import BeyondBlindConfig
+from docaudit.methods import beyond_blind as bb
+from docaudit.methods.blind import BlindFeatures, evaluate_blind
+from docaudit.metrics import chunk_folds, delong_test, paired_auc_difference_ci
+
+
+def _labels(m, n, rng):
+    labels = np.r_[np.ones(m, int), np.zeros(n, int)]
+    rng.shuffle(labels)
+    return labels
+
+
+def test_delong_equals_its_definition_with_ties():
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        m, n = (int(v) for v in rng.integers(4, 40, 2))
+        labels = _labels(m, n, rng)
+        base = np.round(rng.normal(0.6 * labels, 1), 1)  # rounded: many ties
+        other = np.round(0.5 * base + rng.normal(0.8 * labels, 1), 1)
+        fast = delong_test(labels, base, other)
+        auc_base, auc_other, var = delong_by_definition(labels, base, other)
+        assert fast.auc_base == pytest.approx(auc_base, abs=1e-12) == pytest.approx(roc_auc_score(labels, base))
+        assert fast.auc_other == pytest.approx(auc_other, abs=1e-12)
+        assert fast.se**2 == pytest.approx(var, rel=1e-9, abs=1e-15)
+        assert fast.p_value == pytest.approx(norm.sf((auc_other - auc_base) / np.sqrt(var)), rel=1e-9)
+
+
+def test_delong_standard_error_agrees_with_the_paired_bootstrap():
+    rng = np.random.default_rng(1)
+    labels = _labels(150, 150, rng)
+    base = rng.normal(0.8 * labels, 1)
+    other = base + rng.normal(1.2 * labels, 1)
+    test = delong_test(labels, base, other)
+    ci = paired_auc_difference_ci(labels, base, other, n_boot=2000, seed=0)
+    assert ci.point == pytest.approx(test.delta)
+    assert (ci.hi - ci.lo) / (2 * norm.ppf(0.975)) == pytest.approx(test.se, rel=0.15)
+    assert test.p_value < 0.05 and ci.lo > 0
+
+
+def test_paired_interval_uses_the_same_resamples_for_both_scores():
+    rng = np.random.default_rng(2)
+    labels = _labels(30, 30, rng)
+    scores = rng.normal(labels, 1)
+    assert tuple(paired_auc_difference_ci(labels, scores, scores, n_boot=300)) == (0.0, 0.0, 0.0)
+    assert delong_test(labels, scores, scores).p_value == 1.0
+    shifted = paired_auc_difference_ci(labels, scores, scores + 0.3 * labels, n_boot=300, seed=4)
+    assert shifted == paired_auc_difference_ci(labels, scores, scores + 0.3 * labels, n_boot=300, seed=4)
+    assert 0 < shifted.lo <= shifted.point <= shifted.hi
+
+
+def test_combiner_weights_are_never_negative():
+    rng = np.random.default_rng(3)
+    y = _labels(40, 40, rng)
+    X = np.column_stack([rng.normal(y, 1), rng.normal(-y, 1)])  # the second score points the wrong way
+    weights, _ = bb.nonnegative_logistic(X, y)
+    assert weights[0] > 0 and weights[1] == 0
+    weights, _ = bb.nonnegative_logistic(X[:, ::-1], y)
+    assert weights[0] == 0 and weights[1] > 0
+    weights, _ = bb.nonnegative_logistic(np.column_stack([-X[:, 0], X[:, 1]]), y)  # both wrong: the first alone
+    assert tuple(weights) == (1.0, 0.0)
+
+
+def _synthetic(seed, model_signal):
+    """Documents whose sets differ by a shift the blind score sees, with a model score carrying ``model_signal``
+    of independent membership evidence."""
+    rng = np.random.default_rng(seed)
+    labels = _labels(60, 60, rng)
+    blind = rng.normal(1.0 * labels, 1)
+    model = rng.normal(model_signal * labels, 1)
+    return labels, blind, model
+
+
+def test_beyond_blind_finds_added_evidence():
+    labels, blind, model = _synthetic(5, 1.5)
+    folds = chunk_folds(labels, 5, 0)
+    found = bb.beyond_blind(labels, folds, bb.fixed_scorer(blind), bb.fixed_scorer(model)).as_json()
+    assert found["verdict"] == bb.ADDS and found["delta_ci"][0] > 0 and found["p_value"] < 0.05
+    assert found["auc_combined"] > max(found["auc_blind"], found["auc_model"])
+    assert set(found) >= {"auc_blind", "auc_model", "auc_combined", "delta", "delta_ci", "p_value", "test", "verdict"}
+
+
+def test_a_model_without_evidence_is_not_credited():
+    """20 sets where the model's score is noise: never a verdict of added evidence, delta near 0 on average (a
+    little below: the combiner pays for the weight it fits on noise), the interval nearly always around 0."""
+    runs = []
+    for seed in range(20):
+        labels, blind, model = _synthetic(100 + seed, 0.0)
+        folds = chunk_folds(labels, 5, seed)
+        config = BeyondBlindConfig(n_boot=300)
+        runs.append(bb.beyond_blind(labels, folds, bb.fixed_scorer(blind), bb.fixed_scorer(model), config=config))
+    out = [r.as_json() for r in runs]
+    assert all(o["verdict"] == bb.NO_EVIDENCE for o in out)
+    assert abs(np.mean([o["delta"] for o in out])) < 0.02
+    assert np.mean([o["delta_ci"][0] <= 0 <= o["delta_ci"][1] for o in out]) >= 0.8
+
+
+def test_no_fit_sees_the_documents_it_scores():
+    """Spy scorers record every fit: inner fits stay inside the outer training fold, and nothing that scores a
+    document was fit on it."""
+    rng = np.random.default_rng(7)
+    labels, blind, model = _synthetic(7, 1.0)
+    folds = chunk_folds(labels, 4, 0)
+    calls = []
+
+    def spy(scores):
+        def score(fold, train, test):
+            calls.append((fold, set(train.tolist()), set(test.tolist())))
+            return scores[test] + rng.normal(0, 0.01, len(test))
+
+        return score
+
+    bb.beyond_blind(labels, folds, spy(blind), spy(model), config=BeyondBlindConfig(inner_folds=3))
+    assert len(calls) == 2 * (4 + 4 * 3)  # outer and inner fits of both scores
+    for fold, train, test in calls:
+        assert not train & test
+        outer_train, outer_test = (set(part.tolist()) for part in folds[fold])
+        assert train <= outer_train  # no fit ever uses a test document of its outer fold
+        assert test == outer_test or test <= outer_train
+
+
+def test_too_few_documents_is_reported_not_raised():
+    texts = [f"the {w} sat on the mat in {1800 + i}" for i, w in enumerate("cat dog hen cow pig owl".split())]
+    labels = np.array([1, 1, 1, 0, 0, 0])
+    folds = chunk_folds(labels, 2, 0)
+    features = BlindFeatures(texts)
+    blind = evaluate_blind(features, labels, folds, kinds=("dates",))
+    out = bb.against_blind(labels, folds, features, blind, "loss", bb.fixed_scorer(np.arange(6.0)))
+    assert out["model"] == "loss" and "inner folds need at least" in out["unavailable"]
