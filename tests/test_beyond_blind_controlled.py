@@ -50,7 +50,7 @@ def shifted(tmp_path_factory):
         (root / name).mkdir()
         for book, text in texts.items():
             (root / name / f"{book}.txt").write_text(text)
-    config = replace(TINY, max_tokens=TOKENS)
+    config = replace(TINY, doc_tokens=TOKENS)
     with single_thread():
         pool = [*pg19.values(), *modern.values(), *other]
         model = train_target([*sets["S"].values(), *other], pool, root / "t", config)
