@@ -80,6 +80,6 @@ def format_beyond_blind(beyond: dict | None) -> str:
     return (
         f"beyond the blind baseline (pooled out-of-fold AUC, {beyond['folds']} folds): blind ({beyond['blind_kind']}) "
         f"{beyond['auc_blind']:.3f}, model ({beyond['model']}) {beyond['auc_model']:.3f}, blind + model "
-        f"{beyond['auc_combined']:.3f}; delta {beyond['delta']:+.3f} ({beyond['confidence']:.0%} paired bootstrap "
+        f"{beyond['auc_combined']:.3f}\n  delta {beyond['delta']:+.3f} ({beyond['confidence']:.0%} paired bootstrap "
         f"interval {lo:+.3f} to {hi:+.3f}), DeLong one-sided p = {beyond['p_value']:.3g}: {beyond['verdict']}"
     )
