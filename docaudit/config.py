@@ -34,6 +34,8 @@ EXCERPTS = ("random", "leading")
 
 
 MAX_DOCUMENT_BYTES = 1 << 30  # a larger file is refused (one document is read and cleaned in memory)
+READ_JOBS = -1  # processes that read and clean documents (joblib; -1: one per core)
+READ_JOBS_MIN_FILES = 16  # fewer files are read in this process (starting workers would cost more)
 
 
 def check_range(option: str, value: float, lo: float, hi: float | None = None, note: str = "") -> None:

@@ -43,14 +43,14 @@ import logging
 import os
 import pathlib
 import stat
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from joblib import Parallel, delayed
 
-from docaudit.config import (
-    MAX_DOCUMENT_BYTES,
-)
+from docaudit.config import MAX_DOCUMENT_BYTES, READ_JOBS, READ_JOBS_MIN_FILES
 from docaudit.corpus.cleaning import clean_text
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
@@ -236,31 +236,50 @@ def expand_paths(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list
     return out
 
 
+def _load_or_problem(path: pathlib.Path, raw: bool, normalize_chars: bool) -> tuple[Document | None, tuple | None]:
+    """:func:`load_document`, with a document's problem returned as ``(path, kind, reason)`` rather than raised, so
+    that a worker process can hand it back."""
+    try:
+        return load_document(path, raw=raw, normalize_chars=normalize_chars), None
+    except DocumentError as e:
+        return None, (e.path, e.kind, e.reason)
+
+
 def load_documents(
     paths: Paths, raw: bool = False, progress: bool = False, skips: Skips | None = None, normalize_chars: bool = False
 ) -> list[Document]:
-    """:func:`expand_paths` then :func:`load_document` on each file, with a tqdm bar when ``progress``. A document
+    """:func:`expand_paths` then :func:`load_document` on each file (in ``READ_JOBS`` worker processes when there
+    are at least ``READ_JOBS_MIN_FILES``; the order is kept), with a tqdm bar when ``progress``. A document
     that cannot be used is an error, or, with ``skips``, is recorded there and left out; when none is left that
     is an error all the same (the document's own when there was one). A list of already loaded :class:`Document`
     objects is returned as it is (documents made in memory, e.g. the lab's trained texts, are not read again)."""
     if isinstance(paths, list) and paths and all(isinstance(p, Document) for p in paths):
         return list(paths)
     files = expand_paths(paths)
+    jobs = READ_JOBS if len(files) >= READ_JOBS_MIN_FILES else 1
+    pending = Parallel(n_jobs=jobs, return_as="generator")(
+        delayed(_load_or_problem)(f, raw, normalize_chars) for f in files
+    )
+    results = pending
     if progress:
         from tqdm.auto import tqdm
 
-        files_iter = tqdm(files, desc="reading documents", unit="doc")
-    else:
-        files_iter = files
+        results = tqdm(pending, total=len(files), desc="reading documents", unit="doc")
     docs, last = [], None
-    for f in files_iter:
-        try:
-            docs.append(load_document(f, raw=raw, normalize_chars=normalize_chars))
-        except DocumentError as e:
-            if skips is None:
-                raise
-            skips.add(e)
-            last = e
+    try:
+        for doc, problem in results:
+            if problem is not None:
+                error = DocumentError(*problem)
+                if skips is None:
+                    raise error
+                skips.add(error)
+                last = error
+            else:
+                docs.append(doc)
+    finally:
+        with warnings.catch_warnings():  # stopping at a bad document cancels the files still being read
+            warnings.simplefilter("ignore", UserWarning)
+            pending.close()
     if not docs and last is not None:
         if len(files) == 1:
             raise last
