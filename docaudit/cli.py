@@ -129,6 +129,12 @@ normalize_chars_option = click.option(
 )
 
 
+def cleaning_options(func):
+    """``--raw`` and ``--normalize-chars``: how documents are cleaned before they are queried."""
+    raw = click.option("--raw", is_flag=True, help="Keep the files as they are (no Gutenberg boilerplate removal).")
+    return raw(normalize_chars_option(func))
+
+
 def strict_option(func):
     return click.option(
         "--strict",
@@ -207,8 +213,7 @@ def main():
     show_default=True,
     help="Skip documents with fewer tokens (paper: 5000).",
 )
-@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
-@normalize_chars_option
+@cleaning_options
 @click.option("--grid", is_flag=True, help="Run the Table-1 grid (norms × features × contexts) and print it.")
 @click.option("--grid-contexts", default="32,64,128", show_default=True)
 @click.option("--out", type=click.Path(), default=None, help="Save the classifier here (e.g. models/NAME).")
@@ -435,8 +440,7 @@ def lab(
     help="Random half splits whose p-values are combined.",
 )
 @click.option("--seed", default=QueryConfig.seed, show_default=True)
-@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
-@normalize_chars_option
+@cleaning_options
 @DROP_DUPLICATES
 @strict_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
@@ -484,8 +488,7 @@ def data():
 @data.command("check")
 @click.argument("set_a", type=click.Path())
 @click.argument("set_b", type=click.Path())
-@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate (to see what cleaning removes).")
-@normalize_chars_option
+@cleaning_options
 @click.option("--folds", default=MetaConfig.folds, show_default=True)
 @click.option("--seed", default=QueryConfig.seed, show_default=True)
 @DROP_DUPLICATES
@@ -596,8 +599,7 @@ METHOD_HELP = (
     help="The membership score tested for evidence beyond the blind baseline: meta_classifier, a detector "
     "(document average) or DETECTOR:doc_threshold; auto = the meta-classifier, else the first detector; none = skip.",
 )
-@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
-@normalize_chars_option
+@cleaning_options
 @click.option("--out", type=click.Path(), default=None, help="Write evaluation.csv/.json, roc.csv and roc.png here.")
 @OVERWRITE
 @DROP_DUPLICATES
@@ -700,8 +702,7 @@ def evaluate(
 @click.option(
     "--seed", default=QueryConfig.seed, show_default=True, help="Seed of the augmentations (PAC, neighbours)."
 )
-@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
-@normalize_chars_option
+@cleaning_options
 @strict_option
 @click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
 @friendly_errors
@@ -780,8 +781,7 @@ def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
     help="Level of the Wilson interval of each rate.",
 )
 @click.option("--seed", default=QueryConfig.seed, show_default=True)
-@click.option("--raw", is_flag=True, help="Keep Project Gutenberg boilerplate.")
-@normalize_chars_option
+@cleaning_options
 @click.option("--out", type=click.Path(), required=True, help="Write report.csv, report.html and the plots here.")
 @OVERWRITE
 @click.option(
