@@ -16,7 +16,9 @@ from docaudit.config import (
     FEATURES,
     NORMS,
     QUANTIZE,
+    TEXT_COLUMNS,
     ContaminationConfig,
+    DatasetConfig,
     DatasetTestConfig,
     DetectorConfig,
     MetaConfig,
@@ -135,6 +137,88 @@ def cleaning_options(func):
     return raw(normalize_chars_option(func))
 
 
+DOCUMENT_PARAMETERS = (
+    "members",
+    "nonmembers",
+    "documents",
+    "books",
+    "calibrate_members",
+    "calibrate_nonmembers",
+    "suspect",
+    "set_a",
+    "set_b",
+)
+
+
+def _dataset_options(labelled: bool, join_groups: bool = True):
+    """The options that read benchmark datasets (JSONL, CSV, Parquet, Hugging Face) given where documents are
+    expected: their columns and split; with ``labelled``, also ``--data`` (one labelled dataset giving both
+    members and non-members by its label column). Every document argument naming a dataset is handed on as a
+    ``DatasetSource`` with these columns."""
+
+    def decorate(func):
+        options = [
+            click.option(
+                "--text-column",
+                default=None,
+                help=f"Dataset column holding the text (default: the first of {', '.join(TEXT_COLUMNS)}).",
+            ),
+            click.option(
+                "--label-column", default=None, help="Dataset column holding the label, 1 = member (default: label)."
+            ),
+            click.option(
+                "--id-column", default=None, help="Dataset column holding the row id (default: id, else the row index)."
+            ),
+            click.option(
+                "--group-column",
+                default=None,
+                help="Dataset column grouping rows into documents (e.g. BookMIA's book_id)"
+                + (": each group's rows are joined into one document." if join_groups else "; reported per sample."),
+            ),
+            click.option("--split", default=None, help="Split of a Hugging Face dataset with several."),
+        ]
+        if labelled:
+            options.insert(
+                0,
+                click.option(
+                    "--data",
+                    multiple=True,
+                    type=click.Path(),
+                    help="A labelled dataset (.jsonl, .csv, .parquet, saved HF dataset, hf:NAME[:SPLIT]) giving "
+                    "members (label 1) and non-members (label 0); instead of or beside --members / --nonmembers.",
+                ),
+            )
+
+        @functools.wraps(func)
+        @friendly_errors
+        def wrapper(*args, text_column, label_column, id_column, group_column, split, **kwargs):
+            from docaudit.corpus.datasets import DatasetSource, as_source
+
+            config = DatasetConfig(text_column, label_column, id_column, group_column, split, join_groups)
+            for name in DOCUMENT_PARAMETERS:
+                if name in kwargs:
+                    value = kwargs[name]
+                    kwargs[name] = (
+                        tuple(as_source(p, config) for p in value)
+                        if isinstance(value, tuple)
+                        else as_source(value, config)
+                    )
+            if labelled:
+                data = kwargs.pop("data")
+                kwargs["members"] += tuple(DatasetSource(d, config, by_label=True) for d in data)
+                if not data and not (kwargs["members"] and kwargs["nonmembers"]):
+                    raise DocauditError("give --members and --nonmembers, or --data with a label column")
+            return func(*args, **kwargs)
+
+        return functools.reduce(lambda f, o: o(f), reversed(options), wrapper)
+
+    return decorate
+
+
+dataset_options = _dataset_options(labelled=False)
+labelled_dataset_options = _dataset_options(labelled=True)
+
+
 def strict_option(func):
     return click.option(
         "--strict",
@@ -194,11 +278,10 @@ def main():
 
 @main.command()
 @click.option(
-    "--members", multiple=True, required=True, type=click.Path(), help="Member documents (dir or .txt; repeatable)."
+    "--members", multiple=True, type=click.Path(), help="Member documents (dir, .txt or dataset; repeatable)."
 )
-@click.option(
-    "--nonmembers", multiple=True, required=True, type=click.Path(), help="Non-member documents (repeatable)."
-)
+@click.option("--nonmembers", multiple=True, type=click.Path(), help="Non-member documents (repeatable).")
+@labelled_dataset_options
 @model_options
 @query_options
 @click.option("--norm", type=click.Choice(("auto", *NORMS)), default=MetaConfig.norm, show_default=True)
@@ -297,6 +380,7 @@ def train(
 
 @main.command()
 @click.argument("documents", nargs=-1, required=True, type=click.Path())
+@dataset_options
 @click.option(
     "--classifier", type=click.Path(), default=None, help="Saved classifier directory (default: the shipped one)."
 )
@@ -428,6 +512,7 @@ def lab(
     "--suspect", multiple=True, required=True, type=click.Path(), help="Documents suspected to be trained on."
 )
 @click.option("--nonmembers", multiple=True, required=True, type=click.Path(), help="Known non-members.")
+@dataset_options
 @model_options
 @query_options
 @click.option(
@@ -488,6 +573,7 @@ def data():
 @data.command("check")
 @click.argument("set_a", type=click.Path())
 @click.argument("set_b", type=click.Path())
+@dataset_options
 @cleaning_options
 @click.option("--folds", default=MetaConfig.folds, show_default=True)
 @click.option("--seed", default=QueryConfig.seed, show_default=True)
@@ -556,11 +642,10 @@ METHOD_HELP = (
 
 @main.command()
 @click.option(
-    "--members", multiple=True, required=True, type=click.Path(), help="Member documents (dir or .txt; repeatable)."
+    "--members", multiple=True, type=click.Path(), help="Member documents (dir, .txt or dataset; repeatable)."
 )
-@click.option(
-    "--nonmembers", multiple=True, required=True, type=click.Path(), help="Non-member documents (repeatable)."
-)
+@click.option("--nonmembers", multiple=True, type=click.Path(), help="Non-member documents (repeatable).")
+@labelled_dataset_options
 @model_options
 @query_options
 @click.option("--methods", default=None, help=METHOD_HELP)
@@ -696,6 +781,7 @@ def evaluate(
 @main.command()
 @click.argument("documents", nargs=-1, required=True, type=click.Path())
 @model_options
+@dataset_options
 @query_options
 @click.option("--methods", default=None, help=METHOD_HELP)
 @detector_options
@@ -749,6 +835,7 @@ def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
 @click.option(
     "--calibrate-nonmembers", multiple=True, type=click.Path(), help="Books known to be non-members (repeatable)."
 )
+@dataset_options
 @model_options
 @click.option(
     "--method",

@@ -46,6 +46,31 @@ def check_range(option: str, value: float, lo: float, hi: float | None = None, n
         raise DocauditError(f"{option} {value} is out of range: allowed {allowed}{f' ({note})' if note else ''}")
 
 
+TEXT_COLUMNS = ("text", "input", "snippet")  # WikiMIA: input; BookMIA and PAC's StackMIAsub: snippet
+LABEL_COLUMNS = ("label",)
+ID_COLUMNS = ("id",)
+PAIR_COLUMNS = ("member", "nonmember")  # MIMIR: one member and one non-member text per row
+
+
+@dataclass(frozen=True)
+class DatasetConfig:
+    """How a benchmark file (JSONL, CSV, Parquet) or Hugging Face dataset is read as documents: the columns that
+    hold each row's text, label (1 = member), id and group (None: recognised by name, ``TEXT_COLUMNS`` etc.; a group
+    only when named), the split of a dataset with several, and whether a group's rows are joined into one document
+    (with ``GROUP_SEPARATOR`` between them)."""
+
+    text_column: str | None = None
+    label_column: str | None = None
+    id_column: str | None = None
+    group_column: str | None = None
+    split: str | None = None
+    join_groups: bool = True
+
+
+GROUP_SEPARATOR = "\n\n"
+HUB_PROBE_SECONDS = 3.0  # how long reaching the Hugging Face hub may take before a dataset id is read offline
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Which target model to query and how. ``model=None`` is the embedded Gemma-3-270M."""

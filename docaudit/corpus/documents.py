@@ -69,22 +69,51 @@ def labelled_documents(
 ) -> tuple[list[Document], np.ndarray, dict]:
     """Documents of both classes, their labels (1 = member) and the documents found in both sets
     (:func:`separate_sets`: an error, or with ``drop_duplicates`` left out of both). Documents that cannot be used
-    are recorded in ``skips`` and left out (without ``skips`` they are an error)."""
-    pos = load_documents(members, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
-    neg = load_documents(nonmembers, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
+    are recorded in ``skips`` and left out (without ``skips`` they are an error). A dataset given with
+    ``by_label`` (``--data``) is split by its label column, wherever it was given; any other input belongs to the
+    set it was given in."""
+    from docaudit.corpus.datasets import DatasetSource, read_dataset
+
+    given = [_as_list(members), _as_list(nonmembers)]
+    by_label = [p for paths in given for p in paths if isinstance(p, DatasetSource) and p.by_label]
+    pos, neg = (
+        load_documents(
+            [p for p in paths if p not in by_label],
+            raw=raw,
+            progress=progress,
+            skips=skips,
+            normalize_chars=normalize_chars,
+        )
+        for paths in given
+    )
+    for name, docs, other in (("members", pos, 0), ("non-members", neg, 1)):
+        if n := sum(d.label == other for d in docs):
+            log.warning("%d %s are labelled %d in their dataset (--data splits a dataset by label)", n, name, other)
+    for source in by_label:
+        docs = read_dataset(source, skips)
+        if any(d.label is None for d in docs):
+            raise DocauditError(f"{source.location}: --data needs a label column (1 = member, 0 = non-member)")
+        pos += [d for d in docs if d.label == 1]
+        neg += [d for d in docs if d.label == 0]
+    for name, docs in (("members", pos), ("non-members", neg)):
+        if not docs:
+            raise DocauditError(f"no {name} given (--{name.replace('-', '')}, or --data with a label column)")
     pos, neg, duplicates = separate_sets(pos, neg, drop_duplicates)
     return pos + neg, np.array([1] * len(pos) + [0] * len(neg)), duplicates
 
 
 @dataclass(frozen=True)
 class Document:
-    """One document: ``id`` is the file stem, ``text`` the cleaned (or raw) text, ``sha256`` the hash of
-    ``text.encode("utf-8")`` (the text actually used, so caches keyed on it follow the cleaning)."""
+    """One document: ``id`` is the file stem (a dataset row's id), ``text`` the cleaned (or raw) text, ``sha256``
+    the hash of ``text.encode("utf-8")`` (the text actually used, so caches keyed on it follow the cleaning);
+    ``label`` (1 = member) and ``group`` come from a dataset's columns (:mod:`docaudit.corpus.datasets`)."""
 
     id: str
     path: str
     text: str
     sha256: str
+    label: int | None = None
+    group: str | None = None
 
 
 # what the loading functions take: a file or directory, several of them, or documents already loaded
@@ -255,6 +284,16 @@ def load_documents(
     objects is returned as it is (documents made in memory, e.g. the lab's trained texts, are not read again)."""
     if isinstance(paths, list) and paths and all(isinstance(p, Document) for p in paths):
         return list(paths)
+    from docaudit.corpus.datasets import is_dataset, read_dataset
+
+    paths = _as_list(paths)
+    if any(is_dataset(p) for p in paths):
+        out = []
+        for p in paths:
+            out += (
+                read_dataset(p, skips) if is_dataset(p) else load_documents([p], raw, progress, skips, normalize_chars)
+            )
+        return out
     files = expand_paths(paths)
     jobs = READ_JOBS if len(files) >= READ_JOBS_MIN_FILES else 1
     pending = Parallel(n_jobs=jobs, return_as="generator")(
@@ -289,6 +328,11 @@ def load_documents(
             + "; ".join(skip_warnings([asdict(s) for s in skips.items[-len(files) :]]))
         )
     return docs
+
+
+def _as_list(paths: Paths) -> list:
+    """Paths as a list (one path becomes a list of one)."""
+    return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
 
 
 def separate_sets(
