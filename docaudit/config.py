@@ -180,7 +180,9 @@ class DetectorConfig:
     """Sequence-level detectors (docs/methods.md, "Sequence-level detectors"). ``k``: share of tokens averaged by
     Min-K% Prob and Min-K%++; PAC: top ``pac_k1`` and bottom ``pac_k2`` shares, ``pac_copies`` augmented copies with
     ``max(1, int(pac_swap_ratio * n_words))`` swaps each; Neighborhood: ``neighbors`` neighbours, each with
-    ``max(1, int(neighbor_mask_ratio * n_tokens))`` masked-LM replacements. ``seed`` seeds every augmentation."""
+    ``max(1, int(neighbor_mask_ratio * n_tokens))`` masked-LM replacements. ``seed`` seeds every augmentation.
+    DC-PDD clips each token's value at ``dcpdd_a`` (the authors' ``a``); ReCaLL puts ``recall_prefix`` (non-member
+    text) before each text."""
 
     k: float = 0.2
     pac_k1: float = 0.05
@@ -190,6 +192,8 @@ class DetectorConfig:
     neighbors: int = 5
     neighbor_mask_ratio: float = 0.15
     seed: int = 0
+    dcpdd_a: float = 0.01
+    recall_prefix: str = ""
 
     def __post_init__(self):
         for option, value in (
@@ -203,6 +207,8 @@ class DetectorConfig:
         check_range("pac_swap_ratio", self.pac_swap_ratio, 0, 1)
         check_range("--pac-copies", self.pac_copies, 1)
         check_range("neighbors", self.neighbors, 1)
+        if not self.dcpdd_a > 0:
+            raise DocauditError(f"dcpdd_a {self.dcpdd_a} is out of range: allowed a positive number")
 
 
 @dataclass(frozen=True)
@@ -288,6 +294,22 @@ class ContaminationConfig:
     target_fpr: float | None = None
     max_context: int = 2048
     confidence: float = 0.95
+
+
+@dataclass(frozen=True)
+class SequenceConfig:
+    """Sequence-level evaluation (docs/methods.md, "Sequence-level evaluation"): each text scored in one window of
+    up to ``max_context`` tokens; AUC and TPR at each of ``fprs`` with ``n_boot``-resample stratified bootstrap
+    intervals, overall and per WikiMIA length bucket (``buckets``, words); the Min-K% / Min-K%++ share swept over
+    ``ks``. ReCaLL's prefix, when none is given, is ``recall_shots`` non-member texts, left out of the evaluation."""
+
+    max_context: int = 2048
+    fprs: tuple[float, ...] = (0.10, 0.05, 0.01)
+    buckets: tuple[int, ...] = (32, 64, 128, 256)
+    ks: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    n_boot: int = 1000
+    seed: int = 0
+    recall_shots: int = 5
 
 
 @dataclass(frozen=True)

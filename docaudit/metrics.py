@@ -121,17 +121,19 @@ def stratified_resamples(n_pos: int, n_neg: int, n_boot: int = 1000, alpha: floa
     return ((rng.integers(0, n_pos, size=(b, n_pos)), rng.integers(0, n_neg, size=(b, n_neg))) for b in sizes)
 
 
-def bootstrap_ci(labels, scores, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> dict[str, Interval]:
-    """Stratified bootstrap over documents of AUC and TPR at each of ``LOW_FPRS``.
+def bootstrap_ci(
+    labels, scores, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0, fprs: tuple[float, ...] = LOW_FPRS
+) -> dict[str, Interval]:
+    """Stratified bootstrap over documents of AUC and TPR at each of ``fprs`` (default ``LOW_FPRS``).
 
     Members and non-members are resampled separately with replacement (each resample keeps the class sizes),
     ``n_boot`` times with a seeded generator; the interval is the ``alpha/2`` and ``1 - alpha/2`` percentiles of the
     resampled metric (percentile bootstrap), the point estimate the metric on the given documents. Returns
-    ``{"auc": Interval, "tpr_at_10fpr": Interval, "tpr_at_1fpr": Interval}``; each ``Interval`` is a
-    ``(point, lo, hi)`` tuple; point and resamples use the same exact definitions (AUC by average ranks, TPR as the
-    largest over all ROC points with FPR <= the target). The interval covers the variation from which documents
-    happened to be evaluated, not that from refitting a classifier. TPR at 1% FPR needs at least 100 non-members
-    to mean anything beyond "FPR 0".
+    ``{"auc": Interval, "tpr_at_10fpr": Interval, "tpr_at_1fpr": Interval}`` (one TPR per ``fprs``); each
+    ``Interval`` is a ``(point, lo, hi)`` tuple; point and resamples use the same exact definitions (AUC by average
+    ranks, TPR as the largest over all ROC points with FPR <= the target). The interval covers the variation from
+    which documents happened to be evaluated, not that from refitting a classifier. TPR at 1% FPR needs at least
+    100 non-members to mean anything beyond "FPR 0".
     """
     labels = np.asarray(labels).astype(int)
     scores = np.asarray(scores, dtype=np.float64)
@@ -142,18 +144,18 @@ def bootstrap_ci(labels, scores, n_boot: int = 1000, alpha: float = 0.05, seed: 
     pos, neg = scores[labels == 1], scores[labels == 0]
     resamples = stratified_resamples(len(pos), len(neg), n_boot, alpha, seed)
     point_auc = float(_bootstrap_auc(pos[None], neg[None])[0])
-    point_tpr = {f: float(_bootstrap_tpr(pos[None], neg[None], f)[0]) for f in LOW_FPRS}
+    point_tpr = {f: float(_bootstrap_tpr(pos[None], neg[None], f)[0]) for f in fprs}
     out: dict[str, Interval] = {}
-    aucs, tprs = [], {f: [] for f in LOW_FPRS}
+    aucs, tprs = [], {f: [] for f in fprs}
     for ip, ineg in resamples:
         bp, bn = pos[ip], neg[ineg]
         aucs.append(_bootstrap_auc(bp, bn))
-        for f in LOW_FPRS:
+        for f in fprs:
             tprs[f].append(_bootstrap_tpr(bp, bn, f))
     q = (alpha / 2.0, 1.0 - alpha / 2.0)
     lo, hi = np.quantile(np.concatenate(aucs), q)
     out["auc"] = Interval(point_auc, float(lo), float(hi))
-    for f in LOW_FPRS:
+    for f in fprs:
         lo, hi = np.quantile(np.concatenate(tprs[f]), q)
         out[_metric_key(f)] = Interval(point_tpr[f], float(lo), float(hi))
     return out

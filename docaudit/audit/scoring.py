@@ -55,7 +55,7 @@ def score_documents(
                 "file": doc.path,
                 "n_tokens": stats.n_tokens,
                 **used,
-                **detector.score(stats.logp, stats.mu, stats.sigma, doc.text),
+                **detector.score(stats.logp, stats.mu, stats.sigma, doc.text, stats.targets),
             }
         )
     return rows

@@ -87,7 +87,7 @@ def sequence_scores(
         text = None
         if detector.needs_text:
             text = tokenizer.decode(s.token_ids[start:end].tolist(), clean_up_tokenization_spaces=False)
-        rows.append(detector.score(s.logp[part], s.mu[part], s.sigma[part], text))
+        rows.append(detector.score(s.logp[part], s.mu[part], s.sigma[part], text, s.targets[part]))
     return SequenceScores(
         doc=np.array([d for d, _ in plan], dtype=int),
         window=np.array([w for _, w in plan], dtype=int),

@@ -23,8 +23,9 @@ class Detector:
     """Scores sequences with the selected methods, running each needed extra pass once per sequence text.
 
     ``target`` queries the full texts (``score_text``) and every target-model extra pass; ``ref`` the reference
-    model (method ``ref``); ``neighbors`` makes the Neighborhood texts. Extra-pass texts go through the
-    queriers' caches like documents."""
+    model (method ``ref``); ``neighbors`` makes the Neighborhood texts; ``frequencies`` are the token frequencies
+    of a reference corpus (method ``dcpdd``, :func:`token_frequencies`). Extra-pass texts go through the queriers'
+    caches like documents."""
 
     def __init__(
         self,
@@ -33,9 +34,11 @@ class Detector:
         config: DetectorConfig = DetectorConfig(),
         ref: Querier | None = None,
         neighbors: MaskedNeighbors | None = None,
+        frequencies: np.ndarray | None = None,
     ):
         self.methods = resolve_methods(methods, ref is not None, neighbors is not None)
         self.target, self.ref, self.neighbors, self.config = target, ref, neighbors, config
+        self.frequencies = frequencies
         if "ref" in self.methods and ref is None:
             raise DocauditError("method 'ref' needs a reference model (--ref-model)")
         if "neighbor" in self.methods and neighbors is None:
@@ -56,17 +59,34 @@ class Detector:
             out[name] = [querier.stats(t).logp for t in spec.texts(self, text)]
         return out
 
-    def score(self, logp: np.ndarray, mu: np.ndarray, sigma: np.ndarray, text: str | None = None) -> dict[str, float]:
-        """Scores of one sequence given the target's arrays over it (and its text when a method needs it)."""
+    def score(
+        self,
+        logp: np.ndarray,
+        mu: np.ndarray,
+        sigma: np.ndarray,
+        text: str | None = None,
+        targets: np.ndarray | None = None,
+    ) -> dict[str, float]:
+        """Scores of one sequence given the target's arrays over it (and its text when a method needs it; the
+        scored token ids for ``dcpdd``)."""
         if text is None and self.needs_text:
             raise DocauditError(f"methods {', '.join(m for m in self.methods if METHODS[m].needs_text)} need the text")
-        view = View(logp, mu, sigma, text, self.extra(text) if self.passes else {})
+        view = View(logp, mu, sigma, text, self.extra(text) if self.passes else {}, targets, self.frequencies)
         return {m: float(METHODS[m].score(view, self.config)) for m in self.methods}
 
     def score_text(self, text: str, sha256: str | None = None) -> dict[str, float]:
         """Scores of a text over all its windows' tokens (one forward pass when it fits one window)."""
         stats = self.target.stats(text, sha256)
-        return self.score(stats.logp, stats.mu, stats.sigma, text)
+        return self.score(stats.logp, stats.mu, stats.sigma, text, stats.targets)
+
+    def set_frequencies(self, texts: Sequence[tuple[str, str | None]]) -> None:
+        """Token frequencies of a reference corpus (``(text, sha256 or None)`` pairs) in the target's tokenization,
+        for method ``dcpdd``."""
+        from docaudit.io import sha256_text
+        from docaudit.methods.meta.normalize import token_frequencies
+
+        ids = [self.target.token_ids(t, sha or sha256_text(t)) for t, sha in texts]
+        self.frequencies = token_frequencies(ids, self.target.lm.vocab_size)
 
 
 def build_detector(

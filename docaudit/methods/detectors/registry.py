@@ -41,13 +41,16 @@ PassFn = Callable[["Detector", str], list[str]]  # an extra pass: the texts it d
 @dataclass
 class View:
     """What a score is computed from: the target's per-token arrays of one sequence, its text (None when no
-    selected method needs it) and the log-probabilities of each extra pass (pass name -> one array per text)."""
+    selected method needs it), the log-probabilities of each extra pass (pass name -> one array per text), the
+    scored token ids (aligned with ``logp``) and the detector's reference token frequencies, when known."""
 
     logp: np.ndarray
     mu: np.ndarray
     sigma: np.ndarray
     text: str | None = None
     extra: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    targets: np.ndarray | None = None
+    frequencies: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

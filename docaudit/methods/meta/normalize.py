@@ -25,12 +25,23 @@ def fill_unseen(values: np.ndarray) -> np.ndarray:
     return values
 
 
+def token_counts(ids: Iterable[np.ndarray], vocab: int) -> np.ndarray:
+    """How often each of the ``vocab`` token ids occurs in the token arrays ``ids`` (float64)."""
+    return sum((np.bincount(a, minlength=vocab)[:vocab].astype(np.float64) for a in ids), np.zeros(vocab))
+
+
 def tf_dictionary(stats: Sequence[TokenStats]) -> np.ndarray:
     """Token frequencies over the documents' tokens: count of v / total count (the authors'
     ``src/compute_token_freq.py``, combined over the training chunks by ``main.py`` ``get_train_token_norm``)."""
-    vocab = stats[0].vocab_size
-    counts = sum(np.bincount(s.token_ids, minlength=vocab)[:vocab].astype(np.float64) for s in stats)
+    counts = token_counts((s.token_ids for s in stats), stats[0].vocab_size)
     return fill_unseen(counts / counts.sum())
+
+
+def token_frequencies(ids: Iterable[np.ndarray], vocab: int) -> np.ndarray:
+    """Laplace-smoothed token frequencies of a reference corpus, ``(count + 1) / (total + vocab)`` (DC-PDD:
+    zhang-wei-chao/DC-PDD ``com_det_sco.py``, ``fre_dis_smo``), so no token has frequency 0."""
+    counts = token_counts(ids, vocab)
+    return (counts + 1.0) / (counts.sum() + vocab)
 
 
 def gp_dictionary(stats: Sequence[TokenStats]) -> np.ndarray:
