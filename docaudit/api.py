@@ -81,6 +81,36 @@ def evaluate(members, nonmembers, out: Path | None = None, overwrite: bool = Fal
     return result
 
 
+def sequence(
+    members,
+    nonmembers,
+    out: Path | None = None,
+    overwrite: bool = False,
+    recall_prefix_file=None,
+    **options,
+) -> dict:
+    """Sequence-level evaluation (``audit.sequence_level.evaluate_sequences`` takes ``options``): every text
+    scored whole by every detector; with ``out``, the metrics and per-sample scores written there.
+    ``recall_prefix_file``: a UTF-8 text file holding ReCaLL's non-member prefix."""
+    from docaudit.audit.sequence_level import evaluate_sequences
+    from docaudit.corpus.documents import read_text
+    from docaudit.report.sequence_level import write_sequence_evaluation
+
+    if out is not None:
+        prepare_output(
+            out,
+            "sequence",
+            overwrite,
+            _inputs(members, nonmembers, options.get("model"), options.get("freq_corpus"), recall_prefix_file),
+        )
+    if recall_prefix_file is not None:
+        options["recall_prefix"] = read_text(recall_prefix_file)
+    result = evaluate_sequences(members, nonmembers, **options)
+    if out is not None:
+        write_sequence_evaluation(result, Path(out), overwrite)
+    return result
+
+
 def report(
     books, calibrate_members, calibrate_nonmembers, out: Path, overwrite: bool = False, **options
 ) -> ContaminationReport:

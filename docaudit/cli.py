@@ -25,6 +25,7 @@ from docaudit.config import (
     ModelConfig,
     QueryConfig,
     ScalingConfig,
+    SequenceConfig,
     TargetConfig,
     TrainConfig,
 )
@@ -217,6 +218,7 @@ def _dataset_options(labelled: bool, join_groups: bool = True):
 
 dataset_options = _dataset_options(labelled=False)
 labelled_dataset_options = _dataset_options(labelled=True)
+sequence_dataset_options = _dataset_options(labelled=True, join_groups=False)
 
 
 def strict_option(func):
@@ -825,6 +827,115 @@ def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
     import pandas as pd
 
     click.echo(pd.DataFrame(rows).to_csv(index=False), nl=False)
+
+
+@main.command()
+@click.option("--members", multiple=True, type=click.Path(), help="Member texts (dir, .txt or dataset; repeatable).")
+@click.option("--nonmembers", multiple=True, type=click.Path(), help="Non-member texts (repeatable).")
+@sequence_dataset_options
+@model_options
+@click.option("--methods", default=None, help=METHOD_HELP)
+@detector_options
+@click.option(
+    "--max-context",
+    default=SequenceConfig.max_context,
+    show_default=True,
+    help="Largest window: each text is scored in one window of min(model positions, this) tokens.",
+)
+@click.option(
+    "--freq-corpus",
+    multiple=True,
+    type=click.Path(),
+    help="DC-PDD: documents whose token frequencies calibrate it (default: the evaluated texts, without labels).",
+)
+@click.option(
+    "--recall-prefix",
+    type=click.Path(),
+    default=None,
+    help="ReCaLL: a text file of non-member text put before each text "
+    f"(default: {SequenceConfig.recall_shots} non-member texts, left out of the evaluation).",
+)
+@click.option(
+    "--recall-shots",
+    default=SequenceConfig.recall_shots,
+    show_default=True,
+    help="ReCaLL without --recall-prefix: non-member texts taken as the prefix.",
+)
+@click.option("--n-boot", default=SequenceConfig.n_boot, show_default=True, help="Bootstrap resamples.")
+@click.option("--seed", default=QueryConfig.seed, show_default=True)
+@cleaning_options
+@click.option("--out", type=click.Path(), default=None, help="Write the metrics and per-sample scores here.")
+@OVERWRITE
+@DROP_DUPLICATES
+@strict_option
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@friendly_errors
+def sequence(
+    members,
+    nonmembers,
+    methods,
+    max_context,
+    freq_corpus,
+    recall_prefix,
+    recall_shots,
+    n_boot,
+    seed,
+    raw,
+    normalize_chars,
+    out,
+    overwrite,
+    drop_duplicates,
+    strict,
+    fmt,
+    **kw,
+):
+    """Sequence-level evaluation, as benchmark papers report it: every text (e.g. a WikiMIA row) scored whole by
+    every detector, AUC and TPR at 10% / 5% / 1% FPR with 95% bootstrap intervals, overall and per WikiMIA length
+    bucket (32/64/128/256 words), and the Min-K% / Min-K%++ k sweep (0.1 to 1.0) from the same query pass.
+    --format csv prints the metrics as CSV; --out also saves every text's scores (CSV and JSONL, with its id,
+    label and group)."""
+    from docaudit import api
+    from docaudit.audit.sequence_level import sequence_json
+    from docaudit.corpus.documents import Skips
+
+    kw["seed"] = seed
+    methods = methods or ",".join(m for m in default_methods())
+    result = api.sequence(
+        members,
+        nonmembers,
+        Path(out) if out is not None else None,
+        overwrite,
+        recall_prefix_file=recall_prefix,
+        model=model_config(kw),
+        methods=methods,
+        detector=detector_config(kw),
+        config=SequenceConfig(max_context=max_context, n_boot=n_boot, seed=seed, recall_shots=recall_shots),
+        raw=raw,
+        normalize_chars=normalize_chars,
+        ref_model=ref_config(kw),
+        neighbor_model=kw["neighbor_model"],
+        freq_corpus=list(freq_corpus) or None,
+        drop_duplicates=drop_duplicates,
+        skips=Skips(strict),
+    )
+    info = result["info"]
+    warn_skipped(info["skipped"])
+    if fmt == "json":
+        echo_json(sequence_json(result))
+        return
+    metrics = result["metrics"]
+    if fmt == "csv":
+        click.echo(metrics.to_csv(index=False), nl=False)
+        return
+    from docaudit.report.tables import format_sequence_metrics
+
+    click.echo(
+        f"{info['n_members']} members, {info['n_nonmembers']} non-members{skipped_note(info['skipped'])}; "
+        f"model {info['model_identity']}; each text in one window of up to {info['context']} tokens"
+        + duplicates_note(info["duplicates_dropped"], "; ")
+    )
+    click.echo(format_sequence_metrics(metrics))
+    click.echo(f"\nwall time {info['wall_seconds']} s" + (f"; wrote {out}" if out else ""))
 
 
 @main.command()

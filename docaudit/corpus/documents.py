@@ -300,7 +300,7 @@ def load_documents(
         delayed(_load_or_problem)(f, raw, normalize_chars) for f in files
     )
     results = pending
-    if progress:
+    if progress and files:
         from tqdm.auto import tqdm
 
         results = tqdm(pending, total=len(files), desc="reading documents", unit="doc")

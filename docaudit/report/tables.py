@@ -83,3 +83,33 @@ def format_beyond_blind(beyond: dict | None) -> str:
         f"{beyond['auc_combined']:.3f}\n  delta {beyond['delta']:+.3f} ({beyond['confidence']:.0%} paired bootstrap "
         f"interval {lo:+.3f} to {hi:+.3f}), DeLong one-sided p = {beyond['p_value']:.3g}: {beyond['verdict']}"
     )
+
+
+def format_sequence_metrics(metrics: pd.DataFrame) -> str:
+    """The sequence-level metrics as text: AUC [95% interval] and TPR at each FPR per method (rows) over all texts
+    and per length bucket, then the k sweep's AUCs."""
+
+    def cell(row, key, percent=False):
+        f = "{:.1%}" if percent else "{:.3f}"
+        return f"{f.format(row[key])} [{f.format(row[key + '_lo'])}, {f.format(row[key + '_hi'])}]"
+
+    tprs = [c for c in metrics.columns if c.startswith("tpr_at_") and not c.endswith(("_lo", "_hi"))]
+    plain = metrics[metrics["k"].isna()]
+    table = pd.DataFrame(
+        {
+            "method": plain["method"],
+            "bucket": plain["bucket"],
+            "n": plain["n_members"].astype(str) + "+" + plain["n_nonmembers"].astype(str),
+            "AUC": [cell(r, "auc") for _, r in plain.iterrows()],
+            **{
+                t.replace("tpr_at_", "TPR@").replace("fpr", "%FPR"): [cell(r, t, True) for _, r in plain.iterrows()]
+                for t in tprs
+            },
+        }
+    )
+    out = table.to_string(index=False)
+    swept = metrics[metrics["k"].notna()]
+    if len(swept):
+        pivot = swept.pivot_table(index="method", columns="k", values="auc", sort=False)
+        out += "\n\nAUC by k (Min-K% / Min-K%++ share):\n" + pivot.to_string(float_format="%.3f")
+    return out

@@ -1,0 +1,187 @@
+"""Sequence-level evaluation, as the benchmarks' papers report it (WikiMIA, MIMIR, BookMIA, PAC): every text
+(a benchmark row) scored whole by every selected detector, each in one query pass, then AUC and TPR at 10% / 5%
+/ 1% FPR with stratified bootstrap intervals, overall and per WikiMIA length bucket, and the Min-K% / Min-K%++
+share ``k`` swept from 0.1 to 1.0.
+
+Each text is queried once, in one window of up to ``SequenceConfig.max_context`` tokens (the single-pass
+context of :func:`docaudit.query.querier.single_pass_context`; a longer text is scored over several windows); its
+TokenStats are cached, and the k sweep recomputes only the score from them, so a sweep value equals a run with
+that single ``k``. The per-sample scores keep each input's id, label and group, so that they can be joined with
+other tools' outputs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, replace
+
+import numpy as np
+import pandas as pd
+
+from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, SequenceConfig
+from docaudit.corpus.documents import Document, Skips
+from docaudit.errors import DocauditError
+from docaudit.io import jsonable
+from docaudit.methods.detectors.registry import METHODS, View
+from docaudit.metrics import bootstrap_ci
+from docaudit.query.models import LoadedModel
+
+SWEPT = ("mink", "minkpp")  # the detectors whose share k is swept
+ALL = "all"
+
+
+def length_bucket(n_words: int, buckets: Sequence[int]) -> int:
+    """The WikiMIA length subset (32, 64, 128 or 256 words) a text of ``n_words`` words is nearest to, on a log
+    scale (a text of 45 words is in 32, one of 46 in 64; anything longer than 256 words in 256)."""
+    return int(buckets[int(np.argmin([abs(np.log2(max(n_words, 1)) - np.log2(b)) for b in buckets]))])
+
+
+def sweep_column(method: str, k: float) -> str:
+    """The column of a swept score: ``mink@0.3``."""
+    return f"{method}@{k:g}"
+
+
+def swept_scores(logp, mu, sigma, config: DetectorConfig, ks: Sequence[float], methods: Sequence[str]) -> dict:
+    """Min-K% / Min-K%++ (those of ``methods`` in ``SWEPT``) at every share in ``ks``, from one sequence's arrays."""
+    view = View(logp, mu, sigma)
+    swept = [m for m in SWEPT if m in methods]
+    return {sweep_column(m, k): float(METHODS[m].score(view, replace(config, k=k))) for m in swept for k in ks}
+
+
+def metric_rows(
+    samples: pd.DataFrame, columns: Sequence[str], config: SequenceConfig, buckets: bool = True
+) -> list[dict]:
+    """AUC and TPR at ``config.fprs`` with bootstrap intervals of each score column, over all samples and (with
+    ``buckets``) per length bucket holding at least two texts of each class."""
+    groups = [(ALL, samples)]
+    if buckets:
+        groups += [(str(b), part) for b, part in samples.groupby("bucket", sort=True)]
+    rows = []
+    for name, part in groups:
+        labels = part["label"].to_numpy()
+        n_pos, n_neg = int(labels.sum()), int((labels == 0).sum())
+        if name != ALL and min(n_pos, n_neg) < 2:  # a bucket without two texts of each class is left out
+            continue
+        for column in columns:
+            method, _, k = column.partition("@")
+            ci = bootstrap_ci(labels, part[column].to_numpy(), config.n_boot, seed=config.seed, fprs=config.fprs)
+            row = {"method": method, "k": float(k) if k else None, "bucket": name, "n_members": n_pos}
+            row["n_nonmembers"] = n_neg
+            for key, interval in ci.items():
+                row |= {key: interval.point, f"{key}_lo": interval.lo, f"{key}_hi": interval.hi}
+            rows.append(row)
+    return rows
+
+
+def evaluate_sequences(
+    members,
+    nonmembers,
+    model: ModelConfig | LoadedModel = ModelConfig(),
+    methods: Sequence[str] | str | None = None,
+    detector: DetectorConfig = DetectorConfig(),
+    config: SequenceConfig = SequenceConfig(),
+    raw: bool = False,
+    normalize_chars: bool = False,
+    ref_model: ModelConfig | LoadedModel | None = None,
+    neighbor_model=None,
+    freq_corpus=None,
+    recall_prefix: str | None = None,
+    progress: bool = True,
+    drop_duplicates: bool = False,
+    skips: Skips | None = None,
+) -> dict:
+    """Score every text of both sets with every selected detector and evaluate them at the sequence level.
+
+    ``freq_corpus``: documents whose token frequencies DC-PDD uses (None: the evaluated texts themselves, without
+    their labels). ``recall_prefix``: ReCaLL's non-member prefix (None: ``config.recall_shots`` non-member texts,
+    chosen with ``config.seed`` and left out of the evaluation). Returns ``{"metrics": DataFrame, "samples":
+    DataFrame, "info": dict}``: one metrics row per method (and swept ``k``) and bucket; one sample row per text
+    with ``id``, ``label``, ``group``, ``file``, ``n_words``, ``n_tokens``, ``bucket`` and one column per score."""
+    from tqdm.auto import tqdm
+
+    from docaudit.corpus.documents import labelled_documents, load_documents
+    from docaudit.methods.detectors.detector import build_detector
+    from docaudit.methods.detectors.recall import PREFIX_SEPARATOR
+    from docaudit.query.models import load_model
+    from docaudit.query.querier import queryable_documents
+
+    started = time.time()
+    skips = Skips() if skips is None else skips
+    docs, labels, duplicates = labelled_documents(
+        members, nonmembers, raw, progress, skips, drop_duplicates, normalize_chars
+    )
+    lm = model if isinstance(model, LoadedModel) else load_model(model)
+    single = config.max_context
+    scorer = build_detector(lm, QueryConfig(), methods, detector, ref_model, neighbor_model, single_pass=single)
+    keep = queryable_documents(scorer.target, docs, skips)
+    docs, labels = [docs[i] for i in keep], labels[keep]
+    prefix_ids: list[str] = []
+    if "recall" in scorer.methods and not detector.recall_prefix:
+        docs, labels, prefix_docs = _take_prefix(docs, labels, recall_prefix, config)
+        prefix_ids = [d.id for d in prefix_docs]
+        text = recall_prefix if recall_prefix is not None else PREFIX_SEPARATOR.join(d.text for d in prefix_docs)
+        scorer.config = detector = replace(detector, recall_prefix=text)
+    if "dcpdd" in scorer.methods:
+        reference = docs if freq_corpus is None else load_documents(freq_corpus, raw, progress, skips, normalize_chars)
+        scorer.set_frequencies([(d.text, d.sha256) for d in reference])
+    rows = []
+    for doc, label in tqdm(list(zip(docs, labels)), desc="scoring", unit="text", disable=not progress):
+        stats = scorer.target.stats(doc.text, doc.sha256)
+        n_words = len(doc.text.split())
+        rows.append(
+            {
+                "id": doc.id,
+                "label": int(label),
+                "group": doc.group,
+                "file": doc.path,
+                "n_words": n_words,
+                "n_tokens": stats.n_tokens,
+                "bucket": length_bucket(n_words, config.buckets),
+                **scorer.score(stats.logp, stats.mu, stats.sigma, doc.text, stats.targets),
+                **swept_scores(stats.logp, stats.mu, stats.sigma, detector, config.ks, scorer.methods),
+            }
+        )
+    samples = pd.DataFrame(rows)
+    swept = [c for c in samples.columns if "@" in c]
+    metrics = pd.DataFrame(
+        metric_rows(samples, scorer.methods, config) + metric_rows(samples, swept, config, buckets=False)
+    )
+    info = {
+        "model_identity": lm.identity,
+        "context": scorer.target.query.context,
+        "methods": scorer.methods,
+        "detector": asdict(replace(detector, recall_prefix=f"{len(detector.recall_prefix)} characters")),
+        "sequence": asdict(config),
+        "n_members": int(labels.sum()),
+        "n_nonmembers": int((labels == 0).sum()),
+        "recall_prefix_ids": prefix_ids,
+        "frequencies_from": "evaluated texts" if freq_corpus is None else "reference corpus",
+        "duplicates_dropped": duplicates,
+        "skipped": skips.as_json(),
+        "wall_seconds": round(time.time() - started, 1),
+    }
+    return {"metrics": metrics, "samples": samples, "info": info}
+
+
+def _take_prefix(
+    docs: list[Document], labels: np.ndarray, given: str | None, config: SequenceConfig
+) -> tuple[list[Document], np.ndarray, list[Document]]:
+    """ReCaLL's prefix shots: none when a prefix is given, else ``recall_shots`` non-members chosen with
+    ``config.seed``, taken out of the evaluated texts (they would otherwise be scored after themselves)."""
+    if given is not None:
+        return docs, labels, []
+    nonmembers = np.flatnonzero(labels == 0)
+    if len(nonmembers) <= config.recall_shots:
+        raise DocauditError(
+            f"ReCaLL takes {config.recall_shots} non-members as its prefix but only {len(nonmembers)} are given: "
+            "give more, or a prefix file (--recall-prefix)"
+        )
+    shots = np.random.default_rng(config.seed).choice(nonmembers, config.recall_shots, replace=False)
+    rest = np.setdiff1d(np.arange(len(docs)), shots)
+    return [docs[i] for i in rest], labels[rest], [docs[i] for i in sorted(shots)]
+
+
+def sequence_json(result: dict) -> dict:
+    """The metrics and the run's information as one JSON-able object (the per-sample scores are written apart)."""
+    return jsonable({"metrics": result["metrics"].to_dict(orient="records"), "info": result["info"]})
