@@ -145,3 +145,36 @@ def delong_by_definition(labels, base, other):
 
     s = [[cov(v10[i], v10[j], m) / m + cov(v01[i], v01[j], n) / n for j in (0, 1)] for i in (0, 1)]
     return aucs[0], aucs[1], s[0][0] + s[1][1] - 2 * s[0][1]
+
+
+def dcpdd(model, ids, reference_ids, vocab: int, a: float = 0.01, bos=None) -> float:
+    """DC-PDD as zhang-wei-chao/DC-PDD writes it: frequencies counted token by token over the reference texts and
+    Laplace-smoothed (``fre_dis_smo``); over the first occurrence of each distinct predicted token, ``p * log(1 /
+    f)`` clipped at ``a``; the mean (``-mean`` there, evaluated with ``roc_curve(labels, -score)``)."""
+    counts = [0] * vocab
+    for text_ids in reference_ids:
+        for t in text_ids:
+            counts[t] += 1
+    freq = [(c + 1) / (sum(counts) + vocab) for c in counts]
+    rows = full_softmax_rows(model, ids, bos)
+    seen, values = [], []
+    for row, y in rows:
+        if y not in seen:
+            seen.append(y)
+            values.append(min(float(np.exp(row[y])) * np.log(1 / freq[y]), a))
+    return float(np.mean(values))
+
+
+def recall(model, prefix_ids, ids, bos=None) -> float:
+    """ReCaLL as ruoyuxie/recall ``src/run.py`` computes it: the Hugging Face loss of the text's tokens after the
+    prefix's (prefix positions labelled -100, ``get_conditional_ll``) over the loss of the text alone
+    (``get_ll``); ``ll_nonmember / ll`` is the same ratio of losses. With ``bos``, it goes first in both passes
+    and the text alone is scored from its second token (the querier's layout)."""
+    head = [] if bos is None else [bos]
+    concat = torch.tensor([head + list(prefix_ids) + list(ids)])
+    labels = concat.clone()
+    labels[:, : len(head) + len(prefix_ids)] = -100
+    with torch.no_grad():
+        conditional = float(model(concat, labels=labels).loss)
+    alone = loss_by_labels(model, ids) if bos is None else loss_with_bos(model, ids, bos)
+    return conditional / alone

@@ -1,0 +1,91 @@
+"""DC-PDD and ReCaLL against independent slow computations written as their authors' code computes them, and
+their orientation on a target that memorized its members."""
+
+import numpy as np
+import pytest
+import reference as ref
+from conftest import corpus_ids, corpus_text
+
+from docaudit.config import DetectorConfig, ModelConfig, QueryConfig
+from docaudit.errors import DocauditError
+from docaudit.methods.detectors.detector import build_detector
+from docaudit.methods.detectors.recall import PREFIX_SEPARATOR
+from docaudit.query.models import load_model
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TOL = dict(rel=1e-4, abs=1e-6)
+
+
+@pytest.fixture(scope="module")
+def gpt2(tiny_gpt2):
+    return load_model(ModelConfig(model=str(tiny_gpt2)))
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """The controlled lab target (its probabilities vary far more than a random model's, so that an error of one
+    token shows) and 10-word cuts of its member and non-member excerpts (prefix and text fit its 64 positions)."""
+    from labtarget import tiny_target
+
+    model_dir, members, nonmembers = tiny_target()
+    cut = [" ".join(t.split()[:10]) for t in members + nonmembers]
+    return load_model(ModelConfig(model=str(model_dir))), cut[: len(members)], cut[len(members) :]
+
+
+def text(group="members", i=0, n_chars=300):
+    return corpus_text(group, corpus_ids(group, 3)[i], start=31000, n_chars=n_chars)
+
+
+def test_dcpdd_equals_the_authors_computation(lab):
+    lm, members, nonmembers = lab
+    reference, x = nonmembers[1:], members[0]
+    det = build_detector(lm, QueryConfig(), ["dcpdd"], DetectorConfig(dcpdd_a=0.01), single_pass=250)
+    det.set_frequencies([(t, None) for t in reference])
+    ids, ref_ids = ref.token_ids(lm.tokenizer, x), [ref.token_ids(lm.tokenizer, t) for t in reference]
+    bos = lm.tokenizer.bos_token_id  # the lab tokenizer's BOS goes before every window
+    expected = ref.dcpdd(lm.model, ids, ref_ids, lm.vocab_size, bos=bos)
+    assert det.score_text(x)["dcpdd"] == pytest.approx(expected, **TOL)
+    # a larger clip keeps more of each token's value: the clip is applied, not ignored
+    loose = build_detector(lm, QueryConfig(), ["dcpdd"], DetectorConfig(dcpdd_a=10.0), single_pass=250)
+    loose.frequencies = det.frequencies
+    unclipped = ref.dcpdd(lm.model, ids, ref_ids, lm.vocab_size, 10.0, bos)
+    assert loose.score_text(x)["dcpdd"] == pytest.approx(unclipped, **TOL)
+    assert unclipped != pytest.approx(expected)
+
+
+def test_recall_equals_the_authors_computation(lab):
+    lm, members, nonmembers = lab
+    prefix, tok = nonmembers[0], lm.tokenizer
+    det = build_detector(lm, QueryConfig(), ["recall"], DetectorConfig(recall_prefix=prefix), single_pass=250)
+    prefix_ids = ref.token_ids(tok, prefix + PREFIX_SEPARATOR)
+    for x in (members[0], nonmembers[1]):
+        ids = ref.token_ids(tok, x)
+        # the joined text's tokens are the prefix's then the text's, as the authors join the two encodings
+        assert ref.token_ids(tok, prefix + PREFIX_SEPARATOR + x) == prefix_ids + ids
+        assert len(prefix_ids + ids) <= 63
+        expected = ref.recall(lm.model, prefix_ids, ids, tok.bos_token_id)
+        assert det.score_text(x)["recall"] == pytest.approx(expected, **TOL)
+
+
+def test_missing_frequencies_or_prefix_are_one_line_errors(gpt2):
+    with pytest.raises(DocauditError, match="'dcpdd' needs token frequencies"):
+        build_detector(gpt2, QueryConfig(context=250), ["dcpdd"]).score_text(text())
+    with pytest.raises(DocauditError, match="'recall' needs a non-member prefix"):
+        build_detector(gpt2, QueryConfig(context=250), ["recall"]).score_text(text())
+
+
+def test_members_score_higher_on_a_target_that_memorized_them(lab):
+    """On the controlled lab target (trained on a random half of the excerpts) members must rank first; a sign
+    error shows as an AUC below 0.5. The prefix is one non-member, left out."""
+    from sklearn.metrics import roc_auc_score
+
+    lm, mem, non = lab
+    prefix, non = non[0], non[1:]
+    det = build_detector(lm, QueryConfig(), ["dcpdd", "recall"], DetectorConfig(recall_prefix=prefix), single_pass=250)
+    det.set_frequencies([(t, None) for t in mem + non])  # the evaluated texts, without their labels
+    rows = [det.score_text(t) for t in mem + non]
+    labels = [1] * len(mem) + [0] * len(non)
+    aucs = {m: roc_auc_score(labels, [r[m] for r in rows]) for m in ("dcpdd", "recall")}
+    assert all(auc > 0.75 for auc in aucs.values()), aucs
+    assert np.isfinite([r["recall"] for r in rows]).all()
