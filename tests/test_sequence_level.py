@@ -1,0 +1,121 @@
+"""Sequence-level evaluation on a small WikiMIA-style file written here, with a tiny target."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from conftest import corpus_ids, corpus_text
+from sklearn.metrics import roc_auc_score
+
+from docaudit.audit.sequence_level import evaluate_sequences, length_bucket
+from docaudit.cli import main
+from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, SequenceConfig
+from docaudit.corpus.datasets import DatasetSource
+from docaudit.methods.detectors.detector import build_detector
+from docaudit.metrics import tpr_at_fpr
+from docaudit.query.models import load_model
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+LENGTHS = [32, 64, 32, 64, 40, 70, 32, 64]
+
+
+@pytest.fixture(scope="module")
+def gpt2(tiny_gpt2):
+    return load_model(ModelConfig(model=str(tiny_gpt2)))
+
+
+@pytest.fixture
+def wikimia(tmp_path):
+    """WikiMIA's schema (``input``, ``label``) with a BookMIA-style group column, 8 members and 8 non-members."""
+    rows = []
+    for i, b in enumerate(corpus_ids("members", 8) + corpus_ids("nonmembers", 8)):
+        words = corpus_text("members" if i < 8 else "nonmembers", b, 21000, 3000).split()
+        rows.append({"input": " ".join(words[: LENGTHS[i % 8]]), "label": int(i < 8), "book": f"b{i // 4}"})
+    path = tmp_path / "wikimia.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path, rows
+
+
+def run(path, model, methods, config):
+    return evaluate_sequences([DatasetSource(path, by_label=True)], [], model, methods, config=config, progress=False)
+
+
+def test_length_buckets():
+    words = (5, 31, 32, 45, 46, 64, 100, 200, 256, 1000)
+    expected = (32, 32, 32, 32, 64, 64, 128, 256, 256, 256)
+    assert [length_bucket(n, SequenceConfig.buckets) for n in words] == list(expected)
+
+
+def test_k_sweep_equals_single_k_runs_from_one_query_pass(gpt2, wikimia, tmp_path):
+    path, rows = wikimia
+    config = SequenceConfig(n_boot=50)
+    result = run(path, gpt2, ["loss", "mink", "minkpp"], config)
+    samples = result["samples"]
+    # one query pass per text: one cached TokenStats entry each (no method here has an extra pass)
+    cached = [f for _, _, files in os.walk(os.environ["DOCAUDIT_CACHE"]) for f in files]
+    assert len(cached) == len(rows)
+    texts = [r["input"] for r in rows]
+    for k in (0.1, 0.5, 1.0):
+        single = build_detector(
+            gpt2, QueryConfig(), ["mink", "minkpp"], DetectorConfig(k=k), cache=False, single_pass=config.max_context
+        )
+        scores = [single.score_text(t) for t in texts]
+        for m in ("mink", "minkpp"):
+            assert samples[f"{m}@{k:g}"].tolist() == pytest.approx([s[m] for s in scores], rel=1e-6)
+    assert samples["mink@0.2"].tolist() == samples["mink"].tolist()  # the default k is one of the sweep
+    # every sweep column is reported
+    swept = result["metrics"][result["metrics"]["k"].notna()]
+    assert len(swept) == 2 * len(config.ks) and set(swept["bucket"]) == {"all"}
+
+
+def test_metrics_match_direct_computations(gpt2, wikimia):
+    path, rows = wikimia
+    result = run(path, gpt2, ["loss", "zlib"], SequenceConfig(n_boot=100))
+    samples, metrics = result["samples"], result["metrics"]
+    assert samples["id"].tolist() == [str(i) for i in range(16)]
+    assert samples["label"].tolist() == [r["label"] for r in rows]
+    assert sorted(set(samples["bucket"])) == [32, 64]
+    for method in ("loss", "zlib"):
+        for bucket, part in [("all", samples)] + [(str(b), p) for b, p in samples.groupby("bucket")]:
+            row = metrics[(metrics.method == method) & (metrics.bucket == bucket)].iloc[0]
+            y, s = part["label"].to_numpy(), part[method].to_numpy()
+            assert row["auc"] == pytest.approx(roc_auc_score(y, s))
+            for fpr, key in ((0.10, "tpr_at_10fpr"), (0.05, "tpr_at_5fpr"), (0.01, "tpr_at_1fpr")):
+                assert row[key] == pytest.approx(tpr_at_fpr(y, s, fpr))
+            assert row["auc_lo"] <= row["auc"] <= row["auc_hi"]
+
+
+def test_recall_takes_its_prefix_from_the_nonmembers(gpt2, wikimia):
+    path, _ = wikimia
+    config = SequenceConfig(n_boot=20, recall_shots=2)
+    result = run(path, gpt2, ["recall", "dcpdd"], config)
+    info = result["info"]
+    assert (info["n_members"], info["n_nonmembers"]) == (8, 6)
+    assert len(info["recall_prefix_ids"]) == 2
+    assert not set(info["recall_prefix_ids"]) & set(result["samples"]["id"])
+    assert np.isfinite(result["samples"][["recall", "dcpdd"]].to_numpy()).all()
+
+
+def test_cli_writes_per_sample_scores_with_ids_labels_and_groups(tiny_gpt2, wikimia, tmp_path):
+    path, rows = wikimia
+    out = tmp_path / "seq"
+    args = ["sequence", "--data", str(path), "--group-column", "book", "--model", str(tiny_gpt2)]
+    args += ["--methods", "loss,mink", "--n-boot", "20", "--out", str(out), "--format", "csv"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("method,k,bucket,n_members,n_nonmembers,auc,auc_lo,auc_hi,tpr_at_10fpr")
+    csv = pd.read_csv(out / "samples.csv", dtype={"id": str})
+    jsonl = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
+    assert csv["group"].tolist() == [r["book"] for r in rows] == [j["group"] for j in jsonl]
+    assert csv["id"].tolist() == [str(i) for i in range(16)] == [j["id"] for j in jsonl]
+    assert csv["loss"].tolist() == pytest.approx([j["loss"] for j in jsonl])
+    assert "mink@0.5" in csv.columns
+    assert json.loads((out / "sequence_metrics.json").read_text())["info"]["n_members"] == 8
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 2 and "--overwrite" in again.output  # an earlier output is not replaced silently
