@@ -135,7 +135,7 @@ def test_building_blocks():
     with pytest.raises(DocauditError, match="unknown method"):
         resolve_methods("loss,nope")
     assert resolve_methods(None, ref=True) == ["loss", "zlib", "lowercase", "mink", "minkpp", "pac", "ref"]
-    assert set(METHODS) == {"loss", "zlib", "lowercase", "ref", "mink", "minkpp", "pac", "neighbor"}
+    assert set(METHODS) == {"loss", "zlib", "lowercase", "ref", "mink", "minkpp", "pac", "neighbor", "dcpdd", "recall"}
 
 
 def test_neighborhood_with_a_tiny_masked_lm(gpt2, tmp_path):
