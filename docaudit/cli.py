@@ -899,7 +899,6 @@ def sequence(
     from docaudit.corpus.documents import Skips
 
     kw["seed"] = seed
-    methods = methods or ",".join(m for m in default_methods())
     result = api.sequence(
         members,
         nonmembers,

@@ -172,3 +172,14 @@ def test_data_check_and_evaluate_read_a_labelled_file(tmp_path, tiny_gpt2):
     assert {r["level"] for r in out["methods"]} == {"sequence", "doc_avg", "doc_threshold"}
     result = runner.invoke(main, ["evaluate", "--methods", "blind"])
     assert result.exit_code == 2 and "give --members and --nonmembers, or --data" in result.output
+
+
+def test_score_reads_a_dataset_row_by_row(tmp_path, tiny_gpt2):
+    t = texts(3)
+    f = write_jsonl(tmp_path / "rows.jsonl", [{"id": f"r{i}", "text": x} for i, x in enumerate(t)] + [{"text": " "}])
+    args = ["score", str(f), "--model", str(tiny_gpt2), "--methods", "loss", "--context", "64", "--format", "json"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert [r["file"] for r in rows] == [f"{f}#r0", f"{f}#r1", f"{f}#r2", f"{f}#3"]
+    assert "loss" in rows[0] and rows[3]["skipped"] == "no text in column 'text'"

@@ -281,7 +281,9 @@ def load_documents(
     are at least ``READ_JOBS_MIN_FILES``; the order is kept), with a tqdm bar when ``progress``. A document
     that cannot be used is an error, or, with ``skips``, is recorded there and left out; when none is left that
     is an error all the same (the document's own when there was one). A list of already loaded :class:`Document`
-    objects is returned as it is (documents made in memory, e.g. the lab's trained texts, are not read again)."""
+    objects is returned as it is (documents made in memory, e.g. the lab's trained texts, are not read again). A
+    path naming a dataset (:func:`docaudit.corpus.datasets.is_dataset`: ``.jsonl``, ``.csv``, ``.parquet``,
+    ``hf:...``) is read one document per row instead, verbatim."""
     if isinstance(paths, list) and paths and all(isinstance(p, Document) for p in paths):
         return list(paths)
     from docaudit.corpus.datasets import is_dataset, read_dataset
