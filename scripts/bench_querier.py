@@ -47,8 +47,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from docaudit.config import DTYPES, QUANTIZE, ModelConfig, QueryConfig
+from docaudit.query.backends.transformers import _batches
 from docaudit.query.models import LoadedModel, load_model, resolve_device
-from docaudit.query.querier import Querier, _batches
+from docaudit.query.querier import Querier
 from docaudit.query.stats import scored_spans
 
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -370,7 +371,7 @@ def main(argv=None) -> dict:
 
     querier = Querier(lm, QueryConfig(context=args.context, stride=args.stride, batch_size=args.batch_size, gp=True))
     if args.chunk_rows:
-        querier.chunk_rows = args.chunk_rows
+        querier.backend.chunk_rows = args.chunk_rows
     ids = token_ids(querier, texts, args.tokens)
     del texts
     n_scored = len(ids) - 1
@@ -426,7 +427,7 @@ def main(argv=None) -> dict:
         "context": args.context,
         "stride": querier.stride,
         "batch_size": querier.batch_size,
-        "chunk_rows": querier.chunk_rows,
+        "chunk_rows": querier.backend.chunk_rows,
         "vocab_size": lm.vocab_size,
         "repeats": args.repeats,
         "naive_tokens": naive_scored if "naive" in med else None,
