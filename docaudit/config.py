@@ -137,9 +137,11 @@ class QueryConfig:
 @dataclass(frozen=True)
 class MetaConfig:
     """The meta-classifier (docs/methods.md, "Normalization dictionaries" to "Meta-classifier").
-    ``norm``/``features`` = "auto" chooses them by inner cross-validation inside each training fold."""
+    ``norm``/``features`` = "auto" chooses them by inner cross-validation inside each training fold (the
+    normalization among ``norms``)."""
 
     norm: str = "auto"
+    norms: tuple[str, ...] = NORMS
     features: str = "auto"
     bins: int = 1000
     folds: int = 5
@@ -154,7 +156,7 @@ class MetaConfig:
 
     def candidates(self) -> list[tuple[str, str]]:
         """The (normalization, feature extractor) pairs this configuration may use."""
-        norms = NORMS if self.norm == "auto" else (self.norm,)
+        norms = tuple(self.norms) if self.norm == "auto" else (self.norm,)
         feats = FEATURES if self.features == "auto" else (self.features,)
         return [(n, f) for n in norms for f in feats]
 

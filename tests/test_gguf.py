@@ -48,6 +48,7 @@ def write_gguf(model_dir, path):
     writer.add_token_types([1] * len(bpe["vocab"]))
     writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in bpe["merges"]])
     writer.add_bos_token_id(tokenizer.bos_token_id)
+    writer.add_add_bos_token(tokenizer("a").input_ids[0] == tokenizer.bos_token_id)
     writer.add_eos_token_id(tokenizer.eos_token_id)
 
     def permute(w, heads):

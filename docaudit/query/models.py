@@ -83,6 +83,19 @@ class LoadedModel:
         return {"model": self.identity, "precision": self.precision, "tokenizer": self.tokenizer_hash}
 
 
+def backend_name(model: ModelConfig | LoadedModel) -> str:
+    """The backend a model is (to be) queried through."""
+    return (model.config if isinstance(model, LoadedModel) else model).backend
+
+
+def served_query(query, model: ModelConfig | LoadedModel):
+    """``query`` without GP sums when the model's backend cannot compute them (nothing that needs them runs:
+    ``docaudit.methods.meta.normalize.served_norms``)."""
+    if query.gp and "gp" not in provides(backend_name(model)):
+        return replace(query, gp=False)
+    return query
+
+
 def weights_hash(directory: Path) -> str:
     """Content hash of a model directory's weight files, memoized by (path, size, mtime) in the cache."""
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))

@@ -1,0 +1,81 @@
+"""The llama.cpp backend against the transformers backend on the same float32 weights: the same tokens, windows and
+statistics (up to float noise), its own cache entries, and one-line errors for what it cannot load."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import corpus_ids, corpus_text, make_model
+from test_cli import assert_clean_error, run
+from test_gguf import write_gguf
+
+from docaudit.config import ModelConfig, QueryConfig
+from docaudit.errors import DocauditError
+from docaudit.io import sha256_text
+from docaudit.query.cache import StatsCache
+from docaudit.query.models import load_model
+from docaudit.query.querier import Querier
+
+pytest.importorskip("llama_cpp")
+
+TOLERANCE = 1e-3  # nats: float32 kernels of two libraries (measured: under 1e-4)
+
+
+@pytest.fixture(scope="module")
+def llama_pair(tmp_path_factory, one_thread):
+    """A tiny Llama as a Hugging Face folder and as a float32 GGUF file, loaded by each backend."""
+    directory = tmp_path_factory.mktemp("llamacpp")
+    hf = make_model(directory / "hf", "llama")
+    gguf = write_gguf(hf, directory / "tiny.gguf")
+    return (
+        load_model(ModelConfig(model=str(hf), device="cpu")),
+        load_model(ModelConfig(model=str(gguf), backend="llamacpp")),
+        gguf,
+    )
+
+
+@pytest.mark.parametrize("context,stride", [(32, None), (24, 10)])
+def test_same_statistics_as_transformers(llama_pair, context, stride):
+    hf, cpp, _ = llama_pair
+    text = corpus_text("members", corpus_ids("members", 1)[0], n_chars=2500)
+    query = QueryConfig(context=context, stride=stride)
+    ours, theirs = Querier(cpp, query).stats(text), Querier(hf, query).stats(text)
+    assert np.array_equal(ours.token_ids, theirs.token_ids) and ours.n_tokens > 3 * context
+    for name in ("logp", "max_logp", "mu", "sigma"):
+        assert np.abs(getattr(ours, name) - getattr(theirs, name)).max() < TOLERANCE, name
+    assert np.abs(ours.gp_sum - theirs.gp_sum).max() < TOLERANCE * ours.n_scored
+    assert np.isfinite(ours.logp).all() and (ours.logp <= ours.max_logp + 1e-5).all()
+
+
+def test_own_cache_entries_same_model_identity(llama_pair, tmp_path):
+    hf, cpp, _ = llama_pair
+    text = corpus_text("members", corpus_ids("members", 2)[1], n_chars=800)
+    cache = StatsCache(tmp_path)
+    first, other = Querier(cpp, QueryConfig(context=16), cache), Querier(hf, QueryConfig(context=16), cache)
+    assert cpp.identity.split("@")[1] and first.key("x") != other.key("x")
+    stats = first.stats(text)
+    assert cache.path(first.key(sha256_text(text))).exists()
+    again = Querier(cpp, QueryConfig(context=16), cache).stats(text)
+    assert np.array_equal(stats.logp, again.logp)
+
+
+def test_score_command(llama_pair, tmp_path):
+    hf, _, gguf = llama_pair
+    doc = tmp_path / "doc.txt"
+    doc.write_text(corpus_text("members", corpus_ids("members", 1)[0], n_chars=600))
+    common = ("score", "--methods", "loss,minkpp", "--context", "16", "--device", "cpu", str(doc))
+    cpp = run(*common, "--model", str(gguf), "--backend", "llamacpp")
+    ref = run(*common, "--model", hf.config.model)
+    assert cpp.exit_code == 0 and ref.exit_code == 0, cpp.output + ref.output
+    a, b = json.loads(cpp.stdout)[0], json.loads(ref.stdout)[0]
+    assert abs(a["loss"] - b["loss"]) < TOLERANCE and abs(a["minkpp"] - b["minkpp"]) < 1e-2
+
+
+def test_not_a_gguf_is_one_line(llama_pair):
+    hf, _, _ = llama_pair
+    with pytest.raises(DocauditError, match="needs a .gguf file"):
+        load_model(ModelConfig(model=hf.config.model, backend="llamacpp"))
+    doc = corpus_text("members", corpus_ids("members", 1)[0], n_chars=300)
+    path = hf.config.model + "-doc.txt"
+    open(path, "w").write(doc)
+    assert_clean_error(run("score", "--model", hf.config.model, "--backend", "llamacpp", path), "needs a .gguf file")
