@@ -44,6 +44,7 @@ def write_gguf(model_dir, path):
     writer.add_vocab_size(c.vocab_size)
     bpe = json.loads(tokenizer.backend_tokenizer.to_str())["model"]
     writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")  # the GPT-2 split before BPE, as the tokenizer's ByteLevel pre-tokenizer
     writer.add_token_list(sorted(bpe["vocab"], key=bpe["vocab"].get))
     writer.add_token_types([1] * len(bpe["vocab"]))
     writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in bpe["merges"]])

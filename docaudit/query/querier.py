@@ -46,8 +46,28 @@ def open_querier(model: ModelConfig | LoadedModel, query: QueryConfig, cache: bo
 
 
 def query_documents(querier: Querier, docs: list[Document], progress: bool = True) -> list[TokenStats]:
-    """TokenStats of every document, in order (cached ones read from the cache), with a progress bar."""
+    """TokenStats of every document, in order (cached ones read from the cache), with a progress bar. A run that
+    would need more requests than the model's ``max_requests`` stops before the first (:func:`check_requests`)."""
+    check_requests(querier, docs)
     return querier.stats_many(((d.text, d.sha256) for d in docs), total=len(docs), progress=progress)
+
+
+def check_requests(querier: Querier, docs: list[Document]) -> int:
+    """The requests a remote backend needs (at most) for the documents not yet cached, estimated before any
+    query; more than ``max_requests`` is a one-line error. 0 for in-process backends."""
+    estimate = getattr(querier.backend, "estimate", None)
+    if estimate is None:
+        return 0
+    q = querier.query
+    todo = [d for d in docs if querier.cache is None or not querier.cache.path(querier.key(d.sha256)).exists()]
+    needed = sum(estimate(len(querier.token_ids(d.text, d.sha256)), q.context, querier.stride) for d in todo)
+    cap = querier.lm.config.max_requests
+    log.info("%d documents to query need up to %d requests", len(todo), needed)
+    if cap is not None and querier.backend.requests + needed > cap:
+        raise DocauditError(
+            f"querying {len(todo)} documents needs up to {needed} requests, more than --max-requests {cap}"
+        )
+    return needed
 
 
 def queryable_documents(querier: Querier, docs: list[Document], skips: Skips) -> list[int]:

@@ -25,7 +25,7 @@ def open_backend(lm: LoadedModel, query: QueryConfig) -> Backend:
     if name == "openai":
         from docaudit.query.backends.openai import OpenAIBackend
 
-        return OpenAIBackend(lm.model, lm.vocab_size)
+        return OpenAIBackend(lm.model, lm.tokenizer, lm.vocab_size)
     from docaudit.query.backends.transformers import TransformersBackend
 
     return TransformersBackend(lm.model, lm.vocab_size, lm.device)

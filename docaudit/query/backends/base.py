@@ -35,6 +35,14 @@ PROVIDES = {
 }
 
 
+# A text whose tokenization by two tokenizers is compared (spaces, quotes, brackets, digits, accents, newlines:
+# where pre-tokenizers differ).
+TOKENIZER_PROBE = (
+    'The quick brown fox said "jumps" (over) the lazy dog\'s [back]. Ça coûte 12,50 €; naïve “quotes” — 1999,\t'
+    "tabs,  two  spaces...\n\nNew paragraph: 3.14159 & <tags> #hash @at 'single' -dash_"
+)
+
+
 def provides(backend: str) -> frozenset[str]:
     """The statistics ``backend`` provides (an unknown backend is a one-line error)."""
     if backend not in PROVIDES:

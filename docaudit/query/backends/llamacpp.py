@@ -20,15 +20,13 @@ import torch
 
 from docaudit.config import ModelConfig
 from docaudit.errors import DocauditError
-from docaudit.query.backends.base import Backend, stats_from_rows
+from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, stats_from_rows
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
 from docaudit.query.stats import TokenStats, scored_spans
 
 log = logging.getLogger(__name__)
 
 LOGIT_ELEMENTS_PER_CHUNK = 1 << 25  # logit elements reduced at once (as the transformers backend on the CPU)
-
-TOKENIZER_PROBE = "The quick brown fox jumps over the lazy dog. Ça coûte 12,50 €; naïve “quotes” — and\ttabs.\n"
 
 
 def _llama_cpp():
