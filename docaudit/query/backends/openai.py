@@ -236,11 +236,12 @@ def _logprobs_mode(client: ApiClient) -> str:
 
 
 def requests_per_window(mode: str, scored: int, tolerance: float) -> int:
-    """Requests for one window of ``scored`` positions at most: one (echo), or per position one for the top n
-    and at most ``ceil(log2(BIAS_LIMIT / tolerance))`` for the bias search (logit_bias)."""
+    """Requests for one window of ``scored`` positions at most: one (echo), or per position one or two for the
+    top n (two when the greedy choice ends the completion), one at the largest bias and at most
+    ``ceil(log2(BIAS_LIMIT / tolerance))`` for the bisection (logit_bias)."""
     if mode == "echo":
         return 1
-    return scored * (1 + math.ceil(math.log2(BIAS_LIMIT / tolerance)))
+    return scored * (3 + math.ceil(math.log2(BIAS_LIMIT / tolerance)))
 
 
 class OpenAIBackend(Backend):
@@ -298,14 +299,22 @@ class OpenAIBackend(Backend):
     def _echo(self, ids: np.ndarray, start: int, first: int, end: int) -> np.ndarray:
         """(log p, log p_max) of tokens ``first..end-1`` from one echo request over ``ids[start:end]``."""
         window = ids[start:end]
-        choice = self.client.complete(self._text(window), echo=True, logprobs=1)
-        lp = choice.get("logprobs") or {}
+        text = self._text(window)
+        lp = self.client.complete(text, echo=True, logprobs=1).get("logprobs") or {}
         tokens, values, tops = lp.get("tokens") or [], lp.get("token_logprobs") or [], lp.get("top_logprobs") or []
+        offsets = lp.get("text_offset") or []
         n = len(window)
-        if len(values) not in (n, n + 1) or len(tokens) != len(values) or len(tops) != len(values):
+        # the echo is the prompt's tokens followed by what was generated (at least one token, more when a server
+        # goes on past tokens without text): the first n must be the window's, and the next must start after it
+        if (
+            len(values) < n
+            or len(tokens) != len(values)
+            or len(tops) != len(values)
+            or (len(offsets) > n and offsets[n] != len(text))
+        ):
             raise DocauditError(
-                f"the server echoed {len(values)} tokens for a window of {n}: its tokenization differs from the "
-                "local tokenizer's (--api-tokenizer)"
+                f"the server echoed its prompt as other tokens than the window's {n}: its tokenization differs from "
+                "the local tokenizer's (--api-tokenizer)"
             )
         for j in range(n):
             mine = self.tokenizer.decode([int(window[j])])
@@ -333,10 +342,11 @@ class OpenAIBackend(Backend):
         ``log p(ref) - gamma``, with ``ref`` the greedy choice (the "known token" of PAC's appendix D) and
         ``gamma`` the bias at which ``target`` just replaces it, bisected to ``api_bias_tolerance``."""
         tolerance = self.client.config.api_bias_tolerance
-        choice = self._top(prefix)
+        choice, suppress = self._top(prefix), {}
         eos = self.tokenizer.eos_token_id
         if not _top(choice) and eos is not None:  # the greedy choice ended the completion: suppress the end
-            choice = self._top(prefix, logit_bias={str(eos): -BIAS_LIMIT})
+            suppress = {str(eos): -BIAS_LIMIT}
+            choice = self._top(prefix, logit_bias=suppress)
         top = _top(choice)
         if not top:
             raise DocauditError("the server returned no top log-probabilities (logprobs)")
@@ -346,12 +356,12 @@ class OpenAIBackend(Backend):
             return top[word], best
         ref = choice["logprobs"]["token_logprobs"][0]
         lo, hi = max(0.0, ref - min(top.values())), BIAS_LIMIT
-        if not self._wins(prefix, target, word, hi):
+        if not self._wins(prefix, target, word, hi, suppress):
             self.floored += 1
             return ref - hi, best
         while hi - lo > tolerance:
             mid = (lo + hi) / 2
-            if self._wins(prefix, target, word, mid):
+            if self._wins(prefix, target, word, mid, suppress):
                 hi = mid
             else:
                 lo = mid
@@ -361,8 +371,9 @@ class OpenAIBackend(Backend):
         """The greedy completion of one token after ``prefix`` with the top ``api_top_n`` log-probabilities."""
         return self.client.complete(prefix, logprobs=self.client.config.api_top_n, **options)
 
-    def _wins(self, prefix: str, target: int, word: str, bias: float) -> bool:
-        """Whether ``target`` is the greedy next token after ``prefix`` with ``bias`` added to its logit."""
-        choice = self.client.complete(prefix, logit_bias={str(target): bias}, logprobs=1)
+    def _wins(self, prefix: str, target: int, word: str, bias: float, suppress: dict) -> bool:
+        """Whether ``target`` is the greedy next token after ``prefix`` with ``bias`` added to its logit (and the
+        tokens of ``suppress`` suppressed, as when its reference was chosen)."""
+        choice = self.client.complete(prefix, logit_bias={**suppress, str(target): bias}, logprobs=1)
         tokens = (choice.get("logprobs") or {}).get("tokens") or [""]
         return tokens[0] == word  # the first generated token (a server may go on past tokens without text)
