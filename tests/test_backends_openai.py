@@ -158,3 +158,22 @@ def test_wrong_key_unreachable_server_and_tokenizer_mismatch(server, monkeypatch
         load_model(api(server, api_tokenizer=str(tiny_gpt2)))
     with pytest.raises(DocauditError, match="needs the served model's tokenizer"):
         load_model(api(server))
+
+
+def test_evaluate_through_the_api_counts_requests(server, api_key, tmp_path):
+    members, nonmembers = tmp_path / "m", tmp_path / "n"
+    for folder, kind in ((members, "members"), (nonmembers, "nonmembers")):
+        folder.mkdir()
+        for i in corpus_ids(kind, 4):
+            (folder / f"{i}.txt").write_text(corpus_text(kind, i, 400))
+    result = run(
+        "evaluate", "--members", members, "--nonmembers", nonmembers, "--folds", "2", "--trees", "10",
+        "--sequences", "2", "--no-blind", "--norm", "max_tf", "--features", "agg",
+        "--backend", "openai", "--api-base", server["base"],
+        "--api-key-env", KEY_ENV, "--api-tokenizer", server["gguf"], "--context", "32", "--format", "json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["info"]["requests"] > 8 and KEY not in result.stdout
+    methods = {row["method"] for row in out["methods"]}
+    assert "minkpp" not in methods and {"loss", "meta_classifier"} <= methods

@@ -175,6 +175,7 @@ def evaluate_methods(
         info = {
             "model_identity": lm.identity,
             "model_config": asdict(lm.config),
+            **({"requests": querier.backend.requests} if querier.backend.requests else {}),
             "query": query.used(),
             "text_pass_context": scorer.target.query.context,
             "detector": asdict(detector),

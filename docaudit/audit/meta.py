@@ -122,6 +122,7 @@ def train(
         "model_identity": querier.lm.identity,
         "model_config": asdict(querier.lm.config),
         "tokenizer": querier.lm.tokenizer_hash,
+        **({"requests": querier.backend.requests} if querier.backend.requests else {}),
         "query": config.query.used(),
         "meta": asdict(config.meta),
         "raw": config.raw,

@@ -39,6 +39,8 @@ from docaudit.query.stats import TokenStats, scored_spans
 
 log = logging.getLogger(__name__)
 
+ALIGN_TOKENS = 8  # how far a span sent as text may grow to tokenize back to its tokens
+
 BIAS_LIMIT = 100.0  # the largest logit bias OpenAI's API accepts; a token needing more is reported at this bound
 
 
@@ -273,17 +275,22 @@ class OpenAIBackend(Backend):
         tol = self.client.config.api_bias_tolerance
         return sum(requests_per_window(self.client.mode, e - f, tol) for _, f, e in spans)
 
-    def _text(self, ids: np.ndarray) -> str:
-        """The text of ``ids``, refused when it does not tokenize back to them (the server would query other
-        tokens)."""
-        text = self.tokenizer.decode(ids.tolist())
-        again = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        if list(again) != ids.tolist():
-            raise DocauditError(
-                f"a window's text does not tokenize back to its {len(ids)} tokens, so the server cannot be asked "
-                "for exactly them: use a stride that starts windows at words, or an in-process backend"
-            )
-        return text
+    def _text(self, ids: np.ndarray, start: int, end: int, grow_right: bool = True) -> tuple[str, int, int]:
+        """The text to send for ``ids[start:end]`` and the span ``(start', end')`` it stands for: a window cut
+        inside a word may tokenize differently on its own, so the span grows, by at most ``ALIGN_TOKENS`` tokens
+        each way, to the left (the rest of its first word: a little more context) and, with ``grow_right``, to the
+        right (after every scored token: no effect on them), until its text tokenizes back to exactly its tokens.
+        Otherwise the server cannot be asked for exactly these tokens: an error."""
+        for left in range(min(ALIGN_TOKENS, start) + 1):
+            for right in range(min(ALIGN_TOKENS, len(ids) - end) + 1 if grow_right else 1):
+                span = ids[start - left : end + right].tolist()
+                text = self.tokenizer.decode(span)
+                if self.tokenizer(text, add_special_tokens=False)["input_ids"] == span:
+                    return text, start - left, end + right
+        raise DocauditError(
+            f"the text of tokens {start}..{end - 1} does not tokenize back to them, so the server cannot be asked for "
+            "exactly them: use an in-process backend (--backend transformers or llamacpp)"
+        )
 
     def compute(
         self, ids: np.ndarray, context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None = None
@@ -298,8 +305,8 @@ class OpenAIBackend(Backend):
 
     def _echo(self, ids: np.ndarray, start: int, first: int, end: int) -> np.ndarray:
         """(log p, log p_max) of tokens ``first..end-1`` from one echo request over ``ids[start:end]``."""
-        window = ids[start:end]
-        text = self._text(window)
+        text, start, stop = self._text(ids, start, end)
+        window = ids[start:stop]
         lp = self.client.complete(text, echo=True, logprobs=1).get("logprobs") or {}
         tokens, values, tops = lp.get("tokens") or [], lp.get("token_logprobs") or [], lp.get("top_logprobs") or []
         offsets = lp.get("text_offset") or []
@@ -324,7 +331,7 @@ class OpenAIBackend(Backend):
                     "from the local tokenizer's (--api-tokenizer)"
                 )
         out = np.empty((end - first, 2), dtype=np.float32)
-        for row, j in enumerate(range(first - start, n)):
+        for row, j in enumerate(range(first - start, end - start)):
             if values[j] is None or not tops[j]:
                 raise DocauditError("the server returned no log-probability for a prompt token")
             out[row] = values[j], max(max(tops[j].values()), values[j])
@@ -334,7 +341,7 @@ class OpenAIBackend(Backend):
         """(log p, log p_max) of tokens ``first..end-1``, each from its own top-n request and bias search."""
         out = np.empty((end - first, 2), dtype=np.float32)
         for row, t in enumerate(range(first, end)):
-            out[row] = self._token(self._text(ids[start:t]), int(ids[t]))
+            out[row] = self._token(self._text(ids, start, t, grow_right=False)[0], int(ids[t]))
         return out
 
     def _token(self, prefix: str, target: int) -> tuple[float, float]:
