@@ -79,3 +79,24 @@ def test_not_a_gguf_is_one_line(llama_pair):
     path = hf.config.model + "-doc.txt"
     open(path, "w").write(doc)
     assert_clean_error(run("score", "--model", hf.config.model, "--backend", "llamacpp", path), "needs a .gguf file")
+
+
+def test_train_then_predict_through_llamacpp(llama_pair, tmp_path):
+    _, _, gguf = llama_pair
+    members, nonmembers = tmp_path / "m", tmp_path / "n"
+    for folder, kind in ((members, "members"), (nonmembers, "nonmembers")):
+        folder.mkdir()
+        for i in corpus_ids(kind, 4):
+            (folder / f"{i}.txt").write_text(corpus_text(kind, i, 600))
+    backend = ("--model", str(gguf), "--backend", "llamacpp", "--context", "32")
+    trained = run(
+        "train", "--members", members, "--nonmembers", nonmembers, "--folds", "2", "--trees", "10",
+        "--norm", "max_gp", "--features", "agg", "--out", tmp_path / "clf", *backend,
+    )  # fmt: skip
+    assert trained.exit_code == 0, trained.output
+    card = json.loads((tmp_path / "clf" / "card.json").read_text())
+    assert card["model_config"]["backend"] == "llamacpp" and card["model_identity"].startswith("gguf@")
+    predicted = run("predict", *(members / f for f in sorted(p.name for p in members.iterdir())),
+                    "--classifier", tmp_path / "clf", "--model", str(gguf), "--backend", "llamacpp", "--format", "json")  # fmt: skip
+    assert predicted.exit_code == 0, predicted.output
+    assert len(json.loads(predicted.stdout)) == 4
