@@ -96,7 +96,7 @@ def test_train_then_predict_through_llamacpp(llama_pair, tmp_path):
     assert trained.exit_code == 0, trained.output
     card = json.loads((tmp_path / "clf" / "card.json").read_text())
     assert card["model_config"]["backend"] == "llamacpp" and card["model_identity"].startswith("gguf@")
-    predicted = run("predict", *(members / f for f in sorted(p.name for p in members.iterdir())),
-                    "--classifier", tmp_path / "clf", "--model", str(gguf), "--backend", "llamacpp", "--format", "json")  # fmt: skip
+    docs = sorted(members.iterdir())
+    predicted = run("predict", *docs, "--classifier", tmp_path / "clf", *backend[:4], "--format", "json")
     assert predicted.exit_code == 0, predicted.output
     assert len(json.loads(predicted.stdout)) == 4
