@@ -100,3 +100,29 @@ def test_train_then_predict_through_llamacpp(llama_pair, tmp_path):
     predicted = run("predict", *docs, "--classifier", tmp_path / "clf", *backend[:4], "--format", "json")
     assert predicted.exit_code == 0, predicted.output
     assert len(json.loads(predicted.stdout)) == 4
+
+
+def test_controlled_target_same_auc_through_llamacpp(tmp_path, one_thread):
+    """A Llama target trained on a random half of real book excerpts, audited with the loss through each backend:
+    the same membership AUC."""
+    from dataclasses import replace
+
+    from labtarget import TINY, excerpts
+    from sklearn.metrics import roc_auc_score as auc
+
+    from docaudit.lab.experiment import split_members
+    from docaudit.lab.target import train_target
+
+    texts = excerpts(16, 100)
+    split = split_members(list(texts), seed=0)
+    names = sorted(texts)
+    members = [texts[n] for n in names if split[n] == 1]
+    model_dir = train_target(members, list(texts.values()), tmp_path / "t", replace(TINY, arch="llama"), progress=False)
+    gguf = write_gguf(model_dir, tmp_path / "target.gguf")
+    labels = np.array([split[n] for n in names])
+    query = QueryConfig(context=32)
+    aucs = []
+    for config in (ModelConfig(model=str(model_dir), device="cpu"), ModelConfig(model=str(gguf), backend="llamacpp")):
+        querier = Querier(load_model(config), query)
+        aucs.append(auc(labels, [float(querier.stats(texts[n]).logp.mean()) for n in names]))
+    assert aucs[0] > 0.8 and abs(aucs[0] - aucs[1]) < 1e-9
