@@ -140,6 +140,16 @@ class LlamaCppBackend(Backend):
     def release_buffers(self) -> None:
         self.work.clear()
 
+    def _decode(self, window: list[int]) -> np.ndarray:
+        """llama.cpp's own ``[len(window), vocab]`` float32 logits buffer after decoding ``window`` from an empty
+        cache (a view, not a copy: ``Llama.eval`` would copy it into ``Llama.scores`` first)."""
+        llm = self.llm
+        llm.reset()
+        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        llm._batch.set_batch(batch=window, n_past=0, logits_all=True)
+        llm._ctx.decode(llm._batch)
+        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(window), self.vocab_size))
+
     @torch.inference_mode()
     def compute(
         self, ids: np.ndarray, context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None = None
@@ -154,16 +164,15 @@ class LlamaCppBackend(Backend):
         row = 0
         for start, first, end in spans:
             window = [bos] * shift + ids[start:end].tolist()
-            self.llm.reset()
-            self.llm.eval(window)
+            logits = self._decode(window)
             # window position j predicts window token j + 1: the scored tokens first..end-1 sit at
             # first - start + shift in the window, so their logits are rows first - start + shift - 1 onwards
             top = first - start + shift - 1
-            rows = self.llm.scores[top : top + end - first]
+            rows = logits[top : top + end - first]
             targets = torch.as_tensor(ids[first:end], dtype=torch.long)
             for lo in range(0, end - first, chunk):
                 n = min(chunk, end - first - lo)
-                z = torch.from_numpy(rows[lo : lo + n])  # reduced in place: the next eval rewrites these rows
+                z = torch.from_numpy(rows[lo : lo + n])  # reduced in place: the next decode rewrites these rows
                 *values, psum = position_stats_(z, targets[lo : lo + n], exp_buf[:n], product_buf[:n])
                 results[row + lo : row + lo + n] = torch.stack(values, dim=1).numpy()
                 if gp_total is not None:
