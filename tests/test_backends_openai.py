@@ -177,3 +177,18 @@ def test_evaluate_through_the_api_counts_requests(server, api_key, tmp_path):
     assert out["info"]["requests"] > 8 and KEY not in result.stdout
     methods = {row["method"] for row in out["methods"]}
     assert "minkpp" not in methods and {"loss", "meta_classifier"} <= methods
+
+
+def test_model_as_url(server, api_key):
+    lm = load_model(
+        ModelConfig(
+            backend="openai", model=server["base"] + "#tiny", api_tokenizer=str(server["gguf"]), api_key_env=KEY_ENV
+        )
+    )
+    assert (lm.config.api_base, lm.config.api_model, lm.identity) == (
+        server["base"],
+        "tiny",
+        f"openai:{server['base']}#tiny",
+    )
+    with pytest.raises(DocauditError, match="does not serve 'other'"):
+        load_model(api(server, api_tokenizer=str(server["gguf"]), api_model="other"))

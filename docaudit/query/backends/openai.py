@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+import torch
 
 from docaudit.config import API_LOGPROBS, ModelConfig
 from docaudit.errors import DocauditError
@@ -106,8 +107,7 @@ class ApiClient:
         body = {"model": self.model, "prompt": prompt, "max_tokens": 1, "temperature": 0, **options}
         if self.llama_cpp_server:
             body |= {"repeat_penalty": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
-        choice = self.call("/completions", body)["choices"][0]
-        return choice
+        return self.call("/completions", body)["choices"][0]
 
 
 def _top(choice: dict) -> dict[str, float]:
@@ -178,9 +178,7 @@ def load_api(config: ModelConfig, expected_identity: str | None = None):
     client.mode = _logprobs_mode(client) if config.api_logprobs == "auto" else config.api_logprobs
     identity = f"openai:{client.base}#{client.model}"
     check_identity(identity, expected_identity)
-    resolved = replace(config, api_base=client.base, api_model=client.model, model=config.model)
-    import torch
-
+    resolved = replace(config, api_base=client.base, api_model=client.model)
     return LoadedModel(client, tokenizer, identity, tokenizer_hash(tokenizer), resolved, torch.device("cpu"))
 
 
