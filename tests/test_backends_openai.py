@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -31,12 +32,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    """llama-cpp-python's server on a free local port serving the tiny GGUF as ``tiny``, with an API key."""
-    directory = tmp_path_factory.mktemp("served")
-    hf = make_model(directory / "hf", "llama")
-    gguf = write_gguf(hf, directory / "tiny.gguf")
+def _serve(gguf):
+    """llama-cpp-python's server on a free local port serving ``gguf`` as ``tiny``, with an API key."""
     port = _free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1"]
     command += ["--port", str(port), "--logits_all", "true", "--n_ctx", "256", "--model_alias", "tiny"]
@@ -54,6 +51,16 @@ def server(tmp_path_factory):
                 process.kill()
                 pytest.fail("the llama-cpp-python server did not start")
             time.sleep(0.3)
+    return process, base
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """The tiny Llama (its tokenizer puts a BOS first) as a float32 GGUF, served."""
+    directory = tmp_path_factory.mktemp("served")
+    hf = make_model(directory / "hf", "llama")
+    gguf = write_gguf(hf, directory / "tiny.gguf")
+    process, base = _serve(gguf)
     yield {"base": base, "gguf": gguf, "hf": hf}
     process.terminate()
     process.wait(10)
@@ -192,3 +199,24 @@ def test_model_as_url(server, api_key):
     )
     with pytest.raises(DocauditError, match="does not serve 'other'"):
         load_model(api(server, api_tokenizer=str(server["gguf"]), api_model="other"))
+
+
+def test_without_bos_the_search_replaces_llama_cpp_python_echo(tmp_path, api_key):
+    """llama-cpp-python's echo is shifted by one token when the prompt has no BOS: auto mode searches instead,
+    echo is refused, and the search agrees with in-process llama.cpp."""
+    gguf = write_gguf(make_model(tmp_path / "hf", "llama"), tmp_path / "nobos.gguf", add_bos=False)
+    process, base = _serve(gguf)
+    try:
+        config = ModelConfig(backend="openai", api_base=base, api_key_env=KEY_ENV, api_tokenizer=str(gguf))
+        lm = load_model(config)
+        assert lm.model.mode == "logit_bias"
+        with pytest.raises(DocauditError, match="misaligns echoed log-probabilities"):
+            load_model(replace(config, api_logprobs="echo"))
+        query, text = QueryConfig(context=16, gp=False), sample(50)
+        remote = Querier(lm, query).stats(text)
+    finally:
+        process.terminate()
+        process.wait(10)
+    local = Querier(load_model(ModelConfig(model=str(gguf), backend="llamacpp")), query).stats(text)
+    assert np.array_equal(remote.token_ids, local.token_ids)
+    assert np.abs(remote.logp - local.logp).max() < 1e-3

@@ -175,7 +175,12 @@ def load_api(config: ModelConfig, expected_identity: str | None = None):
     tokenizer = _tokenizer(config.api_tokenizer or spec)
     client.vocab_size = len(tokenizer)
     _check_tokenizer(client, tokenizer)
-    client.mode = _logprobs_mode(client) if config.api_logprobs == "auto" else config.api_logprobs
+    client.mode = _logprobs_mode(client, tokenizer) if config.api_logprobs == "auto" else config.api_logprobs
+    if client.mode == "echo" and _shifted_echo(client, tokenizer):
+        raise DocauditError(
+            "llama-cpp-python's server misaligns echoed log-probabilities for a model without a BOS token: "
+            "use --api-logprobs logit_bias"
+        )
     identity = f"openai:{client.base}#{client.model}"
     check_identity(identity, expected_identity)
     resolved = replace(config, api_base=client.base, api_model=client.model)
@@ -225,8 +230,18 @@ def _check_tokenizer(client: ApiClient, tokenizer) -> None:
     log.warning("the server has no tokenize endpoint: the local tokenizer is assumed to be the served model's")
 
 
-def _logprobs_mode(client: ApiClient) -> str:
-    """``echo`` when the server returns prompt log-probabilities, else ``logit_bias``."""
+def _shifted_echo(client: ApiClient, tokenizer) -> bool:
+    """Whether the server's echo would be shifted by one token: llama-cpp-python pairs each echoed token with the
+    distribution after it when the prompt does not start with a BOS (its ``_create_completion``)."""
+    from docaudit.query.querier import bos_per_window
+
+    return client.llama_cpp_server and bos_per_window(tokenizer) is None
+
+
+def _logprobs_mode(client: ApiClient, tokenizer) -> str:
+    """``echo`` when the server returns prompt log-probabilities correctly aligned, else ``logit_bias``."""
+    if _shifted_echo(client, tokenizer):
+        return "logit_bias"
     try:
         lp = client.complete(TOKENIZER_PROBE, echo=True, logprobs=1).get("logprobs") or {}
     except DocauditError:
