@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from docaudit.config import (
+    API_LOGPROBS,
     DTYPES,
     EXCERPTS,
     FEATURES,
@@ -32,6 +33,7 @@ from docaudit.config import (
 from docaudit.corpus.documents import duplicates_note
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors import METHODS, default_methods, methods_help
+from docaudit.query.backends.base import BACKENDS
 
 
 def _quiet_libraries() -> None:
@@ -92,6 +94,34 @@ def model_options(func):
         ),
         click.option("--revision", default=None, help="Hub revision (branch, tag or commit)."),
         click.option("--trust-remote-code", is_flag=True, help="Allow model code from the hub (off by default)."),
+        click.option(
+            "--backend",
+            type=click.Choice(BACKENDS),
+            default=ModelConfig.backend,
+            show_default=True,
+            help="What runs the model: transformers (this process), llamacpp (a .gguf through llama.cpp, not "
+            "dequantized) or openai (an OpenAI-compatible server: --api-base, or --model http://HOST:PORT/v1#NAME).",
+        ),
+        click.option("--api-base", default=None, help="openai: the server's base URL, e.g. http://127.0.0.1:8000/v1."),
+        click.option("--api-model", default=None, help="openai: the model name the server serves."),
+        click.option(
+            "--api-key-env", default=None, help="openai: the environment variable holding the API key (never logged)."
+        ),
+        click.option(
+            "--api-tokenizer",
+            default=None,
+            help="openai: the server model's tokenizer (HF directory, hub id or .gguf; default: --model).",
+        ),
+        click.option(
+            "--api-logprobs",
+            type=click.Choice(API_LOGPROBS),
+            default=ModelConfig.api_logprobs,
+            show_default=True,
+            help="openai: prompt log-probabilities (echo), or top-n with a logit-bias search; auto asks the server.",
+        ),
+        click.option(
+            "--max-requests", type=int, default=None, help="openai: stop before a run that would need more requests."
+        ),
     ]
     return functools.reduce(lambda f, o: o(f), reversed(options), func)
 
@@ -257,6 +287,13 @@ def model_config(kw) -> ModelConfig:
         quantize=kw["quantize"],
         revision=kw["revision"],
         trust_remote_code=kw["trust_remote_code"],
+        backend=kw["backend"],
+        api_base=kw["api_base"],
+        api_model=kw["api_model"],
+        api_key_env=kw["api_key_env"],
+        api_tokenizer=kw["api_tokenizer"],
+        api_logprobs=kw["api_logprobs"],
+        max_requests=kw["max_requests"],
     )
 
 
@@ -397,7 +434,7 @@ def predict(documents, classifier, strict, fmt, **kw):
     from docaudit.corpus.documents import Skips
     from docaudit.report.classifier import includes_chance
 
-    model = model_config(kw) if kw["model"] else None
+    model = model_config(kw) if kw["model"] or kw["backend"] != ModelConfig.backend else None
     skips = Skips(strict)
     rows = api.predict(
         documents,

@@ -33,6 +33,9 @@ QUANTIZE = ("int8", "int4")
 EXCERPTS = ("random", "leading")
 
 
+API_LOGPROBS = ("auto", "echo", "logit_bias")
+
+
 MAX_DOCUMENT_BYTES = 1 << 30  # a larger file is refused (one document is read and cleaned in memory)
 READ_JOBS = -1  # processes that read and clean documents (joblib; -1: one per core)
 READ_JOBS_MIN_FILES = 16  # fewer files are read in this process (starting workers would cost more)
@@ -73,7 +76,16 @@ HUB_PROBE_SECONDS = 3.0  # how long reaching the Hugging Face hub may take befor
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Which target model to query and how. ``model=None`` is the embedded Gemma-3-270M."""
+    """Which target model to query and how. ``model=None`` is the embedded Gemma-3-270M.
+
+    ``backend`` runs it (docs/methods.md, "Backends"): ``transformers`` in this process, ``llamacpp`` (a ``.gguf``
+    through llama.cpp, not dequantized) or ``openai`` (an OpenAI-compatible server at ``api_base`` serving
+    ``api_model``, with the key read from the environment variable ``api_key_env`` when set; ``model`` or
+    ``api_tokenizer`` names the local tokenizer that matches the server's). The server gives prompt log-probabilities
+    (``api_logprobs="echo"``) or only the top ``api_top_n`` of a generated token, searched with ``logit_bias`` to
+    within ``api_bias_tolerance`` nats (``"logit_bias"``); ``auto`` asks the server. ``api_concurrency`` requests at
+    once, each with ``api_timeout`` seconds and ``api_retries`` retries (backoff from ``api_backoff`` seconds,
+    doubling); a run that would need more than ``max_requests`` requests stops before the first."""
 
     model: str | None = None
     dtype: str = "float32"
@@ -81,6 +93,19 @@ class ModelConfig:
     quantize: str | None = None
     revision: str | None = None
     trust_remote_code: bool = False
+    backend: str = "transformers"
+    api_base: str | None = None
+    api_model: str | None = None
+    api_key_env: str | None = None
+    api_tokenizer: str | None = None
+    api_logprobs: str = "auto"
+    api_top_n: int = 5
+    api_bias_tolerance: float = 1e-3
+    api_concurrency: int = 4
+    api_timeout: float = 60.0
+    api_retries: int = 3
+    api_backoff: float = 1.0
+    max_requests: int | None = None
 
 
 @dataclass(frozen=True)
@@ -137,9 +162,11 @@ class QueryConfig:
 @dataclass(frozen=True)
 class MetaConfig:
     """The meta-classifier (docs/methods.md, "Normalization dictionaries" to "Meta-classifier").
-    ``norm``/``features`` = "auto" chooses them by inner cross-validation inside each training fold."""
+    ``norm``/``features`` = "auto" chooses them by inner cross-validation inside each training fold (the
+    normalization among ``norms``)."""
 
     norm: str = "auto"
+    norms: tuple[str, ...] = NORMS
     features: str = "auto"
     bins: int = 1000
     folds: int = 5
@@ -154,7 +181,7 @@ class MetaConfig:
 
     def candidates(self) -> list[tuple[str, str]]:
         """The (normalization, feature extractor) pairs this configuration may use."""
-        norms = NORMS if self.norm == "auto" else (self.norm,)
+        norms = tuple(self.norms) if self.norm == "auto" else (self.norm,)
         feats = FEATURES if self.features == "auto" else (self.features,)
         return [(n, f) for n in norms for f in feats]
 

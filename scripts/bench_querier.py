@@ -47,8 +47,9 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from docaudit.config import DTYPES, QUANTIZE, ModelConfig, QueryConfig
+from docaudit.query.backends.transformers import _batches
 from docaudit.query.models import LoadedModel, load_model, resolve_device
-from docaudit.query.querier import Querier, _batches
+from docaudit.query.querier import Querier
 from docaudit.query.stats import scored_spans
 
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -288,6 +289,12 @@ def parse_args(argv=None):
     ap.add_argument("--tokens", type=int, default=2048, help="Tokens to query (default 2048).")
     ap.add_argument("--context", type=int, default=128)
     ap.add_argument("--stride", type=int, default=None, help="Default: context - 1.")
+    ap.add_argument(
+        "--backend",
+        choices=("transformers", "llamacpp"),
+        default="transformers",
+        help="What runs the model (llamacpp: the .gguf in process; only the querier variant).",
+    )
     ap.add_argument("--dtype", choices=DTYPES, default="float32")
     ap.add_argument("--quantize", choices=QUANTIZE, default=None)
     ap.add_argument("--device", default="auto")
@@ -312,6 +319,10 @@ def parse_args(argv=None):
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     if unknown := set(args.variants) - set(VARIANTS):
         ap.error(f"unknown variants: {', '.join(sorted(unknown))}")
+    if args.backend != "transformers":
+        if args.tiny or args.llama7b_shaped:
+            ap.error("--backend llamacpp queries a .gguf (--model PATH.gguf or the embedded default)")
+        args.variants = ["querier"]  # forward and naive need the torch module
     return args
 
 
@@ -362,15 +373,21 @@ def main(argv=None) -> dict:
     if args.tiny or args.llama7b_shaped:
         lm = build_synthetic("tiny" if args.tiny else "llama7b", texts[:4], args)
     else:
-        lm = load_model(ModelConfig(model=args.model, dtype=args.dtype, device=args.device, quantize=args.quantize))
+        lm = load_model(
+            ModelConfig(
+                model=args.model, dtype=args.dtype, device=args.device, quantize=args.quantize, backend=args.backend
+            )
+        )
     load_s = time.perf_counter() - t0
-    touch_parameters(lm.model)
+    torch_model = isinstance(lm.model, torch.nn.Module)
+    if torch_model:
+        touch_parameters(lm.model)
     gc.collect()
     model_rss = rss_mb()
 
     querier = Querier(lm, QueryConfig(context=args.context, stride=args.stride, batch_size=args.batch_size, gp=True))
     if args.chunk_rows:
-        querier.chunk_rows = args.chunk_rows
+        querier.backend.chunk_rows = args.chunk_rows
     ids = token_ids(querier, texts, args.tokens)
     del texts
     n_scored = len(ids) - 1
@@ -418,6 +435,7 @@ def main(argv=None) -> dict:
     tps = {v: tokens_of[v] / med[v] for v in med}
     result = {
         "model": lm.identity,
+        "backend": args.backend,
         "device": str(device) if device.type != "cpu" else f"cpu ({cpu_name()}, {torch.get_num_threads()} threads)",
         "dtype": args.dtype,
         "quantize": args.quantize,
@@ -426,7 +444,7 @@ def main(argv=None) -> dict:
         "context": args.context,
         "stride": querier.stride,
         "batch_size": querier.batch_size,
-        "chunk_rows": querier.chunk_rows,
+        "chunk_rows": querier.backend.chunk_rows,
         "vocab_size": lm.vocab_size,
         "repeats": args.repeats,
         "naive_tokens": naive_scored if "naive" in med else None,
@@ -446,10 +464,15 @@ def main(argv=None) -> dict:
         "load_s": round(load_s, 2),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "torch": torch.__version__,
-        "params": matmul_params(lm.model),
-        "param_mb": round(sum(p.numel() * p.element_size() for p in lm.model.parameters()) / 2**20, 1),
+        "params": matmul_params(lm.model) if torch_model else None,
+        "param_mb": round(
+            sum(p.numel() * p.element_size() for p in lm.model.parameters()) / 2**20
+            if torch_model
+            else lm.model.path.stat().st_size / 2**20,
+            1,
+        ),
     }
-    if args.peak_tflops:
+    if args.peak_tflops and torch_model:
         flops = 2 * result["params"]
         result["peak_tflops"] = args.peak_tflops
         for v in tps:
@@ -462,7 +485,8 @@ def main(argv=None) -> dict:
 
 
 def print_table(r: dict, tps: dict) -> None:
-    print(f"model   {r['model']}  ({r['params'] / 1e6:.1f} M matmul params, vocab {r['vocab_size']})")
+    size = f"{r['params'] / 1e6:.1f} M matmul params" if r["params"] else f"{r['param_mb']} MB file"
+    print(f"model   {r['model']}  ({size}, vocab {r['vocab_size']}, backend {r['backend']})")
     print(f"device  {r['device']}  dtype {r['dtype']}{'  quantize ' + r['quantize'] if r['quantize'] else ''}")
     print(
         f"tokens  {r['tokens']}  C={r['context']} S={r['stride']} batch={r['batch_size']} windows, "

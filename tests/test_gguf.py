@@ -25,8 +25,9 @@ GGUF_NAMES = {
 }
 
 
-def write_gguf(model_dir, path):
-    """Write a tiny Hugging Face Llama model as a float32 GGUF file (q/k rows permuted as llama.cpp stores them)."""
+def write_gguf(model_dir, path, add_bos: bool | None = None):
+    """Write a tiny Hugging Face Llama model as a float32 GGUF file (q/k rows permuted as llama.cpp stores them);
+    ``add_bos``: whether its tokenizer starts encodings with BOS (default: as the model's tokenizer does)."""
     import gguf
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -44,10 +45,12 @@ def write_gguf(model_dir, path):
     writer.add_vocab_size(c.vocab_size)
     bpe = json.loads(tokenizer.backend_tokenizer.to_str())["model"]
     writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("gpt-2")  # the GPT-2 split before BPE, as the tokenizer's ByteLevel pre-tokenizer
     writer.add_token_list(sorted(bpe["vocab"], key=bpe["vocab"].get))
     writer.add_token_types([1] * len(bpe["vocab"]))
     writer.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in bpe["merges"]])
     writer.add_bos_token_id(tokenizer.bos_token_id)
+    writer.add_add_bos_token(tokenizer("a").input_ids[0] == tokenizer.bos_token_id if add_bos is None else add_bos)
     writer.add_eos_token_id(tokenizer.eos_token_id)
 
     def permute(w, heads):

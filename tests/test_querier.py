@@ -23,7 +23,7 @@ def lms(tiny_gpt2, tiny_llama):
 def test_batched_stats_equal_naive_loop(lms, arch, context, stride, n_tokens):
     lm = lms[arch]
     querier = Querier(lm, QueryConfig(context=context, stride=stride, batch_size=3))
-    querier.chunk_rows = 7  # far fewer rows per LM-head chunk than positions, and than the vocabulary
+    querier.backend.chunk_rows = 7  # far fewer rows per LM-head chunk than positions, and than the vocabulary
     text = corpus_text("members", corpus_ids("members", 1)[0], n_chars=3000)
     ids = querier.token_ids(text, "0" * 64)[:n_tokens]
     assert len(ids) == n_tokens

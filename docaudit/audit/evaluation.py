@@ -37,9 +37,10 @@ from docaudit.methods import beyond_blind
 from docaudit.methods.blind import KINDS as BLIND_KINDS
 from docaudit.methods.blind import BlindFeatures, evaluate_blind, shift_warning
 from docaudit.methods.detectors.detector import build_detector
-from docaudit.methods.detectors.registry import METHODS
+from docaudit.methods.detectors.registry import METHODS, check_served, resolve_methods
 from docaudit.methods.document_level import LEVELS, sequence_scores
 from docaudit.methods.meta import classifier as meta_classifier
+from docaudit.methods.meta.normalize import served_norms
 from docaudit.metrics import (
     LOW_FPRS,
     FoldMetrics,
@@ -48,7 +49,7 @@ from docaudit.metrics import (
     fold_metrics,
     summarize,
 )
-from docaudit.query.models import LoadedModel, load_model
+from docaudit.query.models import LoadedModel, backend_name, load_model, served_query
 from docaudit.query.querier import SINGLE_PASS_CAP
 
 META = "meta_classifier"
@@ -123,6 +124,12 @@ def evaluate_methods(
     started = time.time()
     skips = Skips() if skips is None else skips
     methods, blind_kinds = _split_blind(methods, blind_kinds)
+    if methods != []:
+        backend = backend_name(model)
+        methods = resolve_methods(methods, ref_model is not None, neighbor_model is not None, backend)
+        check_served(methods, backend)
+        meta = None if meta is None else served_norms(meta, backend)
+        query = served_query(query, model)
     docs, labels, duplicates = labelled_documents(
         members, nonmembers, raw, progress, skips, drop_duplicates, normalize_chars
     )
@@ -168,6 +175,7 @@ def evaluate_methods(
         info = {
             "model_identity": lm.identity,
             "model_config": asdict(lm.config),
+            **({"requests": querier.backend.requests} if querier.backend.requests else {}),
             "query": query.used(),
             "text_pass_context": scorer.target.query.context,
             "detector": asdict(detector),

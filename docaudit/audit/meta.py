@@ -29,13 +29,15 @@ from docaudit.errors import DocauditError
 from docaudit.methods import beyond_blind
 from docaudit.methods.blind import BlindFeatures, evaluate_blind, shift_warning
 from docaudit.methods.meta import classifier as meta_classifier
+from docaudit.methods.meta.normalize import NORM_NEEDS, served_norms
 from docaudit.methods.meta.persistence import (
     CARD_NORMALIZE_CHARS_BEFORE_FIELD,
     library_versions,
     load_classifier,
 )
 from docaudit.metrics import bootstrap_ci, chunk_folds, summarize
-from docaudit.query.models import LoadedModel, check_identity, load_model
+from docaudit.query.backends.base import provides, require
+from docaudit.query.models import LoadedModel, backend_name, check_identity, load_model, served_query
 from docaudit.query.querier import (
     open_querier,
     query_documents,
@@ -74,10 +76,14 @@ def train(
     configuration, model identity and metrics. Documents that cannot be used, and those with fewer than
     ``config.min_tokens`` tokens, are left out and listed (``skips``: where to record them)."""
     skips = Skips() if skips is None else skips
+    target = model or config.model
+    config = replace(
+        config, meta=served_norms(config.meta, backend_name(target)), query=served_query(config.query, target)
+    )
     docs, labels, duplicates = labelled_documents(
         members, nonmembers, config.raw, progress, skips, config.drop_duplicates, config.normalize_chars
     )
-    querier = open_querier(model or config.model, config.query)
+    querier = open_querier(target, config.query)
     keep = queryable_documents(querier, docs, skips)
     docs, labels = [docs[i] for i in keep], labels[keep]
     stats = query_documents(querier, docs, progress)
@@ -116,6 +122,7 @@ def train(
         "model_identity": querier.lm.identity,
         "model_config": asdict(querier.lm.config),
         "tokenizer": querier.lm.tokenizer_hash,
+        **({"requests": querier.backend.requests} if querier.backend.requests else {}),
         "query": config.query.used(),
         "meta": asdict(config.meta),
         "raw": config.raw,
@@ -162,6 +169,9 @@ def grid(
     (This is a look at all configurations on the test folds; use ``train`` for an honest choice.) Documents that
     cannot be used are left out and recorded in ``skips``."""
     skips = Skips() if skips is None else skips
+    target = model or config.model
+    norms = served_norms(config.meta, backend_name(target)).norms
+    config = replace(config, query=served_query(config.query, target))
     docs, labels, _ = labelled_documents(
         members, nonmembers, config.raw, progress, skips, config.drop_duplicates, config.normalize_chars
     )
@@ -173,7 +183,7 @@ def grid(
     rows = []
     for context, querier in zip(contexts, queriers):
         stats = query_documents(querier, docs, progress)
-        for norm in NORMS:
+        for norm in norms:
             for feats in FEATURES:
                 meta = replace(config.meta, norm=norm, features=feats)
                 ev = meta_classifier.evaluate(stats, labels, meta, folds=folds, progress=False)
@@ -216,6 +226,10 @@ def predict(
     card's ``raw`` and ``normalize_chars``); those that cannot be used are left out and recorded in ``skips``."""
     skips = Skips() if skips is None else skips
     pipe, card = load_classifier(Path(classifier_dir or DEFAULT_CLASSIFIER))
+    if model is not None:
+        norm = card["configuration"].split("+")[0]
+        served = [n for n in NORMS if set(NORM_NEEDS[n]) <= provides(backend_name(model))]
+        require(backend_name(model), f"this classifier's normalization '{norm}'", NORM_NEEDS[norm], served)
     docs = load_documents(
         paths,
         raw=card["raw"],
@@ -234,7 +248,7 @@ def predict(
             card["model_config"]["quantize"] or card["model_config"]["dtype"],
             lm.precision,
         )
-    query = QueryConfig(**card["query"])
+    query = served_query(QueryConfig(**card["query"]), lm)
     querier = open_querier(lm, query)
     docs = [docs[i] for i in queryable_documents(querier, docs, skips)]
     stats = query_documents(querier, docs, progress)

@@ -21,6 +21,7 @@ from docaudit.config import DTYPES, QUANTIZE, ModelConfig
 from docaudit.errors import DocauditError
 from docaudit.io import atomic_write_text, current_umask, sha256_file
 from docaudit.outputs import replace_dir
+from docaudit.query.backends.base import provides
 from docaudit.query.cache import cache_root
 
 if TYPE_CHECKING:
@@ -42,9 +43,11 @@ HUB_TIMEOUT = 10  # seconds for the one request that checks a hub id before anyt
 
 @dataclass
 class LoadedModel:
-    """A causal LM ready for querying, with the identity that keys caches and classifiers."""
+    """A causal LM ready for querying, with the identity that keys caches and classifiers. ``model`` is what the
+    configured backend runs: a torch module (transformers), a ``GGUFModel`` (llamacpp) or an ``ApiClient``
+    (openai), each with its ``vocab_size`` and ``max_positions``."""
 
-    model: torch.nn.Module
+    model: object
     tokenizer: object
     identity: str
     tokenizer_hash: str
@@ -54,16 +57,43 @@ class LoadedModel:
     @property
     def vocab_size(self) -> int:
         """The model's output dimension (may differ from ``len(tokenizer)``)."""
-        return int(self.model.get_output_embeddings().weight.shape[0])
+        if isinstance(self.model, torch.nn.Module):
+            return int(self.model.get_output_embeddings().weight.shape[0])
+        return self.model.vocab_size
+
+    @property
+    def max_positions(self) -> int | None:
+        """The longest input the model accepts, when known."""
+        if isinstance(self.model, torch.nn.Module):
+            config = self.model.config
+            return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+        return self.model.max_positions
 
     @property
     def precision(self) -> str:
-        """The quantization, or else the dtype, the model was loaded with."""
+        """The quantization, or else the dtype, the model was loaded with (a GGUF file's own for llamacpp, the
+        server's for openai)."""
+        if self.config.backend != "transformers":
+            return self.config.backend
         return self.config.quantize or self.config.dtype
 
     def cache_identity(self) -> dict:
-        """What identifies the model's statistics in the cache: its content, its precision and its tokenizer."""
+        """What identifies the model's statistics in the cache: its content, its precision and its tokenizer (and
+        what the backend adds, e.g. the server: ``Querier.key``)."""
         return {"model": self.identity, "precision": self.precision, "tokenizer": self.tokenizer_hash}
+
+
+def backend_name(model: ModelConfig | LoadedModel) -> str:
+    """The backend a model is (to be) queried through."""
+    return (model.config if isinstance(model, LoadedModel) else model).backend
+
+
+def served_query(query, model: ModelConfig | LoadedModel):
+    """``query`` without GP sums when the model's backend cannot compute them (nothing that needs them runs:
+    ``docaudit.methods.meta.normalize.served_norms``)."""
+    if query.gp and "gp" not in provides(backend_name(model)):
+        return replace(query, gp=False)
+    return query
 
 
 def weights_hash(directory: Path) -> str:
@@ -316,6 +346,15 @@ def load_model(config: ModelConfig, expected_identity: str | None = None) -> Loa
     With ``expected_identity`` (a classifier's model), a local model whose content differs is refused before any
     of its files are loaded. Model code from the hub runs only with ``config.trust_remote_code``. The returned
     config names the model by a resolvable reference (absolute path; hub commit)."""
+    if config.backend == "llamacpp":
+        from docaudit.query.backends.llamacpp import load_gguf
+
+        return load_gguf(config, expected_identity)
+    if config.backend == "openai":
+        from docaudit.query.backends.openai import load_api
+
+        return load_api(config, expected_identity)
+    provides(config.backend)  # an unknown backend is a one-line error
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if config.dtype not in DTYPES:

@@ -11,7 +11,7 @@ import numpy as np
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors.neighborhood import MaskedNeighbors, load_masked_lm
-from docaudit.methods.detectors.registry import METHODS, PASSES, View, resolve_methods
+from docaudit.methods.detectors.registry import METHODS, PASSES, View, check_served, resolve_methods
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.query.querier import (
     Querier,
@@ -36,7 +36,10 @@ class Detector:
         neighbors: MaskedNeighbors | None = None,
         frequencies: np.ndarray | None = None,
     ):
-        self.methods = resolve_methods(methods, ref is not None, neighbors is not None)
+        self.methods = resolve_methods(methods, ref is not None, neighbors is not None, target.backend.name)
+        check_served(self.methods, target.backend.name)
+        if ref is not None and "ref" in self.methods:
+            check_served(["ref"], ref.backend.name)
         self.target, self.ref, self.neighbors, self.config = target, ref, neighbors, config
         self.frequencies = frequencies
         if "ref" in self.methods and ref is None:

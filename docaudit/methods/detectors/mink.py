@@ -17,7 +17,7 @@ def score_mink(v: View, c: DetectorConfig) -> float:
     return lowest_mean(v.logp, c.k)
 
 
-@register("minkpp", "Min-K%++", "mean of the lowest k% standardized token log-probabilities")
+@register("minkpp", "Min-K%++", "mean of the lowest k% standardized token log-probabilities", needs=("logp", "moments"))
 def score_minkpp(v: View, c: DetectorConfig) -> float:
     """Min-K%++ (Zhang et al. 2024): per token ``(logp - mu) / sigma`` with ``mu`` and ``sigma`` the mean and
     standard deviation of ``log p`` under the model's next-token distribution (0 where ``sigma == 0``: a flat or

@@ -30,6 +30,7 @@ import numpy as np
 
 from docaudit.config import DetectorConfig
 from docaudit.errors import DocauditError
+from docaudit.query.backends.base import provides, require
 
 if TYPE_CHECKING:
     from docaudit.methods.detectors.detector import Detector
@@ -64,7 +65,8 @@ class Pass:
 @dataclass(frozen=True)
 class Method:
     """A detector: its name, display title, extra passes, whether it reads the text, whether it runs by default,
-    its score (whose docstring is the method's documentation) and a one-line help."""
+    its score (whose docstring is the method's documentation), a one-line help, and the statistics it needs from
+    the querier's backend (``docaudit.query.backends.base.STATISTICS``)."""
 
     name: str
     title: str
@@ -73,6 +75,7 @@ class Method:
     uses_text: bool = False
     default: bool = True
     help: str = ""
+    needs: tuple[str, ...] = ("logp",)
 
     @property
     def needs_text(self) -> bool:
@@ -85,16 +88,31 @@ PASSES: dict[str, Pass] = {}
 
 
 def register(
-    name: str, title: str, help: str, passes: tuple[str, ...] = (), uses_text: bool = False, default: bool = True
+    name: str,
+    title: str,
+    help: str,
+    passes: tuple[str, ...] = (),
+    uses_text: bool = False,
+    default: bool = True,
+    needs: tuple[str, ...] = ("logp",),
 ) -> Callable[[ScoreFn], ScoreFn]:
     """Register the decorated ``score(view, config) -> float`` as detector ``name``: its docstring documents the
-    method, ``help`` is its one-line summary on the command line."""
+    method, ``help`` is its one-line summary on the command line, ``needs`` the backend statistics it reads."""
 
     def add(score: ScoreFn) -> ScoreFn:
-        METHODS[name] = Method(name, title, score, passes, uses_text, default, help)
+        METHODS[name] = Method(name, title, score, passes, uses_text, default, help, needs)
         return score
 
     return add
+
+
+def check_served(names: Iterable[str], backend: str) -> None:
+    """Stop, before any query, when ``backend`` cannot provide what a selected method needs (one line naming the
+    methods that would run with it)."""
+    served = provides(backend)
+    works = [n for n, m in METHODS.items() if set(m.needs) <= served]
+    for name in names:
+        require(backend, f"method '{name}'", METHODS[name].needs, works)
 
 
 def register_pass(name: str, model: str = "target") -> Callable[[PassFn], PassFn]:
@@ -117,11 +135,15 @@ def methods_help() -> str:
     return "; ".join(f"{name}: {m.help}" for name, m in METHODS.items())
 
 
-def resolve_methods(names: Iterable[str] | str | None, ref: bool = False, neighbor: bool = False) -> list[str]:
-    """Validated method names (a comma-separated string or a list; None: the defaults, plus ``ref`` / ``neighbor``
-    when their model is given)."""
+def resolve_methods(
+    names: Iterable[str] | str | None, ref: bool = False, neighbor: bool = False, backend: str = "transformers"
+) -> list[str]:
+    """Validated method names (a comma-separated string or a list; None: the defaults ``backend`` can serve, plus
+    ``ref`` / ``neighbor`` when their model is given)."""
     if names is None:
-        names = list(default_methods()) + ["ref"] * ref + ["neighbor"] * neighbor
+        served = provides(backend)
+        names = [n for n in default_methods() if set(METHODS[n].needs) <= served]
+        names += ["ref"] * ref + ["neighbor"] * neighbor
     elif isinstance(names, str):
         names = [n.strip() for n in names.split(",") if n.strip()]
     names = list(dict.fromkeys(names))

@@ -5,13 +5,35 @@ probabilities are turned into values x_t."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from docaudit.config import NORMS
+from docaudit.config import NORMS, MetaConfig
 from docaudit.errors import DocauditError
+from docaudit.query.backends.base import provides, require
 from docaudit.query.stats import TokenStats
+
+# The backend statistics each normalization reads (docaudit.query.backends.base.STATISTICS).
+NORM_NEEDS = {
+    "none": ("logp",),
+    "ratio_tf": ("logp",),
+    "ratio_gp": ("logp", "gp"),
+    "max_tf": ("logp", "max_logp"),
+    "max_gp": ("logp", "max_logp", "gp"),
+}
+
+
+def served_norms(meta: MetaConfig, backend: str) -> MetaConfig:
+    """``meta`` for a model queried through ``backend``: ``auto`` chooses only among the normalizations it can
+    serve; a named one it cannot serve stops, before any query, with a one-line error naming those it can."""
+    served = provides(backend)
+    works = [n for n in NORMS if set(NORM_NEEDS[n]) <= served]
+    if meta.norm == "auto":
+        return replace(meta, norms=tuple(n for n in meta.norms if n in works))
+    require(backend, f"normalization '{meta.norm}'", NORM_NEEDS[meta.norm], works)
+    return meta
 
 
 def fill_unseen(values: np.ndarray) -> np.ndarray:

@@ -1,0 +1,106 @@
+"""What a backend is: anything that turns a document's token ids into TokenStats for the configured windows, and
+declares which statistics it can provide.
+
+Every backend scores the same windows (``docaudit.query.stats.scored_spans``) with the same layout (a BOS before
+each window when the tokenizer uses one), so a document's TokenStats mean the same under each; only the statistics
+a backend cannot compute differ (they are NaN, and nothing that needs them runs: ``require``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from docaudit.errors import DocauditError
+from docaudit.query.stats import TokenStats
+
+BACKENDS = ("transformers", "llamacpp", "openai")
+
+# The statistics a backend may provide: log p of the true token, log p_max, the Min-K%++ moments (mean and standard
+# deviation of log p under p) and the GP sums (the softmax summed over positions). The first two need only the
+# true token's and the top token's log-probabilities; the last two need the whole distribution at every position.
+STATISTICS = {
+    "logp": "log-probabilities of the true tokens",
+    "max_logp": "the top token's log-probability",
+    "moments": "the Min-K%++ moments (mean and spread of log p over the vocabulary)",
+    "gp": "the GP sums (the whole predicted distribution)",
+}
+
+FULL = frozenset(STATISTICS)
+
+PROVIDES = {
+    "transformers": FULL,
+    "llamacpp": FULL,
+    "openai": frozenset({"logp", "max_logp"}),
+}
+
+
+# A text whose tokenization by two tokenizers is compared (spaces, quotes, brackets, digits, accents, newlines:
+# where pre-tokenizers differ).
+TOKENIZER_PROBE = (
+    'The quick brown fox said "jumps" (over) the lazy dog\'s [back]. Ça coûte 12,50 €; naïve “quotes” — 1999,\t'
+    "tabs,  two  spaces...\n\nNew paragraph: 3.14159 & <tags> #hash @at 'single' -dash_"
+)
+
+
+def provides(backend: str) -> frozenset[str]:
+    """The statistics ``backend`` provides (an unknown backend is a one-line error)."""
+    if backend not in PROVIDES:
+        raise DocauditError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
+    return PROVIDES[backend]
+
+
+def require(backend: str, what: str, needs: Iterable[str], works: Iterable[str] = ()) -> None:
+    """Stop, before any query, when ``backend`` cannot provide a statistic ``what`` needs; the one-line error
+    names what is missing and ``works`` (the alternatives that would run with this backend)."""
+    missing = [s for s in needs if s not in provides(backend)]
+    if missing:
+        alternatives = list(works)
+        hint = f"; with it use {', '.join(alternatives)}" if alternatives else ""
+        others = [b for b in BACKENDS if set(missing) <= PROVIDES[b]]
+        raise DocauditError(
+            f"{what} needs {' and '.join(STATISTICS[s] for s in missing)}, which the {backend} backend does not "
+            f"provide{hint} (or use --backend {' or '.join(others)})"
+        )
+
+
+def stats_from_rows(
+    ids: np.ndarray, rows: np.ndarray, gp_sum: np.ndarray | None, vocab_size: int, context: int, stride: int
+) -> TokenStats:
+    """TokenStats from a ``[scored, 4]`` float32 array of (log p, log p_max, mu, sigma) per scored position."""
+    logp, max_logp, mu, sigma = np.ascontiguousarray(rows.T, dtype=np.float32)
+    return TokenStats(
+        token_ids=ids.astype(np.int32),
+        logp=logp,
+        max_logp=max_logp,
+        mu=mu,
+        sigma=sigma,
+        gp_sum=gp_sum,
+        vocab_size=vocab_size,
+        context=context,
+        stride=stride,
+    )
+
+
+class Backend:
+    """The part of a querier that runs the model: ``compute(ids)`` gives TokenStats over the windows of ``ids``
+    (``context``, ``stride``, a ``bos`` id before each window or None, ``gp``: whether to sum the softmax).
+
+    ``name`` and ``provides`` say what it is and which ``STATISTICS`` it can compute; ``vocab_size`` is the
+    model's output dimension; ``identity()`` is what, besides the model's own identity, keys its statistics in the
+    cache (e.g. the server and its model); ``requests`` counts the requests a remote backend made."""
+
+    name = "transformers"
+    requests = 0
+
+    @property
+    def provides(self) -> frozenset[str]:
+        return PROVIDES[self.name]
+
+    def identity(self) -> dict:
+        return {}
+
+    def compute(
+        self, ids: np.ndarray, context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None
+    ) -> TokenStats:
+        raise NotImplementedError

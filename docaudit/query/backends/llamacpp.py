@@ -1,0 +1,182 @@
+"""The llama.cpp backend: a ``.gguf`` file run in this process by llama.cpp (``pip install 'docaudit[llamacpp]'``),
+without dequantizing it, so a quantized model needs only its file's memory.
+
+llama.cpp keeps the logits of every position of a window (``logits_all``); each window's rows are reduced, a chunk
+at a time, by the same float32 reductions as the transformers backend (``reduce.position_stats_``), so every
+statistic is available and memory is bounded by one window's logits. The tokenizer is the GGUF file's own, read by
+transformers (no weights are read for it), and checked against llama.cpp's on loading."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import weakref
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from docaudit.config import ModelConfig
+from docaudit.errors import DocauditError
+from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, stats_from_rows
+from docaudit.query.backends.reduce import WorkBuffers, position_stats_
+from docaudit.query.stats import TokenStats, scored_spans
+
+log = logging.getLogger(__name__)
+
+LOGIT_ELEMENTS_PER_CHUNK = 1 << 25  # logit elements reduced at once (as the transformers backend on the CPU)
+
+
+def _llama_cpp():
+    try:
+        import llama_cpp
+    except ImportError as e:
+        raise DocauditError("--backend llamacpp needs llama-cpp-python: pip install 'docaudit[llamacpp]'") from e
+    logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # llama.cpp's own log: errors only
+    return llama_cpp
+
+
+def gguf_tokenizer(path: Path, digest: str):
+    """The GGUF file's tokenizer, read by transformers once and kept in the cache (reading a large vocabulary
+    from the file takes seconds)."""
+    from transformers import AutoTokenizer
+
+    from docaudit.outputs import replace_dir
+    from docaudit.query.cache import cache_root
+
+    saved = cache_root() / "tokenizers" / f"{path.stem}-{digest[:16]}"
+    if (saved / "tokenizer_config.json").exists():
+        try:
+            return AutoTokenizer.from_pretrained(saved)
+        except (OSError, ValueError):
+            log.warning("the cached tokenizer in %s is damaged; reading it from %s again", saved, path.name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    except (OSError, ValueError, KeyError) as e:
+        raise DocauditError(f"cannot read the tokenizer of {path}: {e}") from e
+    saved.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=saved.parent, prefix=f".{saved.name}."))
+    try:
+        tokenizer.save_pretrained(tmp)
+        replace_dir(tmp, saved)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tokenizer
+
+
+@dataclass
+class GGUFModel:
+    """A GGUF file for llama.cpp: its vocabulary and trained context, read without loading its weights."""
+
+    path: Path
+    vocab_size: int
+    max_positions: int | None
+
+    def open(self, n_ctx: int):
+        """A llama.cpp context over the file keeping the logits of all ``n_ctx`` positions, on torch's threads."""
+        threads = torch.get_num_threads()
+        return _llama_cpp().Llama(
+            model_path=str(self.path),
+            n_ctx=n_ctx,
+            n_batch=n_ctx,
+            n_ubatch=n_ctx,
+            logits_all=True,
+            n_threads=threads,
+            n_threads_batch=threads,
+            verbose=False,
+        )
+
+
+def load_gguf(config: ModelConfig, expected_identity: str | None = None):
+    """The GGUF file ``config.model`` (or the embedded default) as a LoadedModel for llama.cpp; its identity is the
+    file's, as with the transformers backend, so a classifier trained through either accepts it."""
+    from docaudit.query.models import LoadedModel, check_identity, resolve_source, tokenizer_hash
+
+    llama_cpp = _llama_cpp()
+    source = resolve_source(config.model, config.revision)
+    if source.gguf is None:
+        raise DocauditError(f"--backend llamacpp needs a .gguf file (--model PATH.gguf), not '{config.model}'")
+    check_identity(source.identity, expected_identity)
+    try:
+        vocab = llama_cpp.Llama(model_path=str(source.gguf), vocab_only=True, verbose=False)
+    except (ValueError, RuntimeError) as e:
+        raise DocauditError(f"llama.cpp cannot load {source.gguf}: {e}") from e
+    tokenizer = gguf_tokenizer(source.gguf, source.identity.rsplit("@", 1)[1])
+    ours = tokenizer(TOKENIZER_PROBE, add_special_tokens=False)["input_ids"]
+    theirs = vocab.tokenize(TOKENIZER_PROBE.encode(), add_bos=False, special=False)
+    if list(ours) != list(theirs):
+        raise DocauditError(
+            f"the tokenizer read from {source.gguf.name} does not tokenize as llama.cpp does; this file cannot be "
+            "queried with --backend llamacpp (use --backend transformers)"
+        )
+    arch = vocab.metadata.get("general.architecture")
+    positions = int(vocab.metadata.get(f"{arch}.context_length", 0)) or None
+    model = GGUFModel(source.gguf, int(vocab.n_vocab()), positions)
+    vocab.close()
+    resolved = replace(config, model=source.reference)
+    return LoadedModel(model, tokenizer, source.identity, tokenizer_hash(tokenizer), resolved, torch.device("cpu"))
+
+
+class LlamaCppBackend(Backend):
+    """One window at a time through llama.cpp, every position's logits reduced a chunk at a time."""
+
+    name = "llamacpp"
+
+    def __init__(self, model: GGUFModel, context: int):
+        self.vocab_size = model.vocab_size
+        self.llm = model.open(context + 1)  # room for a BOS before the window
+        weakref.finalize(self, self.llm.close)  # freed with the backend, and before the interpreter's teardown
+        self.chunk_rows = max(1, LOGIT_ELEMENTS_PER_CHUNK // self.vocab_size)
+        self.work = WorkBuffers(torch.device("cpu"))
+
+    def identity(self) -> dict:
+        return {"backend": self.name}
+
+    def batch_size(self, context: int) -> int:
+        return 1
+
+    def release_buffers(self) -> None:
+        self.work.clear()
+
+    def _decode(self, window: list[int]) -> np.ndarray:
+        """llama.cpp's own ``[len(window), vocab]`` float32 logits buffer after decoding ``window`` from an empty
+        cache (a view, not a copy: ``Llama.eval`` would copy it into ``Llama.scores`` first)."""
+        llm = self.llm
+        llm.reset()
+        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        llm._batch.set_batch(batch=window, n_past=0, logits_all=True)
+        llm._ctx.decode(llm._batch)
+        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(window), self.vocab_size))
+
+    @torch.inference_mode()
+    def compute(
+        self, ids: np.ndarray, context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None = None
+    ) -> TokenStats:
+        shift = int(bos is not None)
+        spans = scored_spans(len(ids), context, stride)
+        vocab = self.vocab_size
+        results = np.empty((sum(e - f for _, f, e in spans), 4), dtype=np.float32)
+        gp_total = torch.zeros(vocab, dtype=torch.float64) if gp else None
+        chunk = max(1, min(self.chunk_rows, context))
+        exp_buf, product_buf = self.work.get("exp", chunk, vocab), self.work.get("product", chunk, vocab)
+        row = 0
+        for start, first, end in spans:
+            window = [bos] * shift + ids[start:end].tolist()
+            logits = self._decode(window)
+            # window position j predicts window token j + 1: the scored tokens first..end-1 sit at
+            # first - start + shift in the window, so their logits are rows first - start + shift - 1 onwards
+            top = first - start + shift - 1
+            rows = logits[top : top + end - first]
+            targets = torch.as_tensor(ids[first:end], dtype=torch.long)
+            for lo in range(0, end - first, chunk):
+                n = min(chunk, end - first - lo)
+                z = torch.from_numpy(rows[lo : lo + n])  # reduced in place: the next decode rewrites these rows
+                *values, psum = position_stats_(z, targets[lo : lo + n], exp_buf[:n], product_buf[:n])
+                results[row + lo : row + lo + n] = torch.stack(values, dim=1).numpy()
+                if gp_total is not None:
+                    gp_total += psum
+            row += end - first
+        gp_sum = None if gp_total is None else gp_total.numpy()
+        return stats_from_rows(ids, results, gp_sum, vocab, context, stride)

@@ -1,0 +1,399 @@
+"""The OpenAI-compatible HTTP backend: a model behind ``/v1/completions`` (vLLM, llama.cpp's or llama-cpp-python's
+server, TGI, hosted APIs), asked for the log-probabilities of each window's tokens.
+
+Two ways, chosen by ``ModelConfig.api_logprobs`` (``auto`` asks the server once):
+
+- ``echo``: one request per window, the window's text as the prompt with ``echo`` and ``logprobs=1``: the server
+  returns every prompt token's log-probability and its top one.
+- ``logit_bias``: for servers that give only the top-n log-probabilities of a generated token. Per scored
+  position, one request for the top n after the prefix; when the true token is not among them, the bias on it that
+  just makes it the greedy choice is searched by bisection (PAC, Ye et al. 2024, sec. 4.4 and appendix D): at that
+  bias ``gamma`` its logit equals the top token's, so ``log p(u) = log p(top) - gamma``.
+
+Only log p and log p_max are available this way (``base.PROVIDES``). The tokens queried are the local tokenizer's
+(``--api-tokenizer``, or ``--model``), checked against the server's tokenize endpoint on loading; each window's
+text must tokenize back to the window's tokens, and echoed tokens are checked against them, so a mismatch is an
+error, never a silent misalignment. The API key is read from the environment variable named by ``api_key_env``
+and is never logged, cached or written into outputs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import torch
+
+from docaudit.config import API_LOGPROBS, ModelConfig
+from docaudit.errors import DocauditError
+from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, stats_from_rows
+from docaudit.query.stats import TokenStats, scored_spans
+
+log = logging.getLogger(__name__)
+
+ALIGN_TOKENS = 8  # how far a span sent as text may grow to tokenize back to its tokens
+
+BIAS_LIMIT = 100.0  # the largest logit bias OpenAI's API accepts; a token needing more is reported at this bound
+
+
+RETRY_STATUS = (408, 409, 429, 500, 502, 503, 504)
+
+
+@dataclass
+class ApiClient:
+    """Requests to one served model: JSON over HTTP with a timeout, retries with exponential backoff (a 429's
+    ``Retry-After`` honoured), a cap on the requests of a run, and a count of the requests made."""
+
+    base: str
+    model: str | None
+    config: ModelConfig
+    vocab_size: int = 0
+    max_positions: int | None = None
+    mode: str = "echo"
+    llama_cpp_server: bool = False
+    fingerprint: str = ""
+    requests: int = 0
+    _key: str | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def _count(self) -> None:
+        with self._lock:
+            cap = self.config.max_requests
+            if cap is not None and self.requests >= cap:
+                raise DocauditError(f"--max-requests {cap} reached: finished documents are cached; raise it to go on")
+            self.requests += 1
+
+    def call(self, path: str, body: dict | None = None, root: bool = False) -> dict:
+        """POST ``body`` (GET without one) to ``path`` under the API base (under the server's root with ``root``)
+        and return the JSON answer. Connection errors, timeouts and 408/409/429/5xx answers are retried."""
+        url = (self.base.rsplit("/v1", 1)[0] if root else self.base) + path
+        headers = {"Content-Type": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        data = None if body is None else json.dumps(body).encode()
+        delay, attempt = self.config.api_backoff, 0
+        while True:
+            self._count()
+            request = urllib.request.Request(url, data=data, headers=headers, method="GET" if data is None else "POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.config.api_timeout) as answer:
+                    return json.loads(answer.read())
+            except urllib.error.HTTPError as e:
+                detail = _detail(e)
+                if e.code not in RETRY_STATUS or attempt == self.config.api_retries:
+                    raise DocauditError(f"the server at {url} answered {e.code}: {detail}") from e
+                wait = _retry_after(e) or delay
+            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
+                if attempt == self.config.api_retries:
+                    reason = getattr(e, "reason", e)
+                    raise DocauditError(f"cannot reach {url}: {reason}") from e
+                wait = delay
+            log.info("request to %s failed; retrying in %.1f s", url, wait)
+            time.sleep(wait)
+            delay, attempt = delay * 2, attempt + 1
+
+    def complete(self, prompt: str, **options) -> dict:
+        """One completion of at most one token at temperature 0, with the penalties a llama.cpp server would add
+        switched off."""
+        body = {"model": self.model, "prompt": prompt, "max_tokens": 1, "temperature": 0, **options}
+        if self.llama_cpp_server:
+            body |= {"repeat_penalty": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
+        return self.call("/completions", body)["choices"][0]
+
+
+def _top(choice: dict) -> dict[str, float]:
+    """The top log-probabilities of a completion's first generated token (empty when it generated nothing)."""
+    top = (choice.get("logprobs") or {}).get("top_logprobs") or [{}]
+    return top[0] or {}
+
+
+def _detail(e: urllib.error.HTTPError) -> str:
+    try:
+        text = e.read().decode(errors="replace")
+        detail = json.loads(text).get("detail") or json.loads(text).get("error") or text
+    except (ValueError, AttributeError, OSError):
+        detail = e.reason
+    return " ".join(str(detail).split())[:300]
+
+
+def _retry_after(e: urllib.error.HTTPError) -> float | None:
+    try:
+        return float(e.headers.get("Retry-After"))
+    except (TypeError, ValueError):
+        return None
+
+
+def split_url(spec: str) -> tuple[str, str | None]:
+    """``http://HOST:PORT/v1#NAME`` as the API base and the model name (None when not given)."""
+    base, _, name = spec.partition("#")
+    return base.rstrip("/"), name or None
+
+
+def load_api(config: ModelConfig, expected_identity: str | None = None):
+    """A LoadedModel for a served model: the server is asked for its models (and the one to use checked), its
+    tokenizer compared with the local one on a probe text, and, with ``api_logprobs="auto"``, whether it echoes
+    prompt log-probabilities."""
+    from docaudit.query.models import LoadedModel, check_identity, tokenizer_hash
+
+    base, model_name = config.api_base, config.api_model
+    spec = config.model
+    if spec is not None and spec.startswith(("http://", "https://")):
+        base, from_url = split_url(spec)
+        model_name = model_name or from_url
+        spec = None
+    if not base:
+        raise DocauditError("--backend openai needs the server: --api-base http://HOST:PORT/v1 (or --model URL)")
+    if config.api_logprobs not in API_LOGPROBS:
+        raise DocauditError(f"unknown --api-logprobs '{config.api_logprobs}' (choose from {', '.join(API_LOGPROBS)})")
+    key = None
+    if config.api_key_env:
+        key = os.environ.get(config.api_key_env)
+        if not key:
+            raise DocauditError(f"the environment variable {config.api_key_env} (--api-key-env) is not set")
+    client = ApiClient(base.rstrip("/"), model_name, config, _key=key)
+    listed = client.call("/models").get("data", [])
+    served = [m.get("id") for m in listed]
+    if client.model is None:
+        if len(served) != 1:
+            raise DocauditError(
+                f"the server serves {len(served)} models; name one with --api-model ({', '.join(served)})"
+            )
+        client.model = served[0]
+    elif served and client.model not in served:
+        raise DocauditError(f"the server does not serve '{client.model}' (it serves {', '.join(served)})")
+    entry = next((m for m in listed if m.get("id") == client.model), {})
+    client.fingerprint = hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()[:16]
+    tokenizer = _tokenizer(config.api_tokenizer or spec)
+    client.vocab_size = len(tokenizer)
+    _check_tokenizer(client, tokenizer)
+    client.mode = _logprobs_mode(client, tokenizer) if config.api_logprobs == "auto" else config.api_logprobs
+    if client.mode == "echo" and _shifted_echo(client, tokenizer):
+        raise DocauditError(
+            "llama-cpp-python's server misaligns echoed log-probabilities for a model without a BOS token: "
+            "use --api-logprobs logit_bias"
+        )
+    identity = f"openai:{client.base}#{client.model}"
+    check_identity(identity, expected_identity)
+    resolved = replace(config, api_base=client.base, api_model=client.model)
+    return LoadedModel(client, tokenizer, identity, tokenizer_hash(tokenizer), resolved, torch.device("cpu"))
+
+
+def _tokenizer(spec: str | None):
+    """The local tokenizer matching the server's model: an HF folder, a hub id or a ``.gguf`` file."""
+    if spec is None:
+        raise DocauditError(
+            "--backend openai needs the served model's tokenizer: --api-tokenizer (HF folder, hub id or .gguf)"
+        )
+    from transformers import AutoTokenizer
+
+    from docaudit.query.models import resolve_source
+
+    source = resolve_source(spec)
+    if source.gguf is not None:
+        from docaudit.query.backends.llamacpp import gguf_tokenizer
+
+        return gguf_tokenizer(source.gguf, source.identity.rsplit("@", 1)[1])
+    try:
+        return AutoTokenizer.from_pretrained(source.location())
+    except (OSError, ValueError) as e:
+        raise DocauditError(f"cannot load the tokenizer '{spec}': {e}") from e
+
+
+def _check_tokenizer(client: ApiClient, tokenizer) -> None:
+    """Compare the local tokenizer with the server's on a probe text, through the server's tokenize endpoint
+    (llama-cpp-python's ``/extras/tokenize`` or vLLM's ``/tokenize``) when it has one."""
+    ours = tokenizer(TOKENIZER_PROBE)["input_ids"]
+    for path, body, answer in (
+        ("/extras/tokenize", {"input": TOKENIZER_PROBE}, "tokens"),
+        ("/tokenize", {"model": client.model, "prompt": TOKENIZER_PROBE}, "tokens"),
+    ):
+        try:
+            theirs = client.call(path, body, root=True)[answer]
+        except (DocauditError, KeyError, TypeError):
+            continue
+        client.llama_cpp_server = path == "/extras/tokenize"
+        if list(theirs) != list(ours):
+            raise DocauditError(
+                "the local tokenizer does not tokenize as the server does (checked on a probe text): name the "
+                "served model's tokenizer with --api-tokenizer"
+            )
+        return
+    log.warning("the server has no tokenize endpoint: the local tokenizer is assumed to be the served model's")
+
+
+def _shifted_echo(client: ApiClient, tokenizer) -> bool:
+    """Whether the server's echo would be shifted by one token: llama-cpp-python pairs each echoed token with the
+    distribution after it when the prompt does not start with a BOS (its ``_create_completion``)."""
+    from docaudit.query.querier import bos_per_window
+
+    return client.llama_cpp_server and bos_per_window(tokenizer) is None
+
+
+def _logprobs_mode(client: ApiClient, tokenizer) -> str:
+    """``echo`` when the server returns prompt log-probabilities correctly aligned, else ``logit_bias``."""
+    if _shifted_echo(client, tokenizer):
+        return "logit_bias"
+    try:
+        lp = client.complete(TOKENIZER_PROBE, echo=True, logprobs=1).get("logprobs") or {}
+    except DocauditError:
+        return "logit_bias"
+    values = lp.get("token_logprobs") or []
+    return "echo" if sum(v is not None for v in values) > 2 else "logit_bias"
+
+
+def requests_per_window(mode: str, scored: int, tolerance: float) -> int:
+    """Requests for one window of ``scored`` positions at most: one (echo), or per position one or two for the
+    top n (two when the greedy choice ends the completion), one at the largest bias and at most
+    ``ceil(log2(BIAS_LIMIT / tolerance))`` for the bisection (logit_bias)."""
+    if mode == "echo":
+        return 1
+    return scored * (3 + math.ceil(math.log2(BIAS_LIMIT / tolerance)))
+
+
+class OpenAIBackend(Backend):
+    """Windows of the local tokenizer's tokens sent as text, log-probabilities read back and checked."""
+
+    name = "openai"
+
+    def __init__(self, client: ApiClient, tokenizer, vocab_size: int):
+        self.client, self.tokenizer, self.vocab_size = client, tokenizer, vocab_size
+        self.floored = 0  # positions whose true token did not win even at BIAS_LIMIT
+
+    @property
+    def requests(self) -> int:
+        return self.client.requests
+
+    def identity(self) -> dict:
+        c = self.client
+        return {"backend": self.name, "server": c.base, "served": c.model, "entry": c.fingerprint, "mode": c.mode}
+
+    def batch_size(self, context: int) -> int:
+        return 1
+
+    def release_buffers(self) -> None:
+        pass
+
+    def estimate(self, n_tokens: int, context: int, stride: int) -> int:
+        """Requests needed (at most) for a document of ``n_tokens`` tokens."""
+        spans = scored_spans(n_tokens, context, stride)
+        tol = self.client.config.api_bias_tolerance
+        return sum(requests_per_window(self.client.mode, e - f, tol) for _, f, e in spans)
+
+    def _text(self, ids: np.ndarray, start: int, end: int, grow_right: bool = True) -> tuple[str, int, int]:
+        """The text to send for ``ids[start:end]`` and the span ``(start', end')`` it stands for: a window cut
+        inside a word may tokenize differently on its own, so the span grows, by at most ``ALIGN_TOKENS`` tokens
+        each way, to the left (the rest of its first word: a little more context) and, with ``grow_right``, to the
+        right (after every scored token: no effect on them), until its text tokenizes back to exactly its tokens.
+        Otherwise the server cannot be asked for exactly these tokens: an error."""
+        for left in range(min(ALIGN_TOKENS, start) + 1):
+            for right in range(min(ALIGN_TOKENS, len(ids) - end) + 1 if grow_right else 1):
+                span = ids[start - left : end + right].tolist()
+                text = self.tokenizer.decode(span)
+                if self.tokenizer(text, add_special_tokens=False)["input_ids"] == span:
+                    return text, start - left, end + right
+        raise DocauditError(
+            f"the text of tokens {start}..{end - 1} does not tokenize back to them, so the server cannot be asked for "
+            "exactly them: use an in-process backend (--backend transformers or llamacpp)"
+        )
+
+    def compute(
+        self, ids: np.ndarray, context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None = None
+    ) -> TokenStats:
+        spans = scored_spans(len(ids), context, stride)
+        work = self._echo if self.client.mode == "echo" else self._search
+        with ThreadPoolExecutor(self.client.config.api_concurrency) as pool:
+            parts = list(pool.map(lambda span: work(ids, *span), spans))
+        rows = np.full((sum(len(p) for p in parts), 4), np.nan, dtype=np.float32)
+        rows[:, :2] = np.concatenate(parts)
+        return stats_from_rows(ids, rows, None, self.vocab_size, context, stride)
+
+    def _echo(self, ids: np.ndarray, start: int, first: int, end: int) -> np.ndarray:
+        """(log p, log p_max) of tokens ``first..end-1`` from one echo request over ``ids[start:end]``."""
+        text, start, stop = self._text(ids, start, end)
+        window = ids[start:stop]
+        lp = self.client.complete(text, echo=True, logprobs=1).get("logprobs") or {}
+        tokens, values, tops = lp.get("tokens") or [], lp.get("token_logprobs") or [], lp.get("top_logprobs") or []
+        offsets = lp.get("text_offset") or []
+        n = len(window)
+        # the echo is the prompt's tokens followed by what was generated (at least one token, more when a server
+        # goes on past tokens without text): the first n must be the window's, and the next must start after it
+        if (
+            len(values) < n
+            or len(tokens) != len(values)
+            or len(tops) != len(values)
+            or (len(offsets) > n and offsets[n] != len(text))
+        ):
+            raise DocauditError(
+                f"the server echoed its prompt as other tokens than the window's {n}: its tokenization differs from "
+                "the local tokenizer's (--api-tokenizer)"
+            )
+        for j in range(n):
+            mine = self.tokenizer.decode([int(window[j])])
+            if "\ufffd" not in mine and tokens[j] and mine != tokens[j]:
+                raise DocauditError(
+                    f"the server echoed token {tokens[j]!r} where the window has {mine!r}: its tokenization differs "
+                    "from the local tokenizer's (--api-tokenizer)"
+                )
+        out = np.empty((end - first, 2), dtype=np.float32)
+        for row, j in enumerate(range(first - start, end - start)):
+            if values[j] is None or not tops[j]:
+                raise DocauditError("the server returned no log-probability for a prompt token")
+            out[row] = values[j], max(max(tops[j].values()), values[j])
+        return out
+
+    def _search(self, ids: np.ndarray, start: int, first: int, end: int) -> np.ndarray:
+        """(log p, log p_max) of tokens ``first..end-1``, each from its own top-n request and bias search."""
+        out = np.empty((end - first, 2), dtype=np.float32)
+        for row, t in enumerate(range(first, end)):
+            out[row] = self._token(self._text(ids, start, t, grow_right=False)[0], int(ids[t]))
+        return out
+
+    def _token(self, prefix: str, target: int) -> tuple[float, float]:
+        """(log p, log p_max) of ``target`` after ``prefix``: read from the top n when it is there, else
+        ``log p(ref) - gamma``, with ``ref`` the greedy choice (the "known token" of PAC's appendix D) and
+        ``gamma`` the bias at which ``target`` just replaces it, bisected to ``api_bias_tolerance``."""
+        tolerance = self.client.config.api_bias_tolerance
+        choice, suppress = self._top(prefix), {}
+        eos = self.tokenizer.eos_token_id
+        if not _top(choice) and eos is not None:  # the greedy choice ended the completion: suppress the end
+            suppress = {str(eos): -BIAS_LIMIT}
+            choice = self._top(prefix, logit_bias=suppress)
+        top = _top(choice)
+        if not top:
+            raise DocauditError("the server returned no top log-probabilities (logprobs)")
+        best = max(top.values())
+        word = self.tokenizer.decode([target])
+        if word in top:
+            return top[word], best
+        ref = choice["logprobs"]["token_logprobs"][0]
+        lo, hi = max(0.0, ref - min(top.values())), BIAS_LIMIT
+        if not self._wins(prefix, target, word, hi, suppress):
+            self.floored += 1
+            return ref - hi, best
+        while hi - lo > tolerance:
+            mid = (lo + hi) / 2
+            if self._wins(prefix, target, word, mid, suppress):
+                hi = mid
+            else:
+                lo = mid
+        return ref - (lo + hi) / 2, best
+
+    def _top(self, prefix: str, **options) -> dict:
+        """The greedy completion of one token after ``prefix`` with the top ``api_top_n`` log-probabilities."""
+        return self.client.complete(prefix, logprobs=self.client.config.api_top_n, **options)
+
+    def _wins(self, prefix: str, target: int, word: str, bias: float, suppress: dict) -> bool:
+        """Whether ``target`` is the greedy next token after ``prefix`` with ``bias`` added to its logit (and the
+        tokens of ``suppress`` suppressed, as when its reference was chosen)."""
+        choice = self.client.complete(prefix, logit_bias={**suppress, str(target): bias}, logprobs=1)
+        tokens = (choice.get("logprobs") or {}).get("tokens") or [""]
+        return tokens[0] == word  # the first generated token (a server may go on past tokens without text)

@@ -1,0 +1,197 @@
+"""The transformers backend: a model loaded by transformers (any precision, bitsandbytes quantization), queried in
+this process.
+
+Windows of equal length are batched. The model's trunk produces hidden states; the LM head is applied to chunks
+of scored positions, and each chunk's logits are reduced at once (in float32) to the per-token statistics, so no
+[batch, length, vocab] logits tensor is ever built. Only a few floats per token leave the device, once per document.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from docaudit.query.backends.base import Backend, stats_from_rows
+from docaudit.query.backends.reduce import WorkBuffers, position_stats_
+from docaudit.query.stats import TokenStats, scored_spans
+
+log = logging.getLogger(__name__)
+
+
+TOKENS_PER_BATCH = {"cpu": 4096, "cuda": 32768}
+
+
+# Rows of the LM head computed (and reduced) at once, as logit elements: a larger chunk reads the head's weight
+# fewer times (Gemma-3's is 262,144 x 640 floats = 671 MB, read once per chunk); each chunk needs two or three
+# [rows, vocab] float32 buffers. Measured in docs/benchmarks.md.
+LOGIT_ELEMENTS_PER_CHUNK = {"cpu": 1 << 25, "cuda": 1 << 27}
+
+
+class _Head:
+    """The LM head applied to chunks of hidden states, writing float32 logits.
+
+    On the CPU a large plain float32 ``nn.Linear`` head runs through oneDNN with a pre-packed copy of its weight, which
+    measured 1.3-1.45x faster than the default BLAS for these shapes (docs/benchmarks.md); set
+    ``docaudit.query.querier.CPU_ONEDNN_HEAD = False`` to save the copy's memory. Otherwise the product is written into
+    the caller's buffer (no fresh [rows, vocab] allocation per chunk)."""
+
+    def __init__(self, head: Callable, module: torch.nn.Module | None, cap: float | None, device: torch.device):
+        self.head, self.cap = head, cap
+        self.weight = self.packed = None
+        if (
+            isinstance(module, torch.nn.Linear)
+            and module.bias is None
+            and type(module.weight) is torch.nn.Parameter
+            and module.weight.dtype == torch.float32
+        ):
+            self.weight = module.weight
+            if (
+                device.type == "cpu"
+                and CPU_ONEDNN_HEAD
+                and module.weight.numel() >= ONEDNN_MIN_WEIGHT
+                and torch.backends.mkldnn.is_available()
+            ):
+                try:
+                    self.packed = self.weight.detach().to_mkldnn()
+                except RuntimeError:
+                    self.packed = None
+
+    def __call__(self, hidden: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        if self.packed is not None and hidden.dtype == torch.float32:
+            z = torch._C._nn.mkldnn_linear(hidden.contiguous().to_mkldnn(), self.packed, None).to_dense()
+        elif self.weight is not None and hidden.dtype == torch.float32:
+            z = torch.matmul(hidden, self.weight.t(), out=out)
+        else:  # other heads (quantized, half precision, full-forward fallback): float32 copy of their output
+            z = self.head(hidden)
+            return z.float().contiguous() if out is None else out.copy_(z)
+        if self.cap:
+            z.div_(self.cap).tanh_().mul_(self.cap)
+        return z
+
+
+CPU_ONEDNN_HEAD = True
+
+
+ONEDNN_MIN_WEIGHT = 1 << 24  # smaller heads: the default BLAS (oneDNN's per-shape setup would dominate)
+
+
+def split_model(model: torch.nn.Module) -> tuple[Callable, Callable, torch.nn.Module | None, float | None]:
+    """``(trunk, head, head_module, softcap)`` with ``head(trunk(ids)) == model(ids).logits``, so the head can run
+    on chunks of positions. Falls back to the full forward (head = identity, no module) when the model does not
+    decompose that way."""
+    head = model.get_output_embeddings()
+    base = getattr(model, "base_model", None)
+    cap = getattr(model.config, "final_logit_softcapping", None)
+
+    def trunk(ids):
+        return base(input_ids=ids, use_cache=False).last_hidden_state
+
+    def head_fn(hidden):
+        z = head(hidden)
+        return torch.tanh(z / cap) * cap if cap else z
+
+    def full(ids):
+        return model(input_ids=ids, use_cache=False).logits
+
+    if head is None or base is None or base is model:
+        return full, (lambda z: z), None, None
+    probe = torch.arange(1, 9, device=head.weight.device)[None] % head.weight.shape[0]
+    with torch.inference_mode():
+        try:
+            ok = torch.allclose(head_fn(trunk(probe)).float(), full(probe).float(), atol=1e-3, rtol=1e-3)
+        except (AttributeError, TypeError, RuntimeError):
+            ok = False
+    if not ok:
+        log.info("model does not split into trunk and head; using the full forward")
+        return full, (lambda z: z), None, None
+    return trunk, head_fn, head, cap
+
+
+class TransformersBackend(Backend):
+    """The model's trunk once per batch of windows, its LM head and the reductions per chunk of positions."""
+
+    name = "transformers"
+
+    def __init__(self, model: torch.nn.Module, vocab_size: int, device: torch.device):
+        self.vocab_size, self.device = vocab_size, device
+        self.kind = "cuda" if device.type == "cuda" else "cpu"
+        self.chunk_rows = max(1, LOGIT_ELEMENTS_PER_CHUNK[self.kind] // vocab_size)
+        self._trunk, head_fn, module, cap = split_model(model)
+        self._head = _Head(head_fn, module, cap, device)
+        self.work = WorkBuffers(device)
+
+    def batch_size(self, context: int) -> int:
+        """Windows per forward pass when the query does not say: about ``TOKENS_PER_BATCH`` tokens."""
+        return max(1, TOKENS_PER_BATCH[self.kind] // context)
+
+    def release_buffers(self) -> None:
+        """Free the work buffers (they are otherwise kept for the next document)."""
+        self.work.clear()
+
+    @torch.inference_mode()
+    def compute(
+        self, ids: np.ndarray, context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None = None
+    ) -> TokenStats:
+        """Query the model over all windows of ``ids`` (no cache).
+
+        Windows of equal length go through the trunk together; the LM head and the reductions run on chunks of
+        at most ``chunk_rows`` scored positions, in float32 work buffers reused from chunk to chunk. Memory is
+        bounded by the batch and chunk sizes whatever the document's length; the only per-token results are four
+        float32 values, copied to the host once at the end (no host synchronization inside the loop)."""
+        C, S = context, stride
+        spans = scored_spans(len(ids), C, S)
+        batches = list(_batches(spans, batch_size or self.batch_size(C)))
+        shift = int(bos is not None)
+        # Indices of the scored positions in each batch's flattened [windows * length] trunk output, all moved to
+        # the device in one copy before the loop.
+        index, bounds = [], [0]
+        for batch in batches:
+            length = batch[0][2] - batch[0][0] + shift
+            index += [b * length + shift + np.arange(f - 1 - s, e - 1 - s) for b, (s, f, e) in enumerate(batch)]
+            bounds.append(bounds[-1] + sum(e - f for _, f, e in batch))
+        index_t = torch.as_tensor(np.concatenate(index), dtype=torch.long, device=self.device)
+        ids_t = torch.as_tensor(ids, dtype=torch.long, device=self.device)
+        vocab = self.vocab_size
+        gp_total = torch.zeros(vocab, dtype=torch.float64, device=self.device) if gp else None
+        chunk = max(1, min(self.chunk_rows, max(b - a for a, b in zip(bounds, bounds[1:]))))
+        direct = self._head.packed is not None
+        work = [
+            None if direct else self.work.get("logits", chunk, vocab),
+            self.work.get("exp", chunk, vocab),
+            self.work.get("product", chunk, vocab),
+        ]
+        # Per-token results, allocated once before the loop (long-lived small tensors allocated between the large
+        # temporaries would fragment the heap and make memory grow with the document).
+        results = torch.empty(bounds[-1], 4, dtype=torch.float32, device=self.device)
+        for batch, lo_b, hi_b in zip(batches, bounds, bounds[1:]):
+            windows = torch.stack([ids_t[s:e] for s, _, e in batch])
+            if shift:
+                windows = torch.nn.functional.pad(windows, (1, 0), value=bos)
+            rows_t = index_t[lo_b:hi_b]
+            hidden = self._trunk(windows).reshape(windows.numel(), -1)[rows_t]
+            targets = windows.reshape(-1)[rows_t + 1]
+            for lo in range(0, hi_b - lo_b, chunk):
+                h = hidden[lo : lo + chunk]
+                n = len(h)
+                z = self._head(h, None if direct else work[0][:n])
+                *values, psum = position_stats_(z, targets[lo : lo + n], work[1][:n], work[2][:n])
+                torch.stack(values, dim=1, out=results[lo_b + lo : lo_b + lo + n])
+                if gp_total is not None:
+                    gp_total += psum
+        gp_sum = None if gp_total is None else gp_total.cpu().numpy()
+        return stats_from_rows(ids, results.cpu().numpy(), gp_sum, vocab, C, S)
+
+
+def _batches(spans, batch_size):
+    """Consecutive windows of equal length, at most ``batch_size`` at a time (only the last window is shorter)."""
+    batch = []
+    for span in spans:
+        if batch and (len(batch) == batch_size or span[2] - span[0] != batch[0][2] - batch[0][0]):
+            yield batch
+            batch = []
+        batch.append(span)
+    if batch:
+        yield batch

@@ -1,0 +1,128 @@
+"""The llama.cpp backend against the transformers backend on the same float32 weights: the same tokens, windows and
+statistics (up to float noise), its own cache entries, and one-line errors for what it cannot load."""
+
+import json
+
+import numpy as np
+import pytest
+from conftest import corpus_ids, corpus_text, make_model
+from test_cli import assert_clean_error, run
+from test_gguf import write_gguf
+
+from docaudit.config import ModelConfig, QueryConfig
+from docaudit.errors import DocauditError
+from docaudit.io import sha256_text
+from docaudit.query.cache import StatsCache
+from docaudit.query.models import load_model
+from docaudit.query.querier import Querier
+
+pytest.importorskip("llama_cpp")
+
+TOLERANCE = 1e-3  # nats: float32 kernels of two libraries (measured: under 1e-4)
+
+
+@pytest.fixture(scope="module")
+def llama_pair(tmp_path_factory, one_thread):
+    """A tiny Llama as a Hugging Face folder and as a float32 GGUF file, loaded by each backend."""
+    directory = tmp_path_factory.mktemp("llamacpp")
+    hf = make_model(directory / "hf", "llama")
+    gguf = write_gguf(hf, directory / "tiny.gguf")
+    return (
+        load_model(ModelConfig(model=str(hf), device="cpu")),
+        load_model(ModelConfig(model=str(gguf), backend="llamacpp")),
+        gguf,
+    )
+
+
+@pytest.mark.parametrize("context,stride", [(32, None), (24, 10)])
+def test_same_statistics_as_transformers(llama_pair, context, stride):
+    hf, cpp, _ = llama_pair
+    text = corpus_text("members", corpus_ids("members", 1)[0], n_chars=2500)
+    query = QueryConfig(context=context, stride=stride)
+    ours, theirs = Querier(cpp, query).stats(text), Querier(hf, query).stats(text)
+    assert np.array_equal(ours.token_ids, theirs.token_ids) and ours.n_tokens > 3 * context
+    for name in ("logp", "max_logp", "mu", "sigma"):
+        assert np.abs(getattr(ours, name) - getattr(theirs, name)).max() < TOLERANCE, name
+    assert np.abs(ours.gp_sum - theirs.gp_sum).max() < TOLERANCE * ours.n_scored
+    assert np.isfinite(ours.logp).all() and (ours.logp <= ours.max_logp + 1e-5).all()
+
+
+def test_own_cache_entries_same_model_identity(llama_pair, tmp_path):
+    hf, cpp, _ = llama_pair
+    text = corpus_text("members", corpus_ids("members", 2)[1], n_chars=800)
+    cache = StatsCache(tmp_path)
+    first, other = Querier(cpp, QueryConfig(context=16), cache), Querier(hf, QueryConfig(context=16), cache)
+    assert cpp.identity.split("@")[1] and first.key("x") != other.key("x")
+    stats = first.stats(text)
+    assert cache.path(first.key(sha256_text(text))).exists()
+    again = Querier(cpp, QueryConfig(context=16), cache).stats(text)
+    assert np.array_equal(stats.logp, again.logp)
+
+
+def test_score_command(llama_pair, tmp_path):
+    hf, _, gguf = llama_pair
+    doc = tmp_path / "doc.txt"
+    doc.write_text(corpus_text("members", corpus_ids("members", 1)[0], n_chars=600))
+    common = ("score", "--methods", "loss,minkpp", "--context", "16", "--device", "cpu", str(doc))
+    cpp = run(*common, "--model", str(gguf), "--backend", "llamacpp")
+    ref = run(*common, "--model", hf.config.model)
+    assert cpp.exit_code == 0 and ref.exit_code == 0, cpp.output + ref.output
+    a, b = json.loads(cpp.stdout)[0], json.loads(ref.stdout)[0]
+    assert abs(a["loss"] - b["loss"]) < TOLERANCE and abs(a["minkpp"] - b["minkpp"]) < 1e-2
+
+
+def test_not_a_gguf_is_one_line(llama_pair):
+    hf, _, _ = llama_pair
+    with pytest.raises(DocauditError, match="needs a .gguf file"):
+        load_model(ModelConfig(model=hf.config.model, backend="llamacpp"))
+    doc = corpus_text("members", corpus_ids("members", 1)[0], n_chars=300)
+    path = hf.config.model + "-doc.txt"
+    open(path, "w").write(doc)
+    assert_clean_error(run("score", "--model", hf.config.model, "--backend", "llamacpp", path), "needs a .gguf file")
+
+
+def test_train_then_predict_through_llamacpp(llama_pair, tmp_path):
+    _, _, gguf = llama_pair
+    members, nonmembers = tmp_path / "m", tmp_path / "n"
+    for folder, kind in ((members, "members"), (nonmembers, "nonmembers")):
+        folder.mkdir()
+        for i in corpus_ids(kind, 4):
+            (folder / f"{i}.txt").write_text(corpus_text(kind, i, 600))
+    backend = ("--model", str(gguf), "--backend", "llamacpp", "--context", "32")
+    trained = run(
+        "train", "--members", members, "--nonmembers", nonmembers, "--folds", "2", "--trees", "10",
+        "--norm", "max_gp", "--features", "agg", "--out", tmp_path / "clf", *backend,
+    )  # fmt: skip
+    assert trained.exit_code == 0, trained.output
+    card = json.loads((tmp_path / "clf" / "card.json").read_text())
+    assert card["model_config"]["backend"] == "llamacpp" and card["model_identity"].startswith("gguf@")
+    docs = sorted(members.iterdir())
+    predicted = run("predict", *docs, "--classifier", tmp_path / "clf", *backend[:4], "--format", "json")
+    assert predicted.exit_code == 0, predicted.output
+    assert len(json.loads(predicted.stdout)) == 4
+
+
+def test_controlled_target_same_auc_through_llamacpp(tmp_path, one_thread):
+    """A Llama target trained on a random half of real book excerpts, audited with the loss through each backend:
+    the same membership AUC."""
+    from dataclasses import replace
+
+    from labtarget import TINY, excerpts
+    from sklearn.metrics import roc_auc_score as auc
+
+    from docaudit.lab.experiment import split_members
+    from docaudit.lab.target import train_target
+
+    texts = excerpts(16, 100)
+    split = split_members(list(texts), seed=0)
+    names = sorted(texts)
+    members = [texts[n] for n in names if split[n] == 1]
+    model_dir = train_target(members, list(texts.values()), tmp_path / "t", replace(TINY, arch="llama"), progress=False)
+    gguf = write_gguf(model_dir, tmp_path / "target.gguf")
+    labels = np.array([split[n] for n in names])
+    query = QueryConfig(context=32)
+    aucs = []
+    for config in (ModelConfig(model=str(model_dir), device="cpu"), ModelConfig(model=str(gguf), backend="llamacpp")):
+        querier = Querier(load_model(config), query)
+        aucs.append(auc(labels, [float(querier.stats(texts[n]).logp.mean()) for n in names]))
+    assert aucs[0] > 0.8 and abs(aucs[0] - aucs[1]) < 1e-9
