@@ -48,6 +48,7 @@ from docaudit.methods.detectors.detector import Detector, build_detector
 from docaudit.methods.detectors.registry import METHODS
 from docaudit.methods.document_level import accuracy_threshold, fpr_threshold
 from docaudit.metrics import chunk_folds
+from docaudit.query.distributed import prefetch
 from docaudit.query.models import LoadedModel, load_model
 
 _WORD = re.compile(r"\S+")
@@ -101,6 +102,7 @@ class ContaminationReport:
 def _score_books(
     detector: Detector, method: str, docs: list[Document], role: str, n: int, words: int, seed: int, progress: bool
 ) -> list[dict]:
+    prefetch(detector.target, [(t, None) for d in docs for _, t in book_snippets(d, n, words, seed)], progress)
     rows = []
     for doc in tqdm(docs, desc=f"{role} books", unit="book", disable=not progress):
         for i, (start, text) in enumerate(

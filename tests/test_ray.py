@@ -1,0 +1,171 @@
+"""Querying on a local Ray instance of two CPU workers: the same TokenStats and cache keys as one process, a worker
+killed mid-run, and a rerun after the driver was interrupted."""
+
+from __future__ import annotations
+
+import _thread
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import corpus_ids, corpus_text
+
+from docaudit.config import ModelConfig, QueryConfig, RayConfig
+from docaudit.query.distributed import RayPool, use_pool
+from docaudit.query.querier import open_querier
+
+ray = pytest.importorskip("ray")
+
+ROOT = Path(__file__).resolve().parents[1]
+FIELDS = ("token_ids", "logp", "max_logp", "mu", "sigma", "gp_sum")
+QUERY = QueryConfig(context=32)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A local Ray instance of 2 CPUs (no dashboard, no usage report) and a pool of 2 workers, one document per task,
+    shared by the module's tests."""
+    assert not ray.is_initialized()
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    env = {"PYTHONPATH": str(ROOT), "DOCAUDIT_CACHE": str(tmp_path_factory.mktemp("workers")), "OMP_NUM_THREADS": "1"}
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    pool = RayPool(RayConfig(workers=2, task_chars=1))
+    try:
+        yield pool
+    finally:
+        pool.close()
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def texts():
+    """20 book passages of 2,000 to 30,000 characters."""
+    ids = [(group, b) for group in ("members", "nonmembers") for b in corpus_ids(group, 10)]
+    return [(corpus_text(group, b, n_chars=2000 + 1500 * i), None) for i, (group, b) in enumerate(ids)]
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_gpt2, texts, tmp_path_factory, one_thread):
+    """The single-process TokenStats and the cache entries they were written to."""
+    cache = tmp_path_factory.mktemp("reference-cache")
+    os.environ["DOCAUDIT_CACHE"] = str(cache)
+    try:
+        stats = _querier(tiny_gpt2).stats_many(texts, progress=False)
+    finally:
+        del os.environ["DOCAUDIT_CACHE"]
+    return stats, _entries(cache)
+
+
+def _querier(model: Path):
+    return open_querier(ModelConfig(model=str(model), device="cpu"), QUERY)
+
+
+def _entries(cache: Path) -> list[str]:
+    """Names of every file under the cache's stats folder (temporary files of a half-written entry included)."""
+    return sorted(p.name for p in (cache / "stats").rglob("*") if p.is_file())
+
+
+def _same(stats, reference) -> None:
+    assert len(stats) == len(reference)
+    for a, b in zip(stats, reference):
+        for name in FIELDS:
+            assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+def test_same_stats_and_cache_keys_as_one_process(cluster, tiny_gpt2, texts, reference, tmp_path):
+    querier = _querier(tiny_gpt2)
+    with use_pool(cluster):
+        stats = querier.stats_many(texts, progress=False)
+        again = querier.stats_many(texts, progress=False)
+    _same(stats, reference[0])
+    _same(again, reference[0])
+    assert _entries(tmp_path / "cache") == reference[1]
+    first, second = cluster.summaries[-2:]
+    assert (first.computed, first.cached, first.failures) == (len(texts), 0, 0)
+    assert (second.computed, second.cached) == (0, len(texts))
+
+
+def _when_cached(cache: Path, n: int, action) -> threading.Thread:
+    """A thread that runs ``action`` once ``n`` entries are in the cache."""
+
+    def watch():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if (cache / "stats").is_dir() and len(_entries(cache)) >= n:
+                action()
+                return
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_worker_killed_mid_run(cluster, tiny_gpt2, texts, reference, tmp_path):
+    querier = _querier(tiny_gpt2)
+    with use_pool(cluster):
+        querier.stats_many(texts[:1], progress=False)  # workers started and the model loaded
+        victim = cluster.actors[0]
+        watcher = _when_cached(tmp_path / "cache", 3, lambda: ray.kill(victim, no_restart=False))
+        stats = querier.stats_many(texts, progress=False)
+    watcher.join()
+    summary = cluster.summaries[-1]
+    assert summary.failures >= 1 and summary.resent >= 1, "the worker was not killed while it held documents"
+    assert summary.computed == len(texts) - 1
+    _same(stats, reference[0])
+    assert _entries(tmp_path / "cache") == reference[1]  # each entry once, none half-written
+
+
+def test_rerun_after_interrupted_driver_skips_finished_documents(cluster, tiny_gpt2, texts, reference, tmp_path):
+    querier = _querier(tiny_gpt2)
+    cache = tmp_path / "cache"
+    with use_pool(cluster):
+        querier.stats_many(texts[:1], progress=False)
+        watcher = _when_cached(cache, 4, _thread.interrupt_main)
+        with pytest.raises(KeyboardInterrupt):
+            querier.stats_many(texts, progress=False)
+        watcher.join()
+        finished = _entries(cache)
+        assert 4 <= len(finished) < len(texts)
+        assert set(finished) <= set(reference[1])  # whole entries only
+        stats = querier.stats_many(texts, progress=False)
+    summary = cluster.summaries[-1]
+    assert (summary.computed, summary.cached) == (len(texts) - len(finished), len(finished))
+    _same(stats, reference[0])
+    assert _entries(cache) == reference[1]
+
+
+def test_score_command_on_ray_gives_the_same_scores_and_cache(cluster, tiny_gpt2, texts, tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from docaudit.cli import main
+
+    files = []
+    for i, (text, _) in enumerate(texts[:4]):
+        files.append(tmp_path / f"doc{i}.txt")
+        files[-1].write_text(text, encoding="utf-8")
+    args = ["score", *map(str, files), "--model", str(tiny_gpt2), "--device", "cpu", "--context", "32"]
+    args += ["--methods", "loss,mink"]
+    outputs, entries = [], []
+    for name, extra in (("plain", []), ("ray", ["--ray-workers", "2"])):
+        monkeypatch.setenv("DOCAUDIT_CACHE", str(tmp_path / name))
+        cluster.close()  # the command starts its own two workers on the instance's two CPUs
+        result = CliRunner().invoke(main, args + extra)
+        assert result.exit_code == 0, result.output
+        outputs.append(result.stdout)
+        entries.append(_entries(tmp_path / name))
+    assert outputs[0] == outputs[1]
+    assert entries[0] == entries[1] and len(entries[0]) == 4  # the same cache keys with Ray on and off
+    assert "ray: 4 documents queried on 2 workers, 0 from the cache" in result.stderr
+
+
+def test_ray_options_are_checked_before_anything_starts(tmp_path):
+    from click.testing import CliRunner
+
+    from docaudit.cli import main
+
+    result = CliRunner().invoke(main, ["score", str(tmp_path / "none.txt"), "--ray-workers", "0"])
+    assert result.exit_code == 2 and "error: --ray-workers 0 is out of range" in result.stderr
