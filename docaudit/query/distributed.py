@@ -223,7 +223,8 @@ class RayPool:
         workers = c.workers
         if workers is None:
             share = resources.get("GPU", 0) / gpus if gpus else resources.get("CPU", 1) / max(c.cpus_per_worker, 1e-9)
-            workers = max(1, int(share))
+            # on a cluster, joblib's tasks (reading, fitting) need a CPU the CPU-only actors do not hold
+            workers = max(1, int(share) - (c.address is not None and not gpus))
         self.device = "cuda" if gpus else "cpu"
         remote = ray.remote(_Worker).options(
             num_cpus=c.cpus_per_worker, num_gpus=gpus, max_restarts=c.max_restarts, max_task_retries=0
