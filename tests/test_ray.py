@@ -31,7 +31,7 @@ def cluster(tmp_path_factory):
     assert not ray.is_initialized()
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     env = {"PYTHONPATH": str(ROOT), "DOCAUDIT_CACHE": str(tmp_path_factory.mktemp("workers")), "OMP_NUM_THREADS": "1"}
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
     pool = RayPool(RayConfig(workers=2, task_chars=1))
     try:
         yield pool

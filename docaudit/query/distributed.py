@@ -170,6 +170,7 @@ class RayPool:
             # workers import this copy of docaudit (a checkout is not necessarily installed)
             path = os.pathsep.join(p for p in (str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH")) if p)
             ray.init(
+                address="local",  # a new instance, even when a cluster runs on this machine
                 num_cpus=cpus,
                 include_dashboard=False,
                 log_to_driver=False,
