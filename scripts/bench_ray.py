@@ -86,12 +86,14 @@ def main() -> None:
         torch.set_num_threads(1)
         querier = open_querier(model, query)
         n_params = sum(p.numel() for p in querier.lm.model.parameters())
+        flops = 2 * (n_params - querier.lm.model.get_input_embeddings().weight.numel())  # per token, forward
         single_s, reference = run(querier, items, tmp / "single")
         tokens = sum(s.n_tokens for s in reference)
         env = {"PYTHONPATH": str(ROOT), "DOCAUDIT_CACHE": str(tmp / "workers"), "OMP_NUM_THREADS": "1"}
         runtime = {"env_vars": env}
         ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=runtime)
         result = {"documents": len(texts), "tokens": tokens, "parameters": n_params, "context": args.context}
+        result["forward_flops_per_token"] = flops
         result["single_process_tokens_per_s"] = round(tokens / single_s)
         try:
             for workers in (1, 2):
@@ -116,6 +118,8 @@ def main() -> None:
     result["one_worker_over_single_process"] = round(
         result["ray_1_workers_tokens_per_s"] / result["single_process_tokens_per_s"], 2
     )
+    for name in ("single_process", "ray_1_workers", "ray_2_workers"):
+        result[f"{name}_gflops"] = round(result[f"{name}_tokens_per_s"] * flops / 1e9, 1)
     result["load_average"] = [round(x, 1) for x in os.getloadavg()]
     print(json.dumps(result))
 

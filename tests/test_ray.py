@@ -169,3 +169,10 @@ def test_ray_options_are_checked_before_anything_starts(tmp_path):
 
     result = CliRunner().invoke(main, ["score", str(tmp_path / "none.txt"), "--ray-workers", "0"])
     assert result.exit_code == 2 and "error: --ray-workers 0 is out of range" in result.stderr
+
+
+def test_a_document_too_short_is_the_same_error_as_in_one_process(cluster, tiny_gpt2, texts):
+    from docaudit.errors import DocauditError
+
+    with use_pool(cluster), pytest.raises(DocauditError, match="needs at least 2 tokens to be queried, this one has 1"):
+        _querier(tiny_gpt2).stats_many([texts[0], ("a", None)], progress=False)

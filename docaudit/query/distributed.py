@@ -267,7 +267,8 @@ class RayPool:
         """``querier.stats_many`` on the workers: the TokenStats of every text, in order."""
         items = [(text, sha or sha256_text(text)) for text, sha in texts]
         computed = self.compute(querier, items, keep=True, desc=desc, progress=progress)
-        return [computed.get(querier.key(sha)) or querier.stats(text, sha) for text, sha in items]
+        out = [computed.get(querier.key(sha)) for _, sha in items]
+        return [querier.stats(text, sha) if stats is None else stats for stats, (text, sha) in zip(out, items)]
 
     def compute(
         self,
