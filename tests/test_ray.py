@@ -42,9 +42,9 @@ def cluster(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def texts():
-    """20 book passages of 2,000 to 30,000 characters."""
+    """20 book passages of 1,000 to 14,300 characters."""
     ids = [(group, b) for group in ("members", "nonmembers") for b in corpus_ids(group, 10)]
-    return [(corpus_text(group, b, n_chars=2000 + 1500 * i), None) for i, (group, b) in enumerate(ids)]
+    return [(corpus_text(group, b, n_chars=1000 + 700 * i), None) for i, (group, b) in enumerate(ids)]
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +138,13 @@ def test_rerun_after_interrupted_driver_skips_finished_documents(cluster, tiny_g
     assert _entries(cache) == reference[1]
 
 
+def test_a_document_too_short_is_the_same_error_as_in_one_process(cluster, tiny_gpt2, texts):
+    from docaudit.errors import DocauditError
+
+    with use_pool(cluster), pytest.raises(DocauditError, match="needs at least 2 tokens to be queried, this one has 1"):
+        _querier(tiny_gpt2).stats_many([texts[0], ("a", None)], progress=False)
+
+
 def test_score_command_on_ray_gives_the_same_scores_and_cache(cluster, tiny_gpt2, texts, tmp_path, monkeypatch):
     from click.testing import CliRunner
 
@@ -171,8 +178,19 @@ def test_ray_options_are_checked_before_anything_starts(tmp_path):
     assert result.exit_code == 2 and "error: --ray-workers 0 is out of range" in result.stderr
 
 
-def test_a_document_too_short_is_the_same_error_as_in_one_process(cluster, tiny_gpt2, texts):
-    from docaudit.errors import DocauditError
+def test_documents_read_through_joblibs_ray_backend_on_a_cluster(cluster, texts, tmp_path):
+    """With an address, joblib's ``ray`` backend is the default: many files are read and cleaned on the cluster,
+    into the same documents in the same order."""
+    from docaudit.config import READ_JOBS_MIN_FILES
+    from docaudit.corpus.documents import load_documents
 
-    with use_pool(cluster), pytest.raises(DocauditError, match="needs at least 2 tokens to be queried, this one has 1"):
-        _querier(tiny_gpt2).stats_many([texts[0], ("a", None)], progress=False)
+    for i, (text, _) in enumerate(texts[:READ_JOBS_MIN_FILES]):
+        (tmp_path / f"doc{i:02}.txt").write_text(text[:3000], encoding="utf-8")
+    local = load_documents([tmp_path], progress=False)
+    cluster.close()  # free the CPUs for joblib's tasks
+    with use_pool(RayPool(RayConfig(address="auto"))):
+        import joblib
+
+        assert type(joblib.parallel.get_active_backend()[0]).__name__ == "RayBackend"
+        on_ray = load_documents([tmp_path], progress=False)
+    assert [(d.path, d.sha256) for d in on_ray] == [(d.path, d.sha256) for d in local]
