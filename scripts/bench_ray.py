@@ -3,7 +3,9 @@
 A small Llama (random weights, 4 layers, hidden 256, vocabulary 8,192) saved to a temporary folder is queried over
 the same passages of real books three times, each into a fresh cache: in this process on one thread, then on a
 pool of 1 and of 2 Ray actors (one thread each). The actors are started and have loaded the model before the
-clock starts (their start-up is reported apart). The TokenStats must be identical. Prints one JSON line.
+clock starts (their start-up is reported apart). The TokenStats must be identical. Besides tokens/s (wall clock,
+which on a shared machine depends on the other jobs), the CPU seconds per 1,000 tokens of the querying processes
+(the driver alone; the workers, summed) show what Ray adds per token. Prints one JSON line.
     python scripts/bench_ray.py [--docs 40] [--chars 12000] [--context 128]
 """
 
@@ -20,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+import psutil  # noqa: E402
 import torch  # noqa: E402
 
 from docaudit.config import ModelConfig, QueryConfig, RayConfig  # noqa: E402
@@ -60,6 +63,12 @@ def build_model(where: Path, texts: list[str]) -> Path:
     return where
 
 
+def busy(process) -> float:
+    """CPU seconds a process has used (user and system)."""
+    times = process.cpu_times()
+    return times.user + times.system
+
+
 def run(querier, items, cache: Path):
     """Seconds to query ``items`` into a fresh cache at ``cache``, and their TokenStats."""
     querier.cache = StatsCache(cache)
@@ -87,7 +96,9 @@ def main() -> None:
         querier = open_querier(model, query)
         n_params = sum(p.numel() for p in querier.lm.model.parameters())
         flops = 2 * (n_params - querier.lm.model.get_input_embeddings().weight.numel())  # per token, forward
+        cpu = busy(psutil.Process())
         single_s, reference = run(querier, items, tmp / "single")
+        cpu = busy(psutil.Process()) - cpu
         tokens = sum(s.n_tokens for s in reference)
         env = {"PYTHONPATH": str(ROOT), "DOCAUDIT_CACHE": str(tmp / "workers"), "OMP_NUM_THREADS": "1"}
         runtime = {"env_vars": env}
@@ -95,6 +106,7 @@ def main() -> None:
         result = {"documents": len(texts), "tokens": tokens, "parameters": n_params, "context": args.context}
         result["forward_flops_per_token"] = flops
         result["single_process_tokens_per_s"] = round(tokens / single_s)
+        result["single_process_cpu_s_per_1k_tokens"] = round(1000 * cpu / tokens, 3)
         try:
             for workers in (1, 2):
                 pool = RayPool(RayConfig(workers=workers, task_chars=1))
@@ -105,8 +117,12 @@ def main() -> None:
                     first = [(texts[0], sha256_text(texts[0]))]
                     ray.get([a.stats.remote(on_workers, query, first) for a in pool.actors])
                     startup = time.perf_counter() - started  # and each has loaded the model
+                    processes = [psutil.Process(pid) for pid in ray.get([a.ping.remote() for a in pool.actors])]
+                    cpu = sum(busy(p) for p in processes)
                     seconds, stats = run(querier, items, tmp / f"ray{workers}")
+                    cpu = sum(busy(p) for p in processes) - cpu
                 pool.close()
+                result[f"ray_{workers}_workers_cpu_s_per_1k_tokens"] = round(1000 * cpu / tokens, 3)
                 for a, b in zip(stats, reference):
                     assert np.array_equal(a.logp, b.logp) and np.array_equal(a.mu, b.mu)
                 result[f"ray_{workers}_workers_tokens_per_s"] = round(tokens / seconds)

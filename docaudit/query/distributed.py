@@ -42,9 +42,10 @@ def active_pool() -> RayPool | None:
 
 @contextmanager
 def scale_out(config: RayConfig | None) -> Iterator[RayPool | None]:
-    """Within the block, queries go to Ray workers (``config=None``: nothing changes) and joblib's ``ray`` backend
-    is the default, so CPU work run through joblib (reading and cleaning documents) also runs on the cluster. Ray is
-    started (or joined) at the first query, and everything it started is stopped on leaving the block."""
+    """Within the block, queries go to Ray workers (``config=None``: nothing changes). A local instance is started at
+    the first query; a cluster (``config.address``) is joined at once and joblib's ``ray`` backend is the default, so
+    the CPU work run through joblib (reading and cleaning documents, fitting forests) runs on the cluster too.
+    Whatever was started is stopped on leaving the block."""
     if config is None:
         yield None
         return
@@ -321,6 +322,7 @@ class RayPool:
         load = Counter()
         finished: set[str] = set()
         started = time.perf_counter()
+        idle_since = None
         with tqdm(total=len(todo), desc=desc, unit="doc", disable=not progress) as bar:
             while tasks or running:
                 for i, actor in enumerate(self.actors):
@@ -333,9 +335,11 @@ class RayPool:
                         f"every Ray worker died ({counts['failures']} tasks lost); the finished documents are "
                         "cached: run the same command again to resume"
                     )
-                if "ready" not in self.state and not running:
-                    waited = time.perf_counter() - started
-                    if waited > c.start_timeout:
+                if "ready" in self.state or running:
+                    idle_since = None
+                else:  # every live worker starting or restarting
+                    idle_since = idle_since or time.perf_counter()
+                    if time.perf_counter() - idle_since > c.start_timeout:
                         raise DocauditError(
                             f"no Ray worker started within {c.start_timeout:g} s (the cluster has {self._resources}; "
                             f"asked for {self._asked})"
