@@ -219,12 +219,15 @@ class RayPool:
         self.start_ray()
         c = self.config
         resources = ray.cluster_resources()
+        have = resources.get("GPU", 0)
         gpus = c.gpus_per_worker
         if gpus is None:
-            gpus = 1.0 if resources.get("GPU", 0) and model_device != "cpu" else 0.0
+            gpus = 1.0 if have and model_device != "cpu" else 0.0
+        if model_device.startswith("cuda") and not gpus:
+            raise DocauditError(f"--device {model_device}, but the Ray workers get no GPU (the cluster has {have:g})")
         workers = c.workers
         if workers is None:
-            share = resources.get("GPU", 0) / gpus if gpus else resources.get("CPU", 1) / max(c.cpus_per_worker, 1e-9)
+            share = have / gpus if gpus else resources.get("CPU", 1) / (c.cpus_per_worker or 1)
             # on a cluster, joblib's tasks (reading, fitting) need a CPU the CPU-only actors do not hold
             workers = max(1, int(share) - (c.address is not None and not gpus))
         self.device = "cuda" if gpus else "cpu"
@@ -234,7 +237,7 @@ class RayPool:
         self.actors = [remote.remote() for _ in range(workers)]
         self.state = ["probing"] * workers
         self.probes = {actor.ping.remote(): i for i, actor in enumerate(self.actors)}
-        self._resources = f"{resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs"
+        self._resources = f"{resources.get('CPU', 0):g} CPUs, {have:g} GPUs"
         self._asked = f"{workers} workers of {c.cpus_per_worker:g} CPUs and {gpus:g} GPUs"
 
     def _probed(self, ref) -> None:
