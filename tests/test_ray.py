@@ -145,7 +145,7 @@ def test_a_document_too_short_is_the_same_error_as_in_one_process(cluster, tiny_
         _querier(tiny_gpt2).stats_many([texts[0], ("a", None)], progress=False)
 
 
-def test_score_command_on_ray_gives_the_same_scores_and_cache(cluster, tiny_gpt2, texts, tmp_path, monkeypatch):
+def test_score_on_ray_gives_the_same_scores_and_cache(cluster, tiny_gpt2, texts, tmp_path, monkeypatch, one_thread):
     from click.testing import CliRunner
 
     from docaudit.cli import main
@@ -155,7 +155,7 @@ def test_score_command_on_ray_gives_the_same_scores_and_cache(cluster, tiny_gpt2
         files.append(tmp_path / f"doc{i}.txt")
         files[-1].write_text(text, encoding="utf-8")
     args = ["score", *map(str, files), "--model", str(tiny_gpt2), "--device", "cpu", "--context", "32"]
-    args += ["--methods", "loss,mink"]
+    args += ["--methods", "loss,lowercase,pac", "--pac-copies", "3"]
     outputs, entries = [], []
     for name, extra in (("plain", []), ("ray", ["--ray-workers", "2"])):
         monkeypatch.setenv("DOCAUDIT_CACHE", str(tmp_path / name))
@@ -165,8 +165,10 @@ def test_score_command_on_ray_gives_the_same_scores_and_cache(cluster, tiny_gpt2
         outputs.append(result.stdout)
         entries.append(_entries(tmp_path / name))
     assert outputs[0] == outputs[1]
-    assert entries[0] == entries[1] and len(entries[0]) == 4  # the same cache keys with Ray on and off
-    assert "ray: 4 documents queried on 2 workers, 0 from the cache" in result.stderr
+    assert entries[0] == entries[1] and len(entries[0]) == 4 * (1 + 1 + 3)  # the same keys with Ray on and off
+    # the documents, then their lowercased texts and PAC's copies: every pass on the workers
+    for n in (4, 4, 12):
+        assert f"ray: {n} documents queried on 2 workers, 0 from the cache" in result.stderr
 
 
 def test_ray_options_are_checked_before_anything_starts(tmp_path):

@@ -49,6 +49,7 @@ def score_documents(
     docs = [docs[i] for i in queryable_documents(detector.target, docs, skips)]
     used = {"context": query.context, "stride": query.effective_stride}
     prefetch(detector.target, [(d.text, d.sha256) for d in docs], progress)
+    detector.prefetch([d.text for d in docs], progress)
     rows = []
     for doc in tqdm(docs, desc="scoring", unit="doc", disable=not progress):
         stats = detector.target.stats(doc.text, doc.sha256)
