@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import _thread
 import os
+import signal
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -104,12 +106,18 @@ def _when_cached(cache: Path, n: int, action) -> threading.Thread:
     return thread
 
 
-def test_worker_killed_mid_run(cluster, tiny_gpt2, texts, reference, tmp_path):
+@pytest.mark.parametrize("how", ["ray.kill", "SIGKILL"])
+def test_worker_killed_mid_run(cluster, tiny_gpt2, texts, reference, tmp_path, how):
+    """An actor killed through Ray, or its process killed as the out-of-memory killer would."""
     querier = _querier(tiny_gpt2)
     with use_pool(cluster):
         querier.stats_many(texts[:1], progress=False)  # workers started and the model loaded
-        victim = cluster.actors[0]
-        watcher = _when_cached(tmp_path / "cache", 3, lambda: ray.kill(victim, no_restart=False))
+        victim = cluster.actors[cluster.state.index("ready")]
+        if how == "ray.kill":
+            kill = partial(ray.kill, victim, no_restart=False)
+        else:
+            kill = partial(os.kill, ray.get(victim.ping.remote()), signal.SIGKILL)
+        watcher = _when_cached(tmp_path / "cache", 3, kill)
         stats = querier.stats_many(texts, progress=False)
     watcher.join()
     summary = cluster.summaries[-1]
