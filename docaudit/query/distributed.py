@@ -247,7 +247,7 @@ class RayPool:
         try:
             ray.get(ref)
         except _lost_errors() as e:
-            if type(e).__name__ == "ActorUnavailableError":  # still restarting: ask again
+            if isinstance(e, getattr(ray.exceptions, "ActorUnavailableError", ())):  # still restarting: ask again
                 self.probes[self.actors[i].ping.remote()] = i
                 return
             self.state[i] = "dead"
