@@ -3,11 +3,8 @@ killed mid-run, and a rerun after the driver was interrupted."""
 
 from __future__ import annotations
 
-import _thread
 import os
 import signal
-import threading
-import time
 from functools import partial
 from pathlib import Path
 
@@ -16,6 +13,7 @@ import pytest
 from conftest import corpus_ids, corpus_text
 
 from docaudit.config import ModelConfig, QueryConfig, RayConfig
+from docaudit.query.cache import StatsCache
 from docaudit.query.distributed import RayPool, use_pool
 from docaudit.query.querier import open_querier
 
@@ -31,6 +29,7 @@ def cluster(tmp_path_factory):
     """A local Ray instance of 2 CPUs (no dashboard, no usage report) and a pool of 2 workers, one document per task,
     shared by the module's tests."""
     assert not ray.is_initialized()
+    usage = os.environ.get("RAY_USAGE_STATS_ENABLED")
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     env = {"PYTHONPATH": str(ROOT), "DOCAUDIT_CACHE": str(tmp_path_factory.mktemp("workers")), "OMP_NUM_THREADS": "1"}
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env={"env_vars": env})
@@ -40,6 +39,10 @@ def cluster(tmp_path_factory):
     finally:
         pool.close()
         ray.shutdown()
+        if usage is None:
+            del os.environ["RAY_USAGE_STATS_ENABLED"]
+        else:
+            os.environ["RAY_USAGE_STATS_ENABLED"] = usage
 
 
 @pytest.fixture(scope="module")
@@ -53,12 +56,9 @@ def texts():
 def reference(tiny_gpt2, texts, tmp_path_factory, one_thread):
     """The single-process TokenStats and the cache entries they were written to."""
     cache = tmp_path_factory.mktemp("reference-cache")
-    os.environ["DOCAUDIT_CACHE"] = str(cache)
-    try:
-        stats = _querier(tiny_gpt2).stats_many(texts, progress=False)
-    finally:
-        del os.environ["DOCAUDIT_CACHE"]
-    return stats, _entries(cache)
+    querier = _querier(tiny_gpt2)
+    querier.cache = StatsCache(cache)
+    return querier.stats_many(texts, progress=False), _entries(cache)
 
 
 def _querier(model: Path):
@@ -90,20 +90,23 @@ def test_same_stats_and_cache_keys_as_one_process(cluster, tiny_gpt2, texts, ref
     assert (second.computed, second.cached) == (0, len(texts))
 
 
-def _when_cached(cache: Path, n: int, action) -> threading.Thread:
-    """A thread that runs ``action`` once ``n`` entries are in the cache."""
+class CacheWithEvent(StatsCache):
+    """The cache, running ``action`` on the driver just before it writes its ``n``-th entry: a fault at a known point
+    of the run, when the other documents are queued or in flight on the workers."""
 
-    def watch():
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if (cache / "stats").is_dir() and len(_entries(cache)) >= n:
-                action()
-                return
-            time.sleep(0.005)
+    def __init__(self, root: Path, n: int, action):
+        super().__init__(root)
+        self.n, self.action, self.written = n, action, 0
 
-    thread = threading.Thread(target=watch, daemon=True)
-    thread.start()
-    return thread
+    def put(self, key, stats):
+        self.written += 1
+        if self.written == self.n:
+            self.action()
+        super().put(key, stats)
+
+
+def _interrupt():
+    raise KeyboardInterrupt
 
 
 @pytest.mark.parametrize("how", ["ray.kill", "SIGKILL"])
@@ -117,9 +120,8 @@ def test_worker_killed_mid_run(cluster, tiny_gpt2, texts, reference, tmp_path, h
             kill = partial(ray.kill, victim, no_restart=False)
         else:
             kill = partial(os.kill, ray.get(victim.ping.remote()), signal.SIGKILL)
-        watcher = _when_cached(tmp_path / "cache", 3, kill)
+        querier.cache = CacheWithEvent(tmp_path / "cache", 3, kill)
         stats = querier.stats_many(texts, progress=False)
-    watcher.join()
     summary = cluster.summaries[-1]
     assert summary.failures >= 1 and summary.resent >= 1, "the worker was not killed while it held documents"
     assert summary.computed == len(texts) - 1
@@ -132,16 +134,15 @@ def test_rerun_after_interrupted_driver_skips_finished_documents(cluster, tiny_g
     cache = tmp_path / "cache"
     with use_pool(cluster):
         querier.stats_many(texts[:1], progress=False)
-        watcher = _when_cached(cache, 4, _thread.interrupt_main)
+        querier.cache = CacheWithEvent(cache, 5, _interrupt)  # Ctrl-C after 4 more documents
         with pytest.raises(KeyboardInterrupt):
             querier.stats_many(texts, progress=False)
-        watcher.join()
         finished = _entries(cache)
-        assert 4 <= len(finished) < len(texts)
-        assert set(finished) <= set(reference[1])  # whole entries only
+        assert len(finished) == 5 and set(finished) <= set(reference[1])  # whole entries only
+        querier.cache = StatsCache(cache)
         stats = querier.stats_many(texts, progress=False)
     summary = cluster.summaries[-1]
-    assert (summary.computed, summary.cached) == (len(texts) - len(finished), len(finished))
+    assert (summary.computed, summary.cached) == (len(texts) - 5, 5)
     _same(stats, reference[0])
     assert _entries(cache) == reference[1]
 
