@@ -2,10 +2,12 @@
 
 Each function checks its output folder before anything is queried (``outputs.prepare_output``), runs the audit
 from ``docaudit.audit`` (or the experiment from ``docaudit.lab``) and writes the files through ``docaudit.report``.
-The command line parses its options, calls one of these and prints the result."""
+The command line parses its options, calls one of these and prints the result. Every function that queries a
+model takes a keyword ``ray`` (a ``RayConfig``) to run its queries on Ray workers."""
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -15,19 +17,33 @@ from docaudit.audit.datacheck import check_sets
 from docaudit.audit.dataset_level import dataset_test_documents
 from docaudit.audit.evaluation import MethodsEvaluation, evaluate_methods
 from docaudit.audit.scoring import score_documents
-from docaudit.config import ModelConfig, TrainConfig
+from docaudit.config import ModelConfig, RayConfig, TrainConfig
 from docaudit.corpus.documents import Skips, load_documents
 from docaudit.lab.experiment import run_lab
 from docaudit.outputs import prepare_output
+from docaudit.query.distributed import scale_out
 from docaudit.query.models import LoadedModel
 from docaudit.report.classifier import save_model_dir
 from docaudit.report.contamination import write_contamination_report
 from docaudit.report.evaluation import write_evaluation
 
-grid = meta.grid
-predict = meta.predict
-score = score_documents
-dataset_test = dataset_test_documents
+
+def on_ray(func):
+    """``func`` with a keyword ``ray``: given a :class:`RayConfig`, its queries run on Ray workers
+    (docs/scaling.md); Ray is started or joined at the first query, and stopped at the end when started here."""
+
+    @functools.wraps(func)
+    def wrapper(*args, ray: RayConfig | None = None, **kwargs):
+        with scale_out(ray):
+            return func(*args, **kwargs)
+
+    return wrapper
+
+
+grid = on_ray(meta.grid)
+predict = on_ray(meta.predict)
+score = on_ray(score_documents)
+dataset_test = on_ray(dataset_test_documents)
 
 
 def _inputs(*groups) -> list:
@@ -43,6 +59,7 @@ def _inputs(*groups) -> list:
     return paths
 
 
+@on_ray
 def train(
     members,
     nonmembers,
@@ -65,6 +82,7 @@ def train(
     return result
 
 
+@on_ray
 def evaluate(members, nonmembers, out: Path | None = None, overwrite: bool = False, **options) -> MethodsEvaluation:
     """Every method on the same k-fold chunks (``audit.evaluation.evaluate_methods`` takes ``options``); with
     ``out``, the tables, JSON and ROC curves written there."""
@@ -81,6 +99,7 @@ def evaluate(members, nonmembers, out: Path | None = None, overwrite: bool = Fal
     return result
 
 
+@on_ray
 def sequence(
     members,
     nonmembers,
@@ -111,6 +130,7 @@ def sequence(
     return result
 
 
+@on_ray
 def report(
     books, calibrate_members, calibrate_nonmembers, out: Path, overwrite: bool = False, **options
 ) -> ContaminationReport:
@@ -156,6 +176,7 @@ def data_check(
     return result | {"skipped": skips.as_json()}
 
 
+@on_ray
 def lab(corpus, out: Path, overwrite: bool = False, base_model: str | None = None, **options):
     """The randomized controlled experiment (``lab.experiment.run_lab`` takes ``options``), resumable in ``out``."""
     return run_lab(corpus, Path(out), base_model=base_model, overwrite=overwrite, **options)

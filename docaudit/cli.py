@@ -25,6 +25,7 @@ from docaudit.config import (
     MetaConfig,
     ModelConfig,
     QueryConfig,
+    RayConfig,
     ScalingConfig,
     SequenceConfig,
     TargetConfig,
@@ -139,6 +140,31 @@ def query_options(func):
         ),
         click.option("--excerpt", type=click.Choice(EXCERPTS), default=QueryConfig.excerpt, show_default=True),
         click.option("--batch-size", default=None, type=int, help="Windows per forward pass (default: automatic)."),
+    ]
+    return functools.reduce(lambda f, o: o(f), reversed(options), func)
+
+
+def ray_options(func):
+    """``--ray``, ``--ray-workers``, ``--ray-address``: query on Ray workers (docs/scaling.md)."""
+    options = [
+        click.option(
+            "--ray",
+            "ray_local",
+            is_flag=True,
+            help="Query on workers of a local Ray instance started for this run (pip install 'docaudit[ray]').",
+        ),
+        click.option(
+            "--ray-workers",
+            type=int,
+            default=RayConfig.workers,
+            help="Ray workers, each holding a copy of the model (implies --ray; default: one per GPU when the "
+            "model is queried on GPUs, else one per CPU).",
+        ),
+        click.option(
+            "--ray-address",
+            default=RayConfig.address,
+            help="Query on a running Ray cluster: auto, HOST:6379 or ray://HOST:10001 (docs/scaling.md).",
+        ),
     ]
     return functools.reduce(lambda f, o: o(f), reversed(options), func)
 
@@ -297,6 +323,13 @@ def model_config(kw) -> ModelConfig:
     )
 
 
+def ray_config(kw) -> RayConfig | None:
+    """The Ray settings of ``--ray``, ``--ray-workers`` and ``--ray-address``, or None without them."""
+    if not (kw["ray_local"] or kw["ray_workers"] is not None or kw["ray_address"]):
+        return None
+    return RayConfig(address=kw["ray_address"], workers=kw["ray_workers"])
+
+
 def query_config(kw) -> QueryConfig:
     return QueryConfig(
         context=kw["context"],
@@ -322,6 +355,7 @@ def main():
 @click.option("--nonmembers", multiple=True, type=click.Path(), help="Non-member documents (repeatable).")
 @labelled_dataset_options
 @model_options
+@ray_options
 @query_options
 @click.option("--norm", type=click.Choice(("auto", *NORMS)), default=MetaConfig.norm, show_default=True)
 @click.option("--features", type=click.Choice(("auto", *FEATURES)), default=MetaConfig.features, show_default=True)
@@ -385,13 +419,13 @@ def train(
     skips = Skips(strict)
     if grid:
         contexts = [int(c) for c in grid_contexts.split(",")]
-        table = api.grid(members, nonmembers, config, contexts, skips=skips)
+        table = api.grid(members, nonmembers, config, contexts, skips=skips, ray=ray_config(kw))
         warn_skipped(skips.as_json())
         click.echo(
             table.to_json(orient="records") if fmt == "json" else table.to_string(index=False, float_format="%.3f")
         )
         return
-    result = api.train(members, nonmembers, config, Path(out), overwrite=overwrite, skips=skips)
+    result = api.train(members, nonmembers, config, Path(out), overwrite=overwrite, skips=skips, ray=ray_config(kw))
     warn_skipped(result.skipped)
     if fmt == "json":
         echo_json(result.card)
@@ -424,6 +458,7 @@ def train(
     "--classifier", type=click.Path(), default=None, help="Saved classifier directory (default: the shipped one)."
 )
 @model_options
+@ray_options
 @strict_option
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @friendly_errors
@@ -442,6 +477,7 @@ def predict(documents, classifier, strict, fmt, **kw):
         model,
         skips=skips,
         trust_remote_code=kw["trust_remote_code"],
+        ray=ray_config(kw),
     )
     warn_skipped(skips.as_json())
     if rows and includes_chance(ci := rows[0]["classifier_auc_ci"]):
@@ -499,6 +535,7 @@ def predict(documents, classifier, strict, fmt, **kw):
 @click.option("--quantize", "quantize_list", default="", help="Also evaluate at these precisions, e.g. int8,int4.")
 @click.option("--dtype", "dtype_list", default="", help="Also evaluate at these dtypes, e.g. bfloat16,float16.")
 @normalize_chars_option
+@ray_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @friendly_errors
 def lab(
@@ -510,6 +547,7 @@ def lab(
     from docaudit.report.tables import format_methods_table
 
     precisions = [p for p in f"{dtype_list},{quantize_list}".split(",") if p]
+    ray = ray_config({k: target.pop(k) for k in ("ray_local", "ray_workers", "ray_address")})
     result = api.lab(
         corpus,
         Path(out),
@@ -521,6 +559,7 @@ def lab(
         precisions=precisions,
         max_docs=docs,
         normalize_chars=normalize_chars,
+        ray=ray,
     )
     summary = result.summary()
     if fmt == "json":
@@ -553,6 +592,7 @@ def lab(
 @click.option("--nonmembers", multiple=True, required=True, type=click.Path(), help="Known non-members.")
 @dataset_options
 @model_options
+@ray_options
 @query_options
 @click.option(
     "--methods", default=",".join(DatasetTestConfig.methods), show_default=True, help="Detector scores to combine."
@@ -590,6 +630,7 @@ def dataset_test(suspect, nonmembers, methods, splits, raw, normalize_chars, dro
         skips=skips,
         drop_duplicates=drop_duplicates,
         normalize_chars=normalize_chars,
+        ray=ray_config(kw),
     )
     warn_skipped(skips.as_json())
     if fmt == "json":
@@ -686,6 +727,7 @@ METHOD_HELP = (
 @click.option("--nonmembers", multiple=True, type=click.Path(), help="Non-member documents (repeatable).")
 @labelled_dataset_options
 @model_options
+@ray_options
 @query_options
 @click.option("--methods", default=None, help=METHOD_HELP)
 @detector_options
@@ -791,6 +833,7 @@ def evaluate(
         drop_duplicates=drop_duplicates,
         skips=Skips(strict),
         beyond=None if beyond == "none" else beyond,
+        ray=ray_config(kw),
     )
     warn_skipped(result.info["skipped"])
     if result.info["warning"]:
@@ -821,6 +864,7 @@ def evaluate(
 @click.argument("documents", nargs=-1, required=True, type=click.Path())
 @model_options
 @dataset_options
+@ray_options
 @query_options
 @click.option("--methods", default=None, help=METHOD_HELP)
 @detector_options
@@ -855,6 +899,7 @@ def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
         raw=raw,
         skips=skips,
         normalize_chars=normalize_chars,
+        ray=ray_config(kw),
     )
     warn_skipped(skips.as_json())
     rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
@@ -871,6 +916,7 @@ def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
 @click.option("--nonmembers", multiple=True, type=click.Path(), help="Non-member texts (repeatable).")
 @sequence_dataset_options
 @model_options
+@ray_options
 @click.option("--methods", default=None, help=METHOD_HELP)
 @detector_options
 @click.option(
@@ -953,6 +999,7 @@ def sequence(
         freq_corpus=list(freq_corpus) or None,
         drop_duplicates=drop_duplicates,
         skips=Skips(strict),
+        ray=ray_config(kw),
     )
     info = result["info"]
     warn_skipped(info["skipped"])
@@ -984,6 +1031,7 @@ def sequence(
 )
 @dataset_options
 @model_options
+@ray_options
 @click.option(
     "--method",
     default=ContaminationConfig.method,
@@ -1072,6 +1120,7 @@ def report(
         neighbor_model=kw["neighbor_model"],
         drop_duplicates=drop_duplicates,
         skips=Skips(strict),
+        ray=ray_config(kw),
     )
     info = result.info
     warn_skipped(info["skipped"])

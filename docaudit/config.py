@@ -361,3 +361,36 @@ class BeyondBlindConfig:
     confidence: float = 0.95
     p_level: float = 0.05
     folds: int = 5
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """Querying on Ray workers (docs/scaling.md): a local instance (``address=None``) or a running cluster
+    (``address``: ``auto``, ``HOST:PORT`` or ``ray://HOST:10001``). ``workers`` actors each hold one copy of the
+    model (None: one per GPU of the cluster when the model is queried on GPUs, else one per ``cpus_per_worker``
+    CPUs); ``gpus_per_worker`` None means 1 when the cluster has GPUs and the model's device is not ``cpu``. Each
+    worker has up to ``inflight`` tasks queued, a task being consecutive documents of at most ``task_chars``
+    characters (one document when longer). A worker that dies is restarted up to ``max_restarts`` times and its
+    documents are sent again, each at most ``retries`` times; workers must start within ``start_timeout`` seconds."""
+
+    address: str | None = None
+    workers: int | None = None
+    cpus_per_worker: float = 1.0
+    gpus_per_worker: float | None = None
+    inflight: int = 2
+    task_chars: int = 1 << 16
+    max_restarts: int = 3
+    retries: int = 3
+    start_timeout: float = 600.0
+
+    def __post_init__(self):
+        if self.workers is not None:
+            check_range("--ray-workers", self.workers, 1)
+        check_range("cpus_per_worker", self.cpus_per_worker, 0)
+        if self.gpus_per_worker is not None:
+            check_range("gpus_per_worker", self.gpus_per_worker, 0)
+        check_range("inflight", self.inflight, 1)
+        check_range("task_chars", self.task_chars, 1)
+        check_range("max_restarts", self.max_restarts, 0)
+        check_range("retries", self.retries, 0)
+        check_range("start_timeout", self.start_timeout, 0)

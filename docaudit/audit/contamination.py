@@ -48,6 +48,7 @@ from docaudit.methods.detectors.detector import Detector, build_detector
 from docaudit.methods.detectors.registry import METHODS
 from docaudit.methods.document_level import accuracy_threshold, fpr_threshold
 from docaudit.metrics import chunk_folds
+from docaudit.query.distributed import active_pool, prefetch
 from docaudit.query.models import LoadedModel, load_model
 
 _WORD = re.compile(r"\S+")
@@ -101,6 +102,10 @@ class ContaminationReport:
 def _score_books(
     detector: Detector, method: str, docs: list[Document], role: str, n: int, words: int, seed: int, progress: bool
 ) -> list[dict]:
+    if active_pool() is not None:  # every snippet and its extra passes on the Ray workers at once
+        snippets = [t for d in docs for _, t in book_snippets(d, n, words, seed)]
+        prefetch(detector.target, [(t, None) for t in snippets], progress)
+        detector.prefetch(snippets, progress)
     rows = []
     for doc in tqdm(docs, desc=f"{role} books", unit="book", disable=not progress):
         for i, (start, text) in enumerate(

@@ -33,6 +33,7 @@ def score_documents(
 
     from docaudit.corpus.documents import Document, Skips, load_documents
     from docaudit.io import sha256_text
+    from docaudit.query.distributed import prefetch
     from docaudit.query.querier import excerpt, queryable_documents
 
     skips = Skips() if skips is None else skips
@@ -47,6 +48,8 @@ def score_documents(
         ]
     docs = [docs[i] for i in queryable_documents(detector.target, docs, skips)]
     used = {"context": query.context, "stride": query.effective_stride}
+    prefetch(detector.target, [(d.text, d.sha256) for d in docs], progress)
+    detector.prefetch([d.text for d in docs], progress)
     rows = []
     for doc in tqdm(docs, desc="scoring", unit="doc", disable=not progress):
         stats = detector.target.stats(doc.text, doc.sha256)

@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 from joblib import Parallel, delayed
+from joblib.parallel import get_active_backend
 
 from docaudit.config import MAX_DOCUMENT_BYTES, READ_JOBS, READ_JOBS_MIN_FILES
 from docaudit.corpus.cleaning import clean_text
@@ -298,9 +299,11 @@ def load_documents(
         return out
     files = expand_paths(paths)
     jobs = READ_JOBS if len(files) >= READ_JOBS_MIN_FILES else 1
-    pending = Parallel(n_jobs=jobs, return_as="generator")(
-        delayed(_load_or_problem)(f, raw, normalize_chars) for f in files
-    )
+    calls = (delayed(_load_or_problem)(f, raw, normalize_chars) for f in files)
+    if getattr(get_active_backend()[0], "supports_return_generator", False):
+        pending = Parallel(n_jobs=jobs, return_as="generator")(calls)
+    else:  # Ray's joblib backend (docs/scaling.md) returns every result at the end
+        pending = (result for result in Parallel(n_jobs=jobs)(calls))
     results = pending
     if progress and files:
         from tqdm.auto import tqdm

@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 from docaudit.config import ScalingConfig
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors.detector import Detector
+from docaudit.query.distributed import active_pool
 from docaudit.query.stats import TokenStats, scored_spans
 
 
@@ -79,15 +80,20 @@ def sequence_scores(
         for w in sample_windows(s, config.n_sequences, config.seed, sha)
     ]
     spans = [scored_spans(s.n_tokens, s.context, s.stride) for s in stats]
+
+    def window_text(d: int, w: int) -> str | None:
+        start, _, end = spans[d][w]
+        ids = stats[d].token_ids[start:end].tolist()
+        return tokenizer.decode(ids, clean_up_tokenization_spaces=False) if detector.needs_text else None
+
+    if detector.passes and active_pool() is not None:  # every extra pass on the Ray workers at once
+        detector.prefetch([window_text(d, w) for d, w in plan], progress)
     rows = []
     for d, w in tqdm(plan, desc="scoring sequences", unit="seq", disable=not progress):
         s = stats[d]
-        start, first, end = spans[d][w]
+        _, first, end = spans[d][w]
         part = slice(first - 1, end - 1)
-        text = None
-        if detector.needs_text:
-            text = tokenizer.decode(s.token_ids[start:end].tolist(), clean_up_tokenization_spaces=False)
-        rows.append(detector.score(s.logp[part], s.mu[part], s.sigma[part], text, s.targets[part]))
+        rows.append(detector.score(s.logp[part], s.mu[part], s.sigma[part], window_text(d, w), s.targets[part]))
     return SequenceScores(
         doc=np.array([d for d, _ in plan], dtype=int),
         window=np.array([w for _, w in plan], dtype=int),

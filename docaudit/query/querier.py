@@ -29,6 +29,7 @@ from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
 from docaudit.query.backends import open_backend
 from docaudit.query.cache import StatsCache, stats_key
+from docaudit.query.distributed import active_pool
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.query.stats import TokenStats
 
@@ -267,7 +268,10 @@ class Querier:
         desc: str = "querying",
         progress: bool = True,
     ) -> list[TokenStats]:
-        """TokenStats of several ``(text, sha256 or None)``; a progress bar counts documents and tokens."""
+        """TokenStats of several ``(text, sha256 or None)``; a progress bar counts documents and tokens. Inside
+        ``distributed.scale_out`` the documents the cache misses are queried on Ray workers."""
+        if (pool := active_pool()) is not None:
+            return pool.stats_many(self, texts, total, desc, progress)
         out = []
         with tqdm(texts, total=total, desc=desc, unit="doc", disable=not progress) as bar:
             tokens = 0

@@ -12,6 +12,7 @@ from docaudit.config import DetectorConfig, ModelConfig, QueryConfig
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors.neighborhood import MaskedNeighbors, load_masked_lm
 from docaudit.methods.detectors.registry import METHODS, PASSES, View, check_served, resolve_methods
+from docaudit.query.distributed import prefetch
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.query.querier import (
     Querier,
@@ -61,6 +62,15 @@ class Detector:
             querier = self.ref if spec.model == "ref" else self.target
             out[name] = [querier.stats(t).logp for t in spec.texts(self, text)]
         return out
+
+    def prefetch(self, texts: Sequence[str], progress: bool = True) -> None:
+        """Inside ``distributed.scale_out``, query the extra passes of all ``texts`` on the Ray workers at once, into
+        the queriers' caches that :meth:`extra` reads; otherwise nothing. The neighbourhood pass is left to
+        :meth:`extra`: its texts come from a masked LM, made once."""
+        for name in self.passes:
+            if name != "neighbor":
+                querier = self.ref if PASSES[name].model == "ref" else self.target
+                prefetch(querier, [(t, None) for text in texts for t in PASSES[name].texts(self, text)], progress)
 
     def score(
         self,
