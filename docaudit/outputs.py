@@ -33,6 +33,21 @@ def read_marker(folder: Path) -> dict | None:
     return marker
 
 
+def provenance(model_identity: str | None = None, tokenizer: str | None = None) -> dict:
+    """Where an output comes from: the docaudit version, when (UTC), the model's identity (by content) and its
+    tokenizer's hash, and the full command line that made it."""
+    import shlex
+    import sys
+
+    return {
+        "docaudit_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "model_identity": model_identity,
+        "tokenizer": tokenizer,
+        "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+    }
+
+
 def write_marker(folder: Path, kind: str, entries) -> None:
     """Mark ``folder`` as a docaudit output of ``kind`` whose top-level ``entries`` docaudit wrote."""
     marker = {
