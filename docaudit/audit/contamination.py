@@ -220,7 +220,7 @@ def contamination_report(
     normalize_chars: bool = False,
     ref_model: ModelConfig | LoadedModel | None = None,
     neighbor_model=None,
-    progress: bool = True,
+    progress: bool = False,
     drop_duplicates: bool = False,
     skips: Skips | None = None,
     beyond: BeyondBlindConfig = BeyondBlindConfig(),

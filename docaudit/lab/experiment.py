@@ -134,7 +134,7 @@ def run_lab(
     folds: int = 5,
     precisions: Sequence[str] = (),
     max_docs: int | None = None,
-    progress: bool = True,
+    progress: bool = False,
     overwrite: bool = False,
     normalize_chars: bool = False,
 ) -> LabResult:
