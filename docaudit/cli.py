@@ -142,7 +142,7 @@ class ConfigCommand(click.Command):
 
     def make_context(self, info_name, args, parent=None, **extra):
         path = _config_path(args)
-        if path is not None and "default_map" not in extra:
+        if path is not None and CONFIG_OPTION in self.params and "default_map" not in extra:
             extra["default_map"] = config_defaults(self, _section_path(parent, info_name), path)
         return super().make_context(info_name, args, parent=parent, **extra)
 
@@ -1128,6 +1128,116 @@ def report(
         "non-members' range is what a book outside the training data gives."
     )
     click.echo(f"wall time {info['wall_seconds']} s; wrote {out}/report.html")
+
+
+@main.group("config")
+def config_group():
+    """See the configuration a command would run with."""
+
+
+@config_group.command("show")
+@click.argument("command", nargs=-1, required=True)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The TOML or YAML file the command would read (its section for COMMAND).",
+)
+@format_option
+@friendly_errors
+def config_show(command, config_file, fmt):
+    """Print every option of COMMAND (e.g. `report`, `data check`) with the value it would take: from --config
+    FILE, else its default. The table form is TOML: save it and pass it back with --config."""
+    target, ctx, path = main, click.get_current_context(), []
+    for name in command:
+        if not isinstance(target, click.Group) or name not in target.commands:
+            raise DocauditError(f"no command '{' '.join(command)}' (commands: {', '.join(main.commands)})")
+        target = target.commands[name]
+        path.append(name)
+    defaults = config_defaults(target, path, config_file) if config_file else {}
+    values, param_required = {}, {}
+    for param in target.params:
+        if not param.expose_value or param.name in ("config_file",) or getattr(param, "hidden", False):
+            continue
+        value = defaults[param.name] if param.name in defaults else param.get_default(ctx, call=True)
+        if isinstance(value, tuple):
+            value = list(value)
+        if not isinstance(value, (str, int, float, list)):  # None, or click's marker of an option without default
+            value = None
+        key = next((o.lstrip("-") for o in param.opts if o.startswith("--")), param.name.replace("_", "-"))
+        values[key] = value
+        param_required[key] = param.required
+    if fmt == "json":
+        echo_json({".".join(path): values})
+    elif fmt == "csv":
+        echo_csv([{"option": k, "value": v} for k, v in values.items()])
+    else:
+        click.echo(f"[{'.'.join(path)}]")
+        for key, value in values.items():
+            if value is None or value == []:
+                click.echo(f"# {key} = ({'required' if param_required[key] else 'not set'})")
+            else:
+                click.echo(f"{key} = {_toml_value(value)}")
+
+
+def _toml_value(value) -> str:
+    """A value in TOML syntax (strings as JSON strings, which TOML reads the same)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+@main.group()
+def cache():
+    """See and clear the token-statistics cache ($DOCAUDIT_CACHE or ~/.cache/docaudit)."""
+
+
+@cache.command("info")
+@format_option
+@friendly_errors
+def cache_info(fmt):
+    """Size of the token-statistics cache and its entries per model."""
+    from docaudit.query.cache import StatsCache
+
+    summary = StatsCache().summary()
+    if fmt == "json":
+        echo_json(summary)
+        return
+    rows = [
+        {"model": m, "entries": r["entries"], "MB": round(r["bytes"] / 1e6, 2)} for m, r in summary["models"].items()
+    ]
+    if fmt == "csv":
+        echo_csv(rows)
+        return
+    click.echo(f"{summary['root']}: {summary['entries']} entries, {summary['bytes'] / 1e6:.1f} MB")
+    if rows:
+        import pandas as pd
+
+        click.echo(pd.DataFrame(rows).to_string(index=False))
+
+
+@cache.command("clear")
+@click.option("--model", default=None, help="Only the entries of this model identity (as `cache info` lists it).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@friendly_errors
+def cache_clear(model, yes):
+    """Delete the token-statistics entries docaudit wrote (all, or one model's); nothing else is touched."""
+    from docaudit.query.cache import StatsCache
+
+    store = StatsCache()
+    summary = store.summary()
+    if model is not None and model not in summary["models"]:
+        raise DocauditError(f"no cache entries of model '{model}' (models: {', '.join(summary['models']) or 'none'})")
+    n = summary["models"][model]["entries"] if model else summary["entries"]
+    if n and not yes:
+        click.confirm(f"delete {n} cache entries under {summary['root']}?", abort=True, err=True)
+    removed = store.clear(model)
+    click.echo(f"removed {removed['entries']} entries ({removed['bytes'] / 1e6:.1f} MB) from {summary['root']}")
 
 
 if __name__ == "__main__":
