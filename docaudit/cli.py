@@ -141,6 +141,9 @@ class ConfigCommand(click.Command):
         self.params += [o for o in (CONFIG_OPTION, QUIET_OPTION) if o.name not in taken]
 
     def make_context(self, info_name, args, parent=None, **extra):
+        from docaudit import outputs
+
+        outputs.COMMAND_LINE = ["docaudit", *_section_path(parent, info_name), *args]
         path = _config_path(args)
         if path is not None and CONFIG_OPTION in self.params and "default_map" not in extra:
             extra["default_map"] = config_defaults(self, _section_path(parent, info_name), path)
