@@ -115,3 +115,26 @@ def test_page_renders_in_a_browser(page, tmp_path):
 
     pixels = matplotlib.image.imread(png)
     assert pixels.shape[:2] == (1600, 1280) and pixels[..., :3].std() > 0.05  # not a blank page
+
+
+def test_roc_style_shared_by_every_command(tmp_path):
+    """AUC in each legend entry, a log-log panel, and a curve at AUC 1.0 drawn over the frame, not under it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from docaudit.report.plots import _draw_roc, plot_roc, roc_frame
+
+    y = np.array([0] * 50 + [1] * 50)
+    frame = roc_frame({"perfect": (y, y.astype(float)), "noise": (y, np.random.default_rng(0).random(100))})
+    for log in (False, True):
+        fig, ax = plt.subplots()
+        handles = _draw_roc(ax, frame, "t", log=log)
+        assert handles[0].get_label() == "perfect (AUC 1.000)" and "noise (AUC 0." in handles[1].get_label()
+        assert ax.get_xscale() == ("log" if log else "linear") and ax.get_ylim()[1] > 1
+        assert not handles[0].get_clip_on()
+        plt.close(fig)
+    plot_roc(frame, tmp_path / "roc.png", title="t")
+    height, width = matplotlib.image.imread(tmp_path / "roc.png").shape[:2]
+    assert width > 1.5 * height  # linear and log-log side by side, the legend under them

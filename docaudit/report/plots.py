@@ -53,11 +53,10 @@ def _draw_roc(ax, frame: pd.DataFrame, title: str, highlight: str | None = None,
             lw=2 if thick else 1,
             alpha=1 if thick else 0.6,
             color=f"C{i % 10}",
-            ls=("-", "--", ":", "-.")[(i // 10) % 4],
+            ls=("-", "--", "-.", ":")[i % 4],  # curves that coincide stay visible
             label=f"{name} (AUC {curve_auc(part):.3f})",
             clip_on=False,
             zorder=3 if thick else 2,
-            drawstyle="steps-post" if log else "default",
         )
         handles.append(line)
     if log:
@@ -65,12 +64,23 @@ def _draw_roc(ax, frame: pd.DataFrame, title: str, highlight: str | None = None,
         ax.plot(grid, grid, color="0.5", ls="--", lw=0.8)
         ax.set(xscale="log", yscale="log", xlim=(lo, 1.05), ylim=(lo, 1.1))
         ax.axvline(0.01, color="0.7", lw=0.8, ls=":")
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(FuncFormatter(_minor_label) if lo > 0.05 else NullFormatter())
     else:
         ax.plot([0, 1], [0, 1], color="0.5", ls="--", lw=0.8)
-        ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02), aspect="equal")
+        ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
     ax.set(xlabel="false positive rate" + (" (log)" if log else ""), ylabel="true positive rate", title=title)
     ax.grid(alpha=0.3)
     return handles
+
+
+def _minor_label(value: float, _pos) -> str:
+    """Labels 0.2 and 0.5 (of each decade) on a log axis spanning less than two decades."""
+    lead = value / 10 ** np.floor(np.log10(value))
+    return f"{value:g}" if round(lead) in (2, 5) else ""
 
 
 def _legend_below(fig, ax, handles) -> None:
