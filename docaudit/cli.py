@@ -104,12 +104,19 @@ def show_progress() -> bool:
 
 
 QUIET_KEY = "docaudit.quiet"
+
+
+def _set_quiet(ctx, _param, value) -> None:
+    """Record ``--quiet`` where every command's context sees it (``ctx.meta`` is shared)."""
+    ctx.meta[QUIET_KEY] = ctx.meta.get(QUIET_KEY, False) or value
+
+
 QUIET_OPTION = click.Option(
     ["--quiet", "-q"],
     is_flag=True,
     expose_value=False,
     help="No progress bars (also off when stderr is not a terminal).",
-    callback=lambda ctx, _param, value: ctx.meta.__setitem__(QUIET_KEY, ctx.meta.get(QUIET_KEY, False) or value),
+    callback=_set_quiet,
 )
 CONFIG_OPTION = click.Option(
     ["--config", "config_file"],
@@ -122,7 +129,7 @@ CONFIG_OPTION = click.Option(
 
 
 class ConfigError(click.ClickException):
-    """A bad ``--config`` file, printed on one line like every user error."""
+    """A bad ``--config`` file or command line, printed on one line like every user error."""
 
     exit_code = 2
 
@@ -147,7 +154,12 @@ class ConfigCommand(click.Command):
         path = _config_path(args)
         if path is not None and CONFIG_OPTION in self.params and "default_map" not in extra:
             extra["default_map"] = config_defaults(self, _section_path(parent, info_name), path)
-        return super().make_context(info_name, args, parent=parent, **extra)
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:  # a missing or unknown option: one line, like every user error
+            raise ConfigError(
+                f"{e.format_message()} (see {' '.join(['docaudit', *_section_path(parent, info_name)])} --help)"
+            ) from None
 
 
 class DocauditGroup(click.Group):
@@ -159,6 +171,7 @@ class DocauditGroup(click.Group):
 
 def _config_path(args) -> str | None:
     """The value of ``--config`` among a command's raw arguments (None when absent)."""
+    args = [str(a) for a in args]
     for i, arg in enumerate(args):
         if arg == "--":
             break
@@ -395,7 +408,9 @@ def main():
 @cleaning_options
 @click.option("--grid", is_flag=True, help="Run the Table-1 grid (norms × features × contexts) and print it.")
 @click.option("--grid-contexts", default="32,64,128", show_default=True)
-@click.option("--out", type=click.Path(), default=None, help="Save the classifier here (e.g. models/NAME).")
+@click.option(
+    "--out", type=click.Path(), default=None, help="Save the classifier here, e.g. models/NAME (needed unless --grid)."
+)
 @OVERWRITE
 @DROP_DUPLICATES
 @strict_option

@@ -167,7 +167,7 @@ def test_report_bad_inputs(tiny_gpt2, tmp_path):
     books = make_books(tmp_path, n_chars=600)
     out = tmp_path / "rep"
     no_class = [a for a in report_args(books, tiny_gpt2, out) if a not in ("--calibrate-nonmembers", books["cal_non"])]
-    assert_clean_error(run(*no_class), "no calibration books of class non-member")
+    assert_clean_error(run(*no_class), "Missing option '--calibrate-nonmembers'")
     empty_dir = tmp_path / "nothing"
     empty_dir.mkdir()
     args = report_args(books, tiny_gpt2, out)

@@ -293,8 +293,8 @@ def contamination_report(
     for frame in (audited, calibration):
         frame["snippets_overlap"] = frame.n_words < snippets * snippet_words
     beyond_result, blind = _calibration_beyond_blind(groups, snip, method, beyond, seed)
-    means = cal.groupby("book", sort=False).score.mean()
-    book_y = cal.groupby("book", sort=False).role.first().eq("member").astype(int)
+    means = cal.groupby(["book", "file"], sort=False).score.mean()
+    book_y = cal.groupby(["book", "file"], sort=False).role.first().eq("member").astype(int)
     book_auc = float(roc_auc_score(book_y, means)) if book_y.nunique() == 2 else None
     info = {
         "provenance": provenance(lm.identity, lm.tokenizer_hash),
