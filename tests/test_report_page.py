@@ -138,3 +138,13 @@ def test_roc_style_shared_by_every_command(tmp_path):
     plot_roc(frame, tmp_path / "roc.png", title="t")
     height, width = matplotlib.image.imread(tmp_path / "roc.png").shape[:2]
     assert width > 1.5 * height  # linear and log-log side by side, the legend under them
+
+
+def test_a_threshold_at_infinity_is_called_out():
+    from docaudit.audit.contamination import threshold_warning
+    from docaudit.report.contamination import report_warnings
+
+    assert threshold_warning(0.3) is None
+    low, high = threshold_warning(-np.inf), threshold_warning(np.inf)
+    assert "every rate is 100%" in low and "every rate is 0%" in high
+    assert report_warnings({"warning": "a", "threshold_warning": low, "overlap_warning": None}) == ["a", low]

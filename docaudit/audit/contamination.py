@@ -94,6 +94,7 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
 
 
 def word_count(doc: Document) -> int:
+    """The book's words, as snippets count them (whitespace-separated)."""
     return len(_WORD.findall(doc.text))
 
 
@@ -106,6 +107,17 @@ def overlap_warning(books: pd.DataFrame, snippets: int, words: int) -> str | Non
         f"WARNING: snippets overlap in {len(overlapping)} of {len(books)} books ({snippets} snippets x {words} words "
         f"is more than the book's words, e.g. {overlapping.book.iloc[0]} with {overlapping.n_words.iloc[0]} words): "
         "their snippets are not independent, so the Wilson interval is too narrow; read the book-level interval."
+    )
+
+
+def threshold_warning(tau: float) -> str | None:
+    """The warning when the calibration put the threshold at -inf or +inf: every rate is then 100% or 0%."""
+    if math.isfinite(tau):
+        return None
+    called, rate = ("a member", "100%") if tau < 0 else ("a non-member", "0%")
+    return (
+        f"WARNING: the threshold is {tau}: on the calibration books no cut does better than calling every snippet "
+        f"{called}, so every rate is {rate} and says nothing about the book."
     )
 
 
@@ -322,6 +334,7 @@ def contamination_report(
         "blind_auc": None if blind is None else blind["blind_auc"],
         "blind_kind": None if blind is None else blind["best_kind"],
         "blind_warning": None if blind is None else shift_warning(blind["blind_auc"], book_auc),
+        "threshold_warning": threshold_warning(tau),
         "overlap_warning": overlap_warning(pd.concat([audited, calibration]), snippets, snippet_words),
         "beyond_blind": beyond_result,
         "n_books": len(groups["audited"]),

@@ -57,7 +57,8 @@ def write_contamination_report(report: ContaminationReport, out: Path, overwrite
 
 def report_warnings(info: dict) -> list[str]:
     """Every warning of a contamination report, most important first."""
-    return [w for w in (info.get("warning"), info.get("blind_warning"), info.get("overlap_warning")) if w]
+    keys = ("warning", "threshold_warning", "blind_warning", "overlap_warning")
+    return [info[k] for k in keys if info.get(k)]
 
 
 def percent(value: float) -> str:
