@@ -217,6 +217,11 @@ def read_config_file(path) -> dict:
     return data
 
 
+def _option_key(param: click.Parameter) -> str:
+    """The name a config file uses for a parameter: its long option without dashes, or its argument name."""
+    return next((o.lstrip("-") for o in param.opts if o.startswith("--")), param.name.replace("_", "-"))
+
+
 def config_defaults(command: click.Command, section: list[str], path) -> dict:
     """The ``default_map`` of ``command`` from the file's section ``section`` (a flat file without sections is
     the section itself); an unknown option is an error naming the known ones."""
@@ -232,7 +237,7 @@ def config_defaults(command: click.Command, section: list[str], path) -> dict:
         raise ConfigError(f"--config {path}: [{where}] must map option names to values")
     params = {}
     for p in command.params:
-        if p.expose_value and p.name:
+        if p.name and (p.expose_value or p is QUIET_OPTION):
             for name in (p.name, *(o.lstrip("-") for o in p.opts)):
                 params[name.replace("_", "-")] = (p, False)
             for o in getattr(p, "secondary_opts", ()):
@@ -240,7 +245,7 @@ def config_defaults(command: click.Command, section: list[str], path) -> dict:
     defaults = {}
     for key, value in values.items():
         if str(key).replace("_", "-") not in params:
-            known = ", ".join(sorted({p.name.replace("_", "-") for p, _ in params.values()}))
+            known = ", ".join(sorted({_option_key(p) for p, _ in params.values()}))
             raise ConfigError(f"--config {path}: [{where}] has no option '{key}' (options: {known})")
         param, negated = params[str(key).replace("_", "-")]
         if negated:
@@ -1183,7 +1188,7 @@ def config_show(command, config_file, fmt):
             value = list(value)
         if not isinstance(value, (str, int, float, list)):  # None, or click's marker of an option without default
             value = None
-        key = next((o.lstrip("-") for o in param.opts if o.startswith("--")), param.name.replace("_", "-"))
+        key = _option_key(param)
         values[key] = value
         param_required[key] = param.required
     if fmt == "json":

@@ -55,7 +55,7 @@ def _config(tmp_path, sets, suffix, folds=2):
         text = f'[data.check]\nset-a = "{sets["mem"]}"\nset_b = "{sets["non"]}"\nfolds = {folds}\nformat = "json"\n'
     else:
         text = f"data:\n  check:\n    set-a: {sets['mem']}\n    set-b: {sets['non']}\n    folds: {folds}\n"
-        text += "    format: json\n"
+        text += "    format: json\n    quiet: true\n"
     path = tmp_path / f"audit{suffix}"
     path.write_text(text)
     return path
@@ -86,7 +86,9 @@ def test_config_file_gives_every_option_and_the_command_line_wins(sets, tmp_path
 def test_bad_config_files_are_one_line_errors(sets, tmp_path):
     unknown = tmp_path / "unknown.toml"
     unknown.write_text("[data.check]\nfodls = 2\n")
-    assert_clean_error(run("data", "check", "--config", unknown), "has no option 'fodls'")
+    assert_clean_error(
+        run("data", "check", "--config", unknown), "has no option 'fodls' (options: drop-duplicates, folds, format"
+    )
     broken = tmp_path / "broken.toml"
     broken.write_text("[data.check\n")
     assert_clean_error(run("data", "check", "--config", broken), "not valid TOML")
