@@ -66,7 +66,7 @@ def train(
     config: TrainConfig = TrainConfig(),
     out: Path | None = None,
     model: LoadedModel | None = None,
-    progress: bool = True,
+    progress: bool = False,
     overwrite: bool = False,
     skips: Skips | None = None,
 ) -> meta.TrainResult:
@@ -77,7 +77,7 @@ def train(
         prepare_output(out, "classifier", overwrite, _inputs(members, nonmembers, config.model))
     result = meta.train(members, nonmembers, config, model, progress, skips)
     if out is not None:
-        save_model_dir(Path(out), result.estimator, result.card, result.evaluation, overwrite)
+        save_model_dir(Path(out), result.estimator, result.card, result.evaluation, overwrite, result.documents)
         result.out = Path(out)
     return result
 
@@ -163,7 +163,7 @@ def data_check(
     seed: int = 0,
     drop_duplicates: bool = False,
     skips: Skips | None = None,
-    progress: bool = True,
+    progress: bool = False,
 ) -> dict:
     """Statistics of two document sets and the blind baseline between them, with no model; documents that cannot
     be used are listed under ``skipped``."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import sys
@@ -76,6 +77,189 @@ def _close_progress_bars() -> None:
 
     for bar in list(getattr(tqdm, "_instances", [])):
         bar.close()
+
+
+FORMATS = ("table", "json", "csv")
+
+
+class FormatChoice(click.Choice):
+    """``table|json|csv`` (``text``, the former name of ``table``, is still read as ``table``)."""
+
+    def convert(self, value, param, ctx):
+        return super().convert("table" if value == "text" else value, param, ctx)
+
+
+def format_option(func):
+    """``--format table|json|csv`` (default ``table``): the same values in every command; JSON carries
+    ``docaudit_version``."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=FormatChoice(FORMATS),
+        default="table",
+        show_default=True,
+        help="table for people; json or csv for programs.",
+    )(func)
+
+
+def show_progress() -> bool:
+    """Progress bars only on a terminal and without ``--quiet``."""
+    ctx = click.get_current_context(silent=True)
+    quiet = ctx is not None and ctx.meta.get(QUIET_KEY, False)
+    return not quiet and sys.stderr.isatty()
+
+
+QUIET_KEY = "docaudit.quiet"
+
+
+def _set_quiet(ctx, _param, value) -> None:
+    """Record ``--quiet`` where every command's context sees it (``ctx.meta`` is shared)."""
+    ctx.meta[QUIET_KEY] = ctx.meta.get(QUIET_KEY, False) or value
+
+
+QUIET_OPTION = click.Option(
+    ["--quiet", "-q"],
+    is_flag=True,
+    expose_value=False,
+    help="No progress bars (also off when stderr is not a terminal).",
+    callback=_set_quiet,
+)
+CONFIG_OPTION = click.Option(
+    ["--config", "config_file"],
+    type=click.Path(dir_okay=False),
+    expose_value=False,
+    is_eager=True,
+    help="TOML or YAML file of option values: the section named after the command (e.g. [report], [data.check]) "
+    "maps option names to values; options given on the command line win.",
+)
+
+
+class ConfigError(click.ClickException):
+    """A bad ``--config`` file or command line, printed on one line like every user error."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:
+        click.echo(f"error: {self.message}", err=True)
+
+
+class ConfigCommand(click.Command):
+    """A command with ``--config FILE`` and ``--quiet``: the file's section for this command becomes click's
+    ``default_map`` (keys: option names, with dashes or underscores; arguments by their name), so every option,
+    including those added later, can come from a file."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        taken = {p.name for p in self.params}
+        self.params += [o for o in (CONFIG_OPTION, QUIET_OPTION) if o.name not in taken]
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        from docaudit import outputs
+
+        outputs.COMMAND_LINE = ["docaudit", *_section_path(parent, info_name), *args]
+        path = _config_path(args)
+        if path is not None and CONFIG_OPTION in self.params and "default_map" not in extra:
+            extra["default_map"] = config_defaults(self, _section_path(parent, info_name), path)
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:  # a missing or unknown option: one line, like every user error
+            raise ConfigError(
+                f"{e.format_message()} (see {' '.join(['docaudit', *_section_path(parent, info_name)])} --help)"
+            ) from None
+
+
+class DocauditGroup(click.Group):
+    """Commands of this group (and of its subgroups) read ``--config`` and ``--quiet``."""
+
+    command_class = ConfigCommand
+    group_class = type
+
+
+def _config_path(args) -> str | None:
+    """The value of ``--config`` among a command's raw arguments (None when absent)."""
+    args = [str(a) for a in args]
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--config" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def _section_path(parent, info_name) -> list[str]:
+    """``["data", "check"]`` for ``docaudit data check``: the command's names below the root."""
+    names = [info_name]
+    while parent is not None and parent.parent is not None:
+        names.insert(0, parent.info_name)
+        parent = parent.parent
+    return names
+
+
+def read_config_file(path) -> dict:
+    """A TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file as a mapping."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".toml", ".yaml", ".yml"):
+        raise ConfigError(f"--config {path}: use a .toml, .yaml or .yml file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"--config {path}: cannot read it ({e})") from None
+    try:
+        if suffix == ".toml":
+            import tomllib
+
+            data = tomllib.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text) or {}
+    except Exception as e:  # the parsers' own errors, on one line
+        raise ConfigError(f"--config {path}: not valid {suffix[1:].upper()} ({str(e).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"--config {path}: expected a mapping of sections or options")
+    return data
+
+
+def _option_key(param: click.Parameter) -> str:
+    """The name a config file uses for a parameter: its long option without dashes, or its argument name."""
+    return next((o.lstrip("-") for o in param.opts if o.startswith("--")), param.name.replace("_", "-"))
+
+
+def config_defaults(command: click.Command, section: list[str], path) -> dict:
+    """The ``default_map`` of ``command`` from the file's section ``section`` (a flat file without sections is
+    the section itself); an unknown option is an error naming the known ones."""
+    data, where = read_config_file(path), ".".join(section)
+    values = data
+    for name in section:
+        values = values.get(name) if isinstance(values, dict) else None
+    if values is None:
+        if any(isinstance(v, dict) for v in data.values()):
+            raise ConfigError(f"--config {path}: no [{where}] section (found: {', '.join(map(str, data))})")
+        values = data
+    if not isinstance(values, dict):
+        raise ConfigError(f"--config {path}: [{where}] must map option names to values")
+    params = {}
+    for p in command.params:
+        if p.name and (p.expose_value or p is QUIET_OPTION):
+            for name in (p.name, *(o.lstrip("-") for o in p.opts)):
+                params[name.replace("_", "-")] = (p, False)
+            for o in getattr(p, "secondary_opts", ()):
+                params[o.lstrip("-")] = (p, True)
+    defaults = {}
+    for key, value in values.items():
+        if str(key).replace("_", "-") not in params:
+            known = ", ".join(sorted({_option_key(p) for p, _ in params.values()}))
+            raise ConfigError(f"--config {path}: [{where}] has no option '{key}' (options: {known})")
+        param, negated = params[str(key).replace("_", "-")]
+        if negated:
+            value = not value
+        if (getattr(param, "multiple", False) or param.nargs == -1) and not isinstance(value, list):
+            value = [value]
+        defaults[param.name] = value
+    return defaults
 
 
 def model_options(func):
@@ -287,10 +471,23 @@ def strict_option(func):
 
 
 def echo_json(value) -> None:
-    """Print strict JSON (NaN and infinities as null)."""
+    """Print strict JSON (NaN and infinities as null) carrying ``docaudit_version``: a key of an object, or of
+    each row of a list."""
+    from docaudit import __version__
     from docaudit.io import json_text
 
+    if isinstance(value, dict):
+        value = {"docaudit_version": __version__} | value
+    elif isinstance(value, list):
+        value = [{"docaudit_version": __version__} | r if isinstance(r, dict) else r for r in value]
     click.echo(json_text(value))
+
+
+def echo_csv(rows) -> None:
+    """Print rows (a DataFrame or a list of dicts) as CSV."""
+    import pandas as pd
+
+    click.echo((rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)).to_csv(index=False), nl=False)
 
 
 def warn_skipped(skipped: list[dict]) -> None:
@@ -341,7 +538,7 @@ def query_config(kw) -> QueryConfig:
     )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=DocauditGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="docaudit")
 def main():
     """docaudit: was this document in the training data of this language model?"""
@@ -372,11 +569,13 @@ def main():
 @cleaning_options
 @click.option("--grid", is_flag=True, help="Run the Table-1 grid (norms × features × contexts) and print it.")
 @click.option("--grid-contexts", default="32,64,128", show_default=True)
-@click.option("--out", type=click.Path(), default=None, help="Save the classifier here (e.g. models/NAME).")
+@click.option(
+    "--out", type=click.Path(), default=None, help="Save the classifier here, e.g. models/NAME (needed unless --grid)."
+)
 @OVERWRITE
 @DROP_DUPLICATES
 @strict_option
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option
 @friendly_errors
 def train(
     members,
@@ -419,16 +618,35 @@ def train(
     skips = Skips(strict)
     if grid:
         contexts = [int(c) for c in grid_contexts.split(",")]
-        table = api.grid(members, nonmembers, config, contexts, skips=skips, ray=ray_config(kw))
-        warn_skipped(skips.as_json())
-        click.echo(
-            table.to_json(orient="records") if fmt == "json" else table.to_string(index=False, float_format="%.3f")
+        table = api.grid(
+            members, nonmembers, config, contexts, skips=skips, ray=ray_config(kw), progress=show_progress()
         )
+        warn_skipped(skips.as_json())
+        if fmt == "json":
+            echo_json(table.to_dict(orient="records"))
+        elif fmt == "csv":
+            echo_csv(table)
+        else:
+            click.echo(table.to_string(index=False, float_format="%.3f"))
         return
-    result = api.train(members, nonmembers, config, Path(out), overwrite=overwrite, skips=skips, ray=ray_config(kw))
+    result = api.train(
+        members,
+        nonmembers,
+        config,
+        Path(out),
+        overwrite=overwrite,
+        skips=skips,
+        ray=ray_config(kw),
+        progress=show_progress(),
+    )
     warn_skipped(result.skipped)
     if fmt == "json":
         echo_json(result.card)
+        return
+    if fmt == "csv":
+        from docaudit.report.classifier import out_of_fold_predictions
+
+        echo_csv(out_of_fold_predictions(result.documents, result.evaluation))
         return
     from docaudit.report.tables import format_beyond_blind, format_query, format_summary
 
@@ -460,7 +678,7 @@ def train(
 @model_options
 @ray_options
 @strict_option
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option
 @friendly_errors
 def predict(documents, classifier, strict, fmt, **kw):
     """Membership probability for each document, beside the classifier's own evaluated AUC (a document that cannot
@@ -478,6 +696,7 @@ def predict(documents, classifier, strict, fmt, **kw):
         skips=skips,
         trust_remote_code=kw["trust_remote_code"],
         ray=ray_config(kw),
+        progress=show_progress(),
     )
     warn_skipped(skips.as_json())
     if rows and includes_chance(ci := rows[0]["classifier_auc_ci"]):
@@ -490,6 +709,9 @@ def predict(documents, classifier, strict, fmt, **kw):
     rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
     if fmt == "json":
         echo_json(rows)
+        return
+    if fmt == "csv":
+        echo_csv(rows)
         return
     import pandas as pd
 
@@ -518,7 +740,9 @@ def predict(documents, classifier, strict, fmt, **kw):
 @click.option("--vocab-size", default=TargetConfig.vocab_size, show_default=True)
 @click.option("--epochs", default=TargetConfig.epochs, show_default=True)
 @click.option("--learning-rate", default=TargetConfig.learning_rate, show_default=True)
-@click.option("--batch-size", default=TargetConfig.batch_size, show_default=True)
+@click.option(
+    "--train-batch-size", "batch_size", default=TargetConfig.batch_size, show_default=True, help="Training batch."
+)
 @click.option(
     "--doc-tokens",
     default=TargetConfig.doc_tokens,
@@ -532,11 +756,13 @@ def predict(documents, classifier, strict, fmt, **kw):
 @click.option("--methods", default=None, help="Detectors to evaluate (comma list; default: all single-pass ones).")
 @click.option("--folds", default=MetaConfig.folds, show_default=True)
 @click.option("--seed", default=QueryConfig.seed, show_default=True)
-@click.option("--quantize", "quantize_list", default="", help="Also evaluate at these precisions, e.g. int8,int4.")
-@click.option("--dtype", "dtype_list", default="", help="Also evaluate at these dtypes, e.g. bfloat16,float16.")
+@click.option(
+    "--extra-quantize", "quantize_list", default="", help="Also evaluate at these quantizations, e.g. int8,int4."
+)
+@click.option("--extra-dtypes", "dtype_list", default="", help="Also evaluate at these dtypes, e.g. bfloat16,float16.")
 @normalize_chars_option
 @ray_options
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option
 @friendly_errors
 def lab(
     corpus, out, overwrite, docs, base_model, methods, folds, quantize_list, dtype_list, normalize_chars, fmt, **target
@@ -560,10 +786,14 @@ def lab(
         max_docs=docs,
         normalize_chars=normalize_chars,
         ray=ray,
+        progress=show_progress(),
     )
     summary = result.summary()
     if fmt == "json":
         echo_json(summary)
+        return
+    if fmt == "csv":
+        echo_csv(result.evaluation.table.drop(columns=["configs"], errors="ignore"))
         return
     import pandas as pd
 
@@ -607,7 +837,7 @@ def lab(
 @cleaning_options
 @DROP_DUPLICATES
 @strict_option
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option
 @friendly_errors
 def dataset_test(suspect, nonmembers, methods, splits, raw, normalize_chars, drop_duplicates, strict, fmt, **kw):
     """Were the suspect documents, as a set, trained on? A dataset-level test in the style of Maini et al. 2024."""
@@ -631,10 +861,14 @@ def dataset_test(suspect, nonmembers, methods, splits, raw, normalize_chars, dro
         drop_duplicates=drop_duplicates,
         normalize_chars=normalize_chars,
         ray=ray_config(kw),
+        progress=show_progress(),
     )
     warn_skipped(skips.as_json())
     if fmt == "json":
         echo_json({**asdict(result), "query": query.used(), "skipped": skips.as_json(), "scores": scores})
+        return
+    if fmt == "csv":
+        echo_csv(scores)
         return
     click.echo(
         f"{result.n_suspect} suspect vs {result.n_nonmember} known non-member documents"
@@ -659,20 +893,31 @@ def data():
 @click.option("--seed", default=QueryConfig.seed, show_default=True)
 @DROP_DUPLICATES
 @strict_option
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option
 @friendly_errors
 def data_check(set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates, strict, fmt):
     """Compare two document sets (counts, lengths, years, leftover boilerplate) and run the blind baseline."""
     from docaudit import api
     from docaudit.audit.datacheck import format_check
     from docaudit.corpus.documents import Skips
-    from docaudit.io import json_text
 
-    result = api.data_check(set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates, Skips(strict))
+    result = api.data_check(
+        set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates, Skips(strict), progress=show_progress()
+    )
     warn_skipped(result["skipped"])
     if result["warning"]:
         click.echo(result["warning"], err=True)
-    click.echo(json_text(result) if fmt == "json" else format_check(result))
+    if fmt == "json":
+        echo_json(result)
+    elif fmt == "csv":
+        echo_csv(
+            [
+                {"set": name} | {k: v for k, v in result[key].items() if not isinstance(v, (dict, list))}
+                for key, name in (("a", set_a), ("b", set_b))
+            ]
+        )
+    else:
+        click.echo(format_check(result))
 
 
 def detector_options(func):
@@ -770,7 +1015,7 @@ METHOD_HELP = (
 @OVERWRITE
 @DROP_DUPLICATES
 @strict_option
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@format_option
 @friendly_errors
 def evaluate(
     members,
@@ -834,12 +1079,16 @@ def evaluate(
         skips=Skips(strict),
         beyond=None if beyond == "none" else beyond,
         ray=ray_config(kw),
+        progress=show_progress(),
     )
     warn_skipped(result.info["skipped"])
     if result.info["warning"]:
         click.echo(result.info["warning"], err=True)
     if fmt == "json":
         echo_json(evaluation_json(result))
+        return
+    if fmt == "csv":
+        echo_csv(result.table.drop(columns=["configs"], errors="ignore"))
         return
     info = result.info
     model = (
@@ -873,7 +1122,7 @@ def evaluate(
 )
 @cleaning_options
 @strict_option
-@click.option("--format", "fmt", type=click.Choice(["json", "csv"]), default="json", show_default=True)
+@format_option
 @friendly_errors
 def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
     """Raw membership scores per document, higher = more member-like.
@@ -900,15 +1149,18 @@ def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
         skips=skips,
         normalize_chars=normalize_chars,
         ray=ray_config(kw),
+        progress=show_progress(),
     )
     warn_skipped(skips.as_json())
     rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
     if fmt == "json":
         echo_json(rows)
-        return
-    import pandas as pd
+    elif fmt == "csv":
+        echo_csv(rows)
+    else:
+        import pandas as pd
 
-    click.echo(pd.DataFrame(rows).to_csv(index=False), nl=False)
+        click.echo(pd.DataFrame(rows).to_string(index=False, float_format="%.4f"))
 
 
 @main.command()
@@ -951,7 +1203,7 @@ def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
 @OVERWRITE
 @DROP_DUPLICATES
 @strict_option
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
+@format_option
 @friendly_errors
 def sequence(
     members,
@@ -1000,6 +1252,7 @@ def sequence(
         drop_duplicates=drop_duplicates,
         skips=Skips(strict),
         ray=ray_config(kw),
+        progress=show_progress(),
     )
     info = result["info"]
     warn_skipped(info["skipped"])
@@ -1024,20 +1277,30 @@ def sequence(
 @main.command()
 @click.argument("books", nargs=-1, required=True, type=click.Path())
 @click.option(
-    "--calibrate-members", multiple=True, type=click.Path(), help="Books known to be members (dir or .txt; repeatable)."
+    "--calibrate-members",
+    multiple=True,
+    required=True,
+    type=click.Path(),
+    help="Books known to be members (dir or .txt; repeatable).",
 )
 @click.option(
-    "--calibrate-nonmembers", multiple=True, type=click.Path(), help="Books known to be non-members (repeatable)."
+    "--calibrate-nonmembers",
+    multiple=True,
+    required=True,
+    type=click.Path(),
+    help="Books known to be non-members (repeatable).",
 )
 @dataset_options
 @model_options
 @ray_options
 @click.option(
-    "--method",
+    "--methods",
+    "method",
     default=ContaminationConfig.method,
     show_default=True,
-    help=f"One of {', '.join(METHODS)}.",
+    help=f"The detector that scores the snippets, one of {', '.join(METHODS)}.",
 )
+@click.option("--method", "method_alias", default=None, hidden=True, help="Former name of --methods.")
 @detector_options
 @click.option("--snippets", default=ContaminationConfig.snippets, show_default=True, help="Random snippets per book.")
 @click.option(
@@ -1060,7 +1323,13 @@ def sequence(
     "--confidence",
     default=ContaminationConfig.confidence,
     show_default=True,
-    help="Level of the Wilson interval of each rate.",
+    help="Level of the Wilson and book-level intervals of each rate.",
+)
+@click.option(
+    "--book-bootstrap",
+    default=ContaminationConfig.book_bootstrap,
+    show_default=True,
+    help="Resamples of calibration books and snippets behind the book-level interval.",
 )
 @click.option("--seed", default=QueryConfig.seed, show_default=True)
 @cleaning_options
@@ -1072,17 +1341,20 @@ def sequence(
     help="Leave out books found in both calibration sets (by default they are an error).",
 )
 @strict_option
+@format_option
 @friendly_errors
 def report(
     books,
     calibrate_members,
     calibrate_nonmembers,
     method,
+    method_alias,
     snippets,
     snippet_words,
     target_fpr,
     max_context,
     confidence,
+    book_bootstrap,
     seed,
     raw,
     normalize_chars,
@@ -1090,15 +1362,21 @@ def report(
     overwrite,
     drop_duplicates,
     strict,
+    fmt,
     **kw,
 ):
     """Contamination rate per book: the share of its random snippets scoring over a threshold calibrated on known
-    member and non-member books (Min-K% Prob paper, sec. 5), with a Wilson interval."""
+    member and non-member books (Min-K% Prob paper, sec. 5), beside the calibration books' own rates, with a
+    Wilson interval and a book-level bootstrap interval."""
     from docaudit import api
     from docaudit.corpus.documents import Skips
+    from docaudit.report.contamination import reference_ranges, report_warnings
     from docaudit.report.tables import format_beyond_blind
 
     kw["seed"] = seed
+    method = method_alias or method
+    if "," in method:
+        raise DocauditError(f"--methods {method}: report scores the snippets with one method")
     result = api.report(
         books,
         calibrate_members,
@@ -1121,11 +1399,19 @@ def report(
         drop_duplicates=drop_duplicates,
         skips=Skips(strict),
         ray=ray_config(kw),
+        book_bootstrap_samples=book_bootstrap,
+        progress=show_progress(),
     )
     info = result.info
     warn_skipped(info["skipped"])
-    if info.get("warning"):
-        click.echo(info["warning"], err=True)
+    for warning in report_warnings(info):
+        click.echo(warning, err=True)
+    if fmt == "json":
+        echo_json(json.loads((Path(out) / "report.json").read_text(encoding="utf-8")))
+        return
+    if fmt == "csv":
+        echo_csv(result.books)
+        return
     click.echo(
         f"{info['n_books']} books, {info['n_calibration_members']} + {info['n_calibration_nonmembers']} "
         f"calibration books{skipped_note(info['skipped'])}; snippets scored with context {info['context']} "
@@ -1136,13 +1422,138 @@ def report(
         f"{info['calibration_auc']:.3f}, accuracy {info['calibration_accuracy']:.1%}"
         + duplicates_note(info["duplicates_dropped"], "; calibration: ")
     )
+    if info["blind_auc"] is not None:
+        click.echo(f"blind baseline (no model) on the calibration books: AUC {info['blind_auc']:.3f}")
     click.echo(f"calibration books, {format_beyond_blind(info['beyond_blind'])}")
-    shown = result.books.assign(
-        contamination_rate=result.books.contamination_rate.map("{:.1%}".format),
-        ci=[f"[{lo:.1%}, {hi:.1%}]" for lo, hi in zip(result.books.ci_low, result.books.ci_high)],
+    import pandas as pd
+
+    level = f"{info['confidence']:.0%}"
+    books = result.books
+    shown = pd.DataFrame(
+        {
+            "book": books.book,
+            "snippets": books.n_snippets,
+            "rate": books.contamination_rate.map("{:.1%}".format),
+            f"book-level {level}": [f"{lo:.1%} – {hi:.1%}" for lo, hi in zip(books.book_ci_low, books.book_ci_high)],
+            f"Wilson {level}": [f"{lo:.1%} – {hi:.1%}" for lo, hi in zip(books.ci_low, books.ci_high)],
+        }
     )
-    click.echo(shown[["book", "n_snippets", "contamination_rate", "ci"]].to_string(index=False))
+    click.echo(shown.to_string(index=False))
+    click.echo(
+        f"read a rate against the calibration books: {reference_ranges(result.calibration)} A rate inside the "
+        "non-members' range is what a book outside the training data gives."
+    )
     click.echo(f"wall time {info['wall_seconds']} s; wrote {out}/report.html")
+
+
+@main.group("config")
+def config_group():
+    """See the configuration a command would run with."""
+
+
+@config_group.command("show")
+@click.argument("command", nargs=-1, required=True)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="The TOML or YAML file the command would read (its section for COMMAND).",
+)
+@format_option
+@friendly_errors
+def config_show(command, config_file, fmt):
+    """Print every option of COMMAND (e.g. `report`, `data check`) with the value it would take: from --config
+    FILE, else its default. The table form is TOML: save it and pass it back with --config."""
+    target, ctx, path = main, click.get_current_context(), []
+    for name in command:
+        if not isinstance(target, click.Group) or name not in target.commands:
+            raise DocauditError(f"no command '{' '.join(command)}' (commands: {', '.join(main.commands)})")
+        target = target.commands[name]
+        path.append(name)
+    defaults = config_defaults(target, path, config_file) if config_file else {}
+    values, param_required = {}, {}
+    for param in target.params:
+        if not param.expose_value or param.name in ("config_file",) or getattr(param, "hidden", False):
+            continue
+        value = defaults[param.name] if param.name in defaults else param.get_default(ctx, call=True)
+        if isinstance(value, tuple):
+            value = list(value)
+        if not isinstance(value, (str, int, float, list)):  # None, or click's marker of an option without default
+            value = None
+        key = _option_key(param)
+        values[key] = value
+        param_required[key] = param.required
+    if fmt == "json":
+        echo_json({".".join(path): values})
+    elif fmt == "csv":
+        echo_csv([{"option": k, "value": v} for k, v in values.items()])
+    else:
+        click.echo(f"[{'.'.join(path)}]")
+        for key, value in values.items():
+            if value is None or value == []:
+                click.echo(f"# {key} = ({'required' if param_required[key] else 'not set'})")
+            else:
+                click.echo(f"{key} = {_toml_value(value)}")
+
+
+def _toml_value(value) -> str:
+    """A value in TOML syntax (strings as JSON strings, which TOML reads the same)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+@main.group()
+def cache():
+    """See and clear the token-statistics cache ($DOCAUDIT_CACHE or ~/.cache/docaudit)."""
+
+
+@cache.command("info")
+@format_option
+@friendly_errors
+def cache_info(fmt):
+    """Size of the token-statistics cache and its entries per model."""
+    from docaudit.query.cache import StatsCache
+
+    summary = StatsCache().summary()
+    if fmt == "json":
+        echo_json(summary)
+        return
+    rows = [
+        {"model": m, "entries": r["entries"], "MB": round(r["bytes"] / 1e6, 2)} for m, r in summary["models"].items()
+    ]
+    if fmt == "csv":
+        echo_csv(rows)
+        return
+    click.echo(f"{summary['root']}: {summary['entries']} entries, {summary['bytes'] / 1e6:.1f} MB")
+    if rows:
+        import pandas as pd
+
+        click.echo(pd.DataFrame(rows).to_string(index=False))
+
+
+@cache.command("clear")
+@click.option("--model", default=None, help="Only the entries of this model identity (as `cache info` lists it).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@friendly_errors
+def cache_clear(model, yes):
+    """Delete the token-statistics entries docaudit wrote (all, or one model's); nothing else is touched."""
+    from docaudit.query.cache import StatsCache
+
+    store = StatsCache()
+    summary = store.summary()
+    if model is not None and model not in summary["models"]:
+        raise DocauditError(f"no cache entries of model '{model}' (models: {', '.join(summary['models']) or 'none'})")
+    n = summary["models"][model]["entries"] if model else summary["entries"]
+    if n and not yes:
+        click.confirm(f"delete {n} cache entries under {summary['root']}?", abort=True, err=True)
+    removed = store.clear(model)
+    click.echo(f"removed {removed['entries']} entries ({removed['bytes'] / 1e6:.1f} MB) from {summary['root']}")
 
 
 if __name__ == "__main__":

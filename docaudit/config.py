@@ -313,7 +313,8 @@ class TargetConfig:
 class ContaminationConfig:
     """Per-book contamination rates (Min-K% Prob paper, sec. 5): ``snippets`` random snippets of ``snippet_words``
     words per book, scored by ``method`` in one window of up to ``max_context`` tokens; the threshold maximizes
-    calibration accuracy, or meets ``target_fpr`` on the non-member snippets; Wilson intervals at ``confidence``."""
+    calibration accuracy, or meets ``target_fpr`` on the non-member snippets; Wilson intervals at ``confidence``, and
+    book-level bootstrap intervals from ``book_bootstrap`` resamples of the calibration books and snippets."""
 
     method: str = "minkpp"
     snippets: int = 100
@@ -321,6 +322,7 @@ class ContaminationConfig:
     target_fpr: float | None = None
     max_context: int = 2048
     confidence: float = 0.95
+    book_bootstrap: int = 1000
 
 
 @dataclass(frozen=True)

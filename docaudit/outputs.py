@@ -33,6 +33,25 @@ def read_marker(folder: Path) -> dict | None:
     return marker
 
 
+COMMAND_LINE: list[str] | None = None  # set by the command line: the docaudit command being run
+
+
+def provenance(model_identity: str | None = None, tokenizer: str | None = None) -> dict:
+    """Where an output comes from: the docaudit version, when (UTC), the model's identity (by content) and its
+    tokenizer's hash, and the full command line that made it (the docaudit command, else the process's)."""
+    import shlex
+    import sys
+
+    command = COMMAND_LINE or [Path(sys.argv[0]).name, *sys.argv[1:]]
+    return {
+        "docaudit_version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "model_identity": model_identity,
+        "tokenizer": tokenizer,
+        "command": shlex.join(str(a) for a in command),
+    }
+
+
 def write_marker(folder: Path, kind: str, entries) -> None:
     """Mark ``folder`` as a docaudit output of ``kind`` whose top-level ``entries`` docaudit wrote."""
     marker = {

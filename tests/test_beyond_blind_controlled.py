@@ -135,7 +135,7 @@ def test_report_compares_the_calibration_books(shifted, tmp_path):
             (tmp_path / name / f"{book}.txt").write_text(" ".join(text.split()[:100]))
     audited = [str(p) for p in sorted((root / "U").glob("*.txt"))[-2:]]
     args = ["report", *audited, "--calibrate-members", tmp_path / "cal_members"]
-    args += ["--calibrate-nonmembers", tmp_path / "cal_nonmembers", "--model", model, "--method", "loss"]
+    args += ["--calibrate-nonmembers", tmp_path / "cal_nonmembers", "--model", model, "--methods", "loss"]
     with single_thread():
         result = CliRunner().invoke(main, [*args, "--snippets", "4", "--snippet-words", "30", "--out", tmp_path / "r"])
     assert result.exit_code == 0, result.output

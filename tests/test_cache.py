@@ -45,7 +45,18 @@ def other_context(data: bytes) -> bytes:
 @pytest.mark.parametrize("damage", [truncate, empty, flip, shorter_logp, other_context])
 def test_damaged_entries_are_recomputed(damage, tmp_path, tiny_gpt2, monkeypatch, caplog):
     sets = make_sets(tmp_path)
-    args = ["score", sets["mem"], "--model", tiny_gpt2, "--context", "32", "--methods", "loss,mink,minkpp"]
+    args = [
+        "score",
+        sets["mem"],
+        "--model",
+        tiny_gpt2,
+        "--context",
+        "32",
+        "--methods",
+        "loss,mink,minkpp",
+        "--format",
+        "json",
+    ]
     clean = run(*args)
     assert clean.exit_code == 0, clean.output
     entries = sorted((tmp_path / "cache" / "stats").rglob("*.npz"))
@@ -139,7 +150,18 @@ def damage_config(directory):
 def test_damaged_gguf_conversion_is_redone(damage, tmp_path, monkeypatch, caplog):
     gguf_file = make_gguf(tmp_path / "tiny.gguf")
     sets = make_sets(tmp_path)
-    args = ["score", sets["mem"], "--model", gguf_file, "--context", "32", "--methods", "loss,minkpp"]
+    args = [
+        "score",
+        sets["mem"],
+        "--model",
+        gguf_file,
+        "--context",
+        "32",
+        "--methods",
+        "loss,minkpp",
+        "--format",
+        "json",
+    ]
     clean = run(*args)
     assert clean.exit_code == 0, clean.output
     (converted,) = (tmp_path / "cache" / "models").glob("tiny-*")

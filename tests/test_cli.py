@@ -1,6 +1,7 @@
 import json
 import os
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import corpus_ids, corpus_text
@@ -64,8 +65,15 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
         "card.md",
         "roc.csv",
         "roc.png",
+        "predictions.csv",
         ".docaudit-output.json",
     }
+    predictions = pd.read_csv(out / "predictions.csv")  # out-of-fold: one row per document, its fold and probability
+    assert len(predictions) == 8 and set(predictions.fold) == {0, 1} and predictions.label.sum() == 4
+    assert predictions.membership_probability.between(0, 1).all()
+    roc = pd.read_csv(out / "roc.csv")
+    pooled = roc[roc.curve == "pooled out-of-fold"]
+    assert pooled.tpr.iloc[-1] == 1 and len(pooled) >= 2
     umask = os.umask(0)
     os.umask(umask)
     assert {p.stat().st_mode & 0o777 for p in out.iterdir()} == {0o666 & ~umask}

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import corpus_ids, corpus_text
+from sklearn.metrics import roc_auc_score
 from test_cli import assert_clean_error, make_sets, run
 
 from docaudit.audit.contamination import wilson_interval
@@ -72,8 +73,24 @@ def test_evaluate_end_to_end(tiny_gpt2, tmp_path):
         "evaluation.json",
         "roc.csv",
         "roc.png",
+        "documents.csv",
+        "documents.json",
         ".docaudit-output.json",
     }
+    documents = pd.read_csv(
+        out / "documents.csv", dtype={"document": str}
+    )  # per document: its fold and every document-level score
+    assert list(documents.document) == ids and list(documents.label) == list(labels)
+    for i, (_, test) in enumerate(chunk_folds(labels, 2, 1)):
+        assert (documents.fold.iloc[test] == i).all()
+    for (method, level), row in rows.items():
+        if level != "sequence":
+            column = documents[f"{method}:{level}"]
+            assert column.notna().all()
+            mine = [roc_auc_score(labels[test], column.iloc[test]) for _, test in chunk_folds(labels, 2, 1)]
+            assert row["fold_aucs"] == pytest.approx(mine), (method, level)
+    assert [r["document"] for r in json.loads((out / "documents.json").read_text())] == ids
+    assert report["docaudit_version"] and json.loads((out / "evaluation.json").read_text())["docaudit_version"]
     table = pd.read_csv(out / "evaluation.csv")
     assert len(table) == 1 + len(METHODS) * len(LEVELS) + len(blind)
     assert table.pooled_auc.notna().sum() == 1 + len(METHODS) * 2 + len(blind)  # every document-level row
@@ -150,7 +167,7 @@ def test_report_bad_inputs(tiny_gpt2, tmp_path):
     books = make_books(tmp_path, n_chars=600)
     out = tmp_path / "rep"
     no_class = [a for a in report_args(books, tiny_gpt2, out) if a not in ("--calibrate-nonmembers", books["cal_non"])]
-    assert_clean_error(run(*no_class), "no calibration books of class non-member")
+    assert_clean_error(run(*no_class), "Missing option '--calibrate-nonmembers'")
     empty_dir = tmp_path / "nothing"
     empty_dir.mkdir()
     args = report_args(books, tiny_gpt2, out)

@@ -85,7 +85,7 @@ def tiny_gguf(tmp_path_factory):
 def test_first_conversion_shows_progress(tiny_gguf, tmp_path):
     doc = tmp_path / "doc.txt"
     doc.write_text(corpus_text("members", corpus_ids("members", 1)[0], n_chars=600))
-    args = ("score", "--model", tiny_gguf, "--methods", "loss", "--context", "16", doc)
+    args = ("score", "--model", tiny_gguf, "--methods", "loss", "--context", "16", "--format", "json", doc)
     first = run(*args)
     assert first.exit_code == 0, first.output
     assert "first use of tiny.gguf: converting to safetensors (once)" in first.stderr

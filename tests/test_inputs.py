@@ -182,7 +182,9 @@ def test_report_checks_max_context_and_shows_the_context_used(docs, tiny_gpt2, t
 
 def test_values_used_appear_in_every_output(docs, tiny_gpt2, tmp_path):
     query = ["--context", "64", "--stride", "32"]
-    rows = strict_json(run("score", "--model", tiny_gpt2, "--methods", "loss", *query, docs["mem"]).stdout)
+    rows = strict_json(
+        run("score", "--model", tiny_gpt2, "--methods", "loss", *query, "--format", "json", docs["mem"]).stdout
+    )
     assert {(r["context"], r["stride"]) for r in rows} == {(64, 32)}
 
     common = ["--members", docs["mem"], "--nonmembers", docs["non"], "--model", tiny_gpt2, *query, "--folds", "2"]
@@ -253,7 +255,8 @@ import json, resource, sys, time
 from click.testing import CliRunner
 from docaudit.cli import main
 def score(path):
-    result = CliRunner().invoke(main, ["score", "--model", sys.argv[1], "--max-tokens", "512", "--raw", path])
+    args = ["score", "--model", sys.argv[1], "--max-tokens", "512", "--raw", "--format", "json", path]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)[0]
 score(sys.argv[2])  # imports, model and tokenizer loaded: the baseline
@@ -335,7 +338,7 @@ def test_detector_options_checked_and_json_has_no_nan(tiny_gpt2, tmp_path):
         "--pac-copies 0 is out of range: allowed 1 or more",
     )
     assert_clean_error(run("score", "--model", tiny_gpt2, "--k", "0", doc), "--k 0.0 is out of range")
-    result = run("score", "--model", tiny_gpt2, "--context", "64", "--pac-copies", "1", doc)
+    result = run("score", "--model", tiny_gpt2, "--context", "64", "--pac-copies", "1", "--format", "json", doc)
     assert result.exit_code == 0 and math.isfinite(strict_json(result.stdout)[0]["pac"])
     assert strict_json(json_text({"a": float("nan"), "b": [np.float32("inf"), 1.5]})) == {"a": None, "b": [None, 1.5]}
 

@@ -22,7 +22,7 @@ ARGS = [
     "400",
     "--epochs",
     "12",
-    "--batch-size",
+    "--train-batch-size",
     "8",
     "--doc-tokens",
     "160",
@@ -59,7 +59,7 @@ def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
         assert not (out / "lab.json").exists()
         monkeypatch.setattr(lab, "_save_checkpoint", save)
         result = CliRunner().invoke(
-            main, ["lab", "--corpus", pool, "--out", out, *ARGS, "--dtype", "bfloat16", "--format", "json"]
+            main, ["lab", "--corpus", pool, "--out", out, *ARGS, "--extra-dtypes", "bfloat16", "--format", "json"]
         )
     assert result.exit_code == 0, result.output
     segments = lab.read_target_metadata(out / "target" / "model")["segments"]

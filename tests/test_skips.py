@@ -98,7 +98,7 @@ def docs_with_bad(tmp_path):
 
 def test_score_skips_unusable_documents_by_name(docs_with_bad, tiny_gpt2):
     d = docs_with_bad["a"]
-    result = run("score", "--model", tiny_gpt2, "--methods", "loss,zlib", "--context", "64", d)
+    result = run("score", "--model", tiny_gpt2, "--methods", "loss,zlib", "--context", "64", "--format", "json", d)
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     scored = [r for r in rows if "skipped" not in r]

@@ -15,9 +15,16 @@
    independent draws and ``tau`` as fixed: it ignores the overlap of snippets and the calibration's own noise.
    When the calibration snippets' AUC is below 0.60, ``info["warning"]`` says that the rates mostly reflect where
    the threshold falls rather than membership.
+   Beside it, a book-level bootstrap interval (``book_ci_low``, ``book_ci_high``): each of ``book_bootstrap``
+   resamples draws the calibration books of each class with replacement (so the threshold moves as it would with
+   other calibration books) and the audited book's snippets with replacement, and recomputes the rate. A book whose
+   ``snippets x snippet_words`` exceeds its words has overlapping snippets (``snippets_overlap``; a warning says how
+   many books): its snippets are not independent and the Wilson interval is too narrow.
 5. Beyond the blind baseline: on the calibration books, a book's mean snippet score is compared with a blind
    classifier of the books' texts (``methods.beyond_blind``, ``info["beyond_blind"]``): if the calibration sets
-   differ by era or topic, a separation of their snippets is not evidence that the method detects training.
+   differ by era or topic, a separation of their snippets is not evidence that the method detects training. The
+   blind baseline's own AUC on the calibration books is ``info["blind_auc"]``, with the warning ``evaluate`` gives
+   when it is high (``info["blind_warning"]``, ``methods.blind.shift_warning``).
 """
 
 from __future__ import annotations
@@ -43,11 +50,12 @@ from docaudit.config import (
 from docaudit.corpus.documents import Document, Skips, load_documents, separate_sets
 from docaudit.errors import DocauditError
 from docaudit.methods import beyond_blind
-from docaudit.methods.blind import BlindFeatures, evaluate_blind
+from docaudit.methods.blind import BlindFeatures, evaluate_blind, shift_warning
 from docaudit.methods.detectors.detector import Detector, build_detector
 from docaudit.methods.detectors.registry import METHODS
 from docaudit.methods.document_level import accuracy_threshold, fpr_threshold
 from docaudit.metrics import chunk_folds
+from docaudit.outputs import provenance
 from docaudit.query.distributed import active_pool, prefetch
 from docaudit.query.models import LoadedModel, load_model
 
@@ -84,6 +92,71 @@ def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, fl
     center = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
     return max(0.0, min(center - half, p)), min(1.0, max(center + half, p))
+
+
+def word_count(doc: Document) -> int:
+    """The book's words, as snippets count them (whitespace-separated)."""
+    return len(_WORD.findall(doc.text))
+
+
+def overlap_warning(books: pd.DataFrame, snippets: int, words: int) -> str | None:
+    """The warning when some books have fewer words than ``snippets x words`` (their snippets overlap)."""
+    overlapping = books[books.snippets_overlap]
+    if overlapping.empty:
+        return None
+    return (
+        f"WARNING: snippets overlap in {len(overlapping)} of {len(books)} books ({snippets} snippets x {words} words "
+        f"is more than the book's words, e.g. {overlapping.book.iloc[0]} with {overlapping.n_words.iloc[0]} words): "
+        "their snippets are not independent, so the Wilson interval is too narrow; read the book-level interval."
+    )
+
+
+def threshold_warning(tau: float) -> str | None:
+    """The warning when the calibration put the threshold at -inf or +inf: every rate is then 100% or 0%."""
+    if math.isfinite(tau):
+        return None
+    called, rate = ("a member", "100%") if tau < 0 else ("a non-member", "0%")
+    return (
+        f"WARNING: the threshold is {tau}: on the calibration books no cut does better than calling every snippet "
+        f"{called}, so every rate is {rate} and says nothing about the book."
+    )
+
+
+def book_bootstrap(
+    snip: pd.DataFrame, target_fpr: float | None, n_boot: int, confidence: float, seed: int
+) -> pd.DataFrame:
+    """Per audited book, a percentile interval of its rate over ``n_boot`` resamples of the calibration books of
+    each class (with replacement; the threshold is chosen again on their snippets) and of the book's own snippets.
+    Columns ``book``, ``file``, ``book_ci_low``, ``book_ci_high``."""
+    rng = np.random.default_rng([seed, 7])
+    cal = snip[snip.role != "audited"]
+    groups = {
+        role: [part.score.to_numpy() for _, part in cal[cal.role == role].groupby(["book", "file"], sort=False)]
+        for role in ("member", "non-member")
+    }
+    audited = list(snip[snip.role == "audited"].groupby(["book", "file"], sort=False))
+    rates = np.empty((n_boot, len(audited)))
+    for b in range(n_boot):
+        drawn = {role: [g[i] for i in rng.integers(len(g), size=len(g))] for role, g in groups.items()}
+        neg = np.concatenate(drawn["non-member"])
+        if target_fpr is not None:
+            tau = fpr_threshold(neg, target_fpr)
+        else:
+            pos = np.concatenate(drawn["member"])
+            tau = accuracy_threshold(np.concatenate([pos, neg]), np.r_[np.ones(len(pos)), np.zeros(len(neg))])
+        for j, (_, part) in enumerate(audited):
+            scores = part.score.to_numpy()
+            rates[b, j] = (scores[rng.integers(len(scores), size=len(scores))] > tau).mean()
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(rates, [alpha, 1 - alpha], axis=0) if len(audited) else (np.array([]), np.array([]))
+    return pd.DataFrame(
+        {
+            "book": [k[0] for k, _ in audited],
+            "file": [k[1] for k, _ in audited],
+            "book_ci_low": lo,
+            "book_ci_high": hi,
+        }
+    )
 
 
 @dataclass
@@ -164,16 +237,18 @@ def contamination_report(
     normalize_chars: bool = False,
     ref_model: ModelConfig | LoadedModel | None = None,
     neighbor_model=None,
-    progress: bool = True,
+    progress: bool = False,
     drop_duplicates: bool = False,
     skips: Skips | None = None,
     beyond: BeyondBlindConfig = BeyondBlindConfig(),
+    book_bootstrap_samples: int = ContaminationConfig.book_bootstrap,
 ) -> ContaminationReport:
     """Calibrate a snippet threshold on known member and non-member books, then measure each audited book's
     contamination rate (see the module docstring). Every input is checked before the model is loaded; a book in
     both calibration sets is an error, or with ``drop_duplicates`` left out of both; books that cannot be used
     (unreadable, too short for one snippet ...) are left out and recorded in ``skips``. ``beyond`` sets the
-    comparison of the calibration books' mean snippet scores with the blind baseline."""
+    comparison of the calibration books' mean snippet scores with the blind baseline; ``book_bootstrap_samples`` is
+    the number of resamples of the book-level interval."""
     from sklearn.metrics import roc_auc_score
 
     started = time.time()
@@ -185,6 +260,7 @@ def contamination_report(
     if not 0 < confidence < 1:
         raise DocauditError(f"confidence must be in (0, 1), got {confidence}")
     check_range("--max-context", max_context, 2)
+    check_range("--book-bootstrap", book_bootstrap_samples, 1)
     groups = {}
     for role, paths in (("member", calibrate_members), ("non-member", calibrate_nonmembers), ("audited", books)):
         if not paths:
@@ -220,12 +296,25 @@ def contamination_report(
         [_rates(cal[cal.role == r], tau, confidence).assign(label=r) for r in ("member", "non-member")],
         ignore_index=True,
     )
+    words = pd.DataFrame(
+        [{"book": d.id, "file": d.path, "n_words": word_count(d)} for docs in groups.values() for d in docs]
+    ).drop_duplicates(["book", "file"])
+    calibration = calibration.merge(words, on=["book", "file"], how="left")
     audited = (
         _rates(snip[snip.role == "audited"], tau, confidence)
+        .merge(book_bootstrap(snip, target_fpr, book_bootstrap_samples, confidence, seed), on=["book", "file"])
+        .merge(words, on=["book", "file"], how="left")
         .sort_values("contamination_rate", ascending=False, kind="stable")
         .reset_index(drop=True)
     )
+    for frame in (audited, calibration):
+        frame["snippets_overlap"] = frame.n_words < snippets * snippet_words
+    beyond_result, blind = _calibration_beyond_blind(groups, snip, method, beyond, seed)
+    means = cal.groupby(["book", "file"], sort=False).score.mean()
+    book_y = cal.groupby(["book", "file"], sort=False).role.first().eq("member").astype(int)
+    book_auc = float(roc_auc_score(book_y, means)) if book_y.nunique() == 2 else None
     info = {
+        "provenance": provenance(lm.identity, lm.tokenizer_hash),
         "model_identity": lm.identity,
         "model_config": asdict(lm.config),
         "method": method,
@@ -245,7 +334,14 @@ def contamination_report(
         "calibration_fpr": float(called[y == 0].mean()),
         "confidence": confidence,
         "interval": "Wilson score",
-        "beyond_blind": _calibration_beyond_blind(groups, snip, method, beyond, seed),
+        "book_interval": f"bootstrap over calibration books and snippets ({book_bootstrap_samples} resamples)",
+        "calibration_book_auc": book_auc,
+        "blind_auc": None if blind is None else blind["blind_auc"],
+        "blind_kind": None if blind is None else blind["best_kind"],
+        "blind_warning": None if blind is None else shift_warning(blind["blind_auc"], book_auc),
+        "threshold_warning": threshold_warning(tau),
+        "overlap_warning": overlap_warning(pd.concat([audited, calibration]), snippets, snippet_words),
+        "beyond_blind": beyond_result,
         "n_books": len(groups["audited"]),
         "n_calibration_members": len(groups["member"]),
         "n_calibration_nonmembers": len(groups["non-member"]),
@@ -265,17 +361,18 @@ def contamination_report(
 def _calibration_beyond_blind(groups: dict, snip: pd.DataFrame, method: str, config: BeyondBlindConfig, seed: int):
     """The calibration books' mean snippet scores (a score that needs no fitting) against a blind classifier of
     their texts, on ``config.folds`` folds (fewer when a class has fewer books), as ``methods.beyond_blind``
-    reports it; ``{"unavailable": reason}`` when there are too few books."""
+    reports it, and the blind baseline itself (``methods.blind.evaluate_blind``); ``({"unavailable": reason}, None)``
+    when there are too few books."""
     docs = groups["member"] + groups["non-member"]
     labels = np.array([1] * len(groups["member"]) + [0] * len(groups["non-member"]))
     name = f"{method} (mean snippet score)"
     k = min(config.folds, len(groups["member"]), len(groups["non-member"]))
     if k < 2:
-        return {"unavailable": "each calibration set needs at least 2 books", "model": name}
+        return {"unavailable": "each calibration set needs at least 2 books", "model": name}, None
     means = snip[snip.role != "audited"].groupby(["book", "file"]).score.mean()
     scores = np.array([means[(d.id, d.path)] for d in docs])
     folds = chunk_folds(labels, k, seed)
     features = BlindFeatures([d.text for d in docs])
     blind = evaluate_blind(features, labels, folds, seed=seed)
     fixed = beyond_blind.fixed_scorer(scores)
-    return beyond_blind.against_blind(labels, folds, features, blind, name, fixed, scores, config, seed)
+    return beyond_blind.against_blind(labels, folds, features, blind, name, fixed, scores, config, seed), blind

@@ -171,7 +171,7 @@ def dataset_test_documents(
     seed: int = 0,
     n_splits: int = DatasetTestConfig.splits,
     raw: bool = False,
-    progress: bool = True,
+    progress: bool = False,
     skips=None,
     drop_duplicates: bool = False,
     normalize_chars: bool = False,

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import pandas as pd
 
+from docaudit import __version__
 from docaudit.config import (
     BeyondBlindConfig,
     DetectorConfig,
@@ -59,13 +60,16 @@ META = "meta_classifier"
 class MethodsEvaluation:
     """``table``: one row per method × level (mean ± std over folds); ``per_fold``: one row per method × level ×
     fold; ``curves``: pooled out-of-fold (labels, scores) per ``(method, level)``; ``info``: what was run;
-    ``beyond_blind``: what the model adds over the blind baseline (``methods.beyond_blind``), None when not run."""
+    ``beyond_blind``: what the model adds over the blind baseline (``methods.beyond_blind``), None when not run;
+    ``documents``: one row per document (``document``, ``file``, ``label``, the ``fold`` whose test chunk holds it)
+    with its out-of-fold score under each document-level ``method:level``."""
 
     table: pd.DataFrame
     per_fold: pd.DataFrame
     curves: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]
     info: dict
     beyond_blind: dict | None = None
+    documents: pd.DataFrame | None = None
 
 
 def _rows(method: str, level: str, folds: list[FoldMetrics], n_test: list[int]):
@@ -101,7 +105,7 @@ def evaluate_methods(
     neighbor_model=None,
     levels: Sequence[str] = tuple(LEVELS),
     blind_kinds: Sequence[str] | None = BLIND_KINDS,
-    progress: bool = True,
+    progress: bool = False,
     drop_duplicates: bool = False,
     skips: Skips | None = None,
     beyond: str | None = "auto",
@@ -141,6 +145,15 @@ def evaluate_methods(
         docs, labels = [docs[i] for i in keep], labels[keep]
     splits = chunk_folds(labels, folds, seed)
     n_test = [len(test) for _, test in splits]
+    test_order = np.concatenate([test for _, test in splits])
+    documents = pd.DataFrame(
+        {
+            "document": [d.id for d in docs],
+            "file": [d.path for d in docs],
+            "label": labels.astype(int),
+            "fold": np.repeat(np.arange(len(splits)), n_test)[np.argsort(test_order)],
+        }
+    )
     if methods != []:
         # text passes of a sequence (lowercased, augmented, ...) are queried in one window of the widest context
         scorer = build_detector(lm, query, methods, detector, ref_model, neighbor_model, single_pass=SINGLE_PASS_CAP)
@@ -153,6 +166,7 @@ def evaluate_methods(
             summary_rows.append(row | {"configs": ev.configs})
             fold_rows += per
             curves[(META, "document")] = (ev.labels, ev.scores)
+            documents[f"{META}:document"] = ev.scores
             if compared == (META, "document"):
                 model_scorer = beyond_blind.meta_scorer(stats, labels, meta, ev.configs)
                 model_oof = ev.scores
@@ -172,6 +186,8 @@ def evaluate_methods(
                     np.concatenate([y for y, _ in tested]),
                     np.concatenate([s for _, s in tested]),
                 )
+                if level != "sequence":
+                    documents[f"{method}:{level}"] = pd.Series(curves[(method, level)][1], index=test_order)
         info = {
             "model_identity": lm.identity,
             "model_config": asdict(lm.config),
@@ -195,6 +211,7 @@ def evaluate_methods(
             summary_rows.append(row)
             fold_rows += per
             curves[("blind", kind)] = (labels, entry["scores"])
+            documents[f"blind:{kind}"] = entry["scores"]
         blind_auc = blind["blind_auc"]
         if methods != [] and compared is not None:
             name = META if compared[0] == META else ":".join(compared)
@@ -216,7 +233,9 @@ def evaluate_methods(
         "skipped": skips.as_json(),
         "wall_seconds": round(time.time() - started, 1),
     }
-    return MethodsEvaluation(pd.DataFrame(summary_rows), pd.DataFrame(fold_rows), curves, info, beyond_result)
+    return MethodsEvaluation(
+        pd.DataFrame(summary_rows), pd.DataFrame(fold_rows), curves, info, beyond_result, documents
+    )
 
 
 def _beyond_target(beyond: str | None, meta: MetaConfig | None, detectors: Sequence[str]) -> tuple | None:
@@ -265,4 +284,6 @@ def evaluation_json(result: MethodsEvaluation) -> dict:
     for row in result.table.to_dict(orient="records"):
         part = result.per_fold[(result.per_fold.method == row["method"]) & (result.per_fold.level == row["level"])]
         rows.append(row | {"fold_aucs": part.auc.tolist(), "fold_n_test": part.n_test.tolist()})
-    return jsonable({"methods": rows, "info": result.info, "beyond_blind": result.beyond_blind})
+    return jsonable(
+        {"docaudit_version": __version__, "methods": rows, "info": result.info, "beyond_blind": result.beyond_blind}
+    )

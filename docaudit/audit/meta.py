@@ -67,7 +67,7 @@ def train(
     nonmembers,
     config: TrainConfig = TrainConfig(),
     model: LoadedModel | None = None,
-    progress: bool = True,
+    progress: bool = False,
     skips: Skips | None = None,
     beyond: BeyondBlindConfig = BeyondBlindConfig(),
 ) -> TrainResult:
@@ -162,7 +162,7 @@ def grid(
     config: TrainConfig = TrainConfig(),
     contexts=(32, 64, 128),
     model: LoadedModel | None = None,
-    progress: bool = True,
+    progress: bool = False,
     skips: Skips | None = None,
 ) -> pd.DataFrame:
     """The paper's Table 1: every normalization × feature extractor × context, on the same folds, from one cache.
@@ -215,7 +215,7 @@ def predict(
     paths,
     classifier_dir: Path | None = None,
     model: ModelConfig | LoadedModel | None = None,
-    progress: bool = True,
+    progress: bool = False,
     skips: Skips | None = None,
     trust_remote_code: bool = False,
 ) -> list[dict]:

@@ -19,7 +19,7 @@ def score_documents(
     ref_model: ModelConfig | LoadedModel | None = None,
     neighbor_model: str | MaskedNeighbors | None = None,
     raw: bool = False,
-    progress: bool = True,
+    progress: bool = False,
     skips=None,
     normalize_chars: bool = False,
 ) -> list[dict]:

@@ -19,6 +19,7 @@ from dataclasses import asdict, replace
 import numpy as np
 import pandas as pd
 
+from docaudit import __version__
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, SequenceConfig
 from docaudit.corpus.documents import Document, Skips
 from docaudit.errors import DocauditError
@@ -87,7 +88,7 @@ def evaluate_sequences(
     neighbor_model=None,
     freq_corpus=None,
     recall_prefix: str | None = None,
-    progress: bool = True,
+    progress: bool = False,
     drop_duplicates: bool = False,
     skips: Skips | None = None,
 ) -> dict:
@@ -184,4 +185,10 @@ def _take_prefix(
 
 def sequence_json(result: dict) -> dict:
     """The metrics and the run's information as one JSON-able object (the per-sample scores are written apart)."""
-    return jsonable({"metrics": result["metrics"].to_dict(orient="records"), "info": result["info"]})
+    return jsonable(
+        {
+            "docaudit_version": __version__,
+            "metrics": result["metrics"].to_dict(orient="records"),
+            "info": result["info"],
+        }
+    )

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from docaudit import __version__
 from docaudit.config import ModelConfig, QueryConfig, TargetConfig
 from docaudit.corpus.documents import Document
 from docaudit.errors import DocauditError
@@ -100,6 +101,7 @@ class LabResult:
         """What ``lab.json`` and ``--format json`` hold: counts, the target, the losses and every AUC."""
         table = self.evaluation.table
         return {
+            "docaudit_version": __version__,
             "members": self.n_members,
             "nonmembers": self.n_nonmembers,
             "tokens": self.n_tokens,
@@ -134,7 +136,7 @@ def run_lab(
     folds: int = 5,
     precisions: Sequence[str] = (),
     max_docs: int | None = None,
-    progress: bool = True,
+    progress: bool = False,
     overwrite: bool = False,
     normalize_chars: bool = False,
 ) -> LabResult:

@@ -9,6 +9,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import zipfile
 import zlib
 from pathlib import Path
@@ -30,13 +31,18 @@ def cache_root() -> Path:
 STATS_VERSION = 3  # bump when the querier's definition of a statistic (or of the tokens queried) changes
 
 
+_KEY_MODELS: dict[str, str] = {}  # key -> model identity, so that an entry records which model it belongs to
+
+
 def stats_key(model_identity: dict, query_key: dict, text_sha256: str) -> str:
     """The cache key of a document's TokenStats: a hash of the model, the query settings that change the
     statistics, the text and ``STATS_VERSION``."""
     blob = json.dumps(
         {"v": STATS_VERSION, "model": model_identity, "query": query_key, "text": text_sha256}, sort_keys=True
     )
-    return hashlib.sha256(blob.encode()).hexdigest()
+    key = hashlib.sha256(blob.encode()).hexdigest()
+    _KEY_MODELS[key] = str(model_identity.get("model", "unknown"))
+    return key
 
 
 class StatsCache:
@@ -72,8 +78,69 @@ class StatsCache:
         return None
 
     def put(self, key: str, stats: TokenStats) -> None:
-        """Store ``stats`` under ``key``, atomically (a reader never sees a partial entry)."""
-        atomic_write(self.path(key), lambda f: np.savez(f, **stats.to_arrays()))
+        """Store ``stats`` under ``key``, atomically (a reader never sees a partial entry), with the identity of
+        the model that produced it (for ``docaudit cache info``)."""
+        arrays = stats.to_arrays()
+        if key in _KEY_MODELS:
+            arrays[MODEL_FIELD] = np.array(_KEY_MODELS[key])
+        atomic_write(self.path(key), lambda f: np.savez(f, **arrays))
+
+    def entries(self) -> list[Path]:
+        """The entries docaudit wrote: ``stats/<2 hex>/<64 hex>.npz`` (nothing else under the root counts)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(
+            p
+            for p in self.root.glob("??/*.npz")
+            if _ENTRY.fullmatch(p.name) and p.parent.name == p.name[:2] and p.is_file() and not p.is_symlink()
+        )
+
+    def summary(self) -> dict:
+        """Size and number of entries in total and per model (entries from before models were recorded count
+        under ``unrecorded``)."""
+        models: dict[str, dict] = {}
+        for path in self.entries():
+            model = entry_model(path)
+            row = models.setdefault(model, {"entries": 0, "bytes": 0})
+            row["entries"] += 1
+            row["bytes"] += path.stat().st_size
+        return {
+            "root": str(self.root),
+            "entries": sum(r["entries"] for r in models.values()),
+            "bytes": sum(r["bytes"] for r in models.values()),
+            "models": dict(sorted(models.items())),
+        }
+
+    def clear(self, model: str | None = None) -> dict:
+        """Delete docaudit's entries (only those of ``model`` when given) and the fan-out folders left empty;
+        return how many entries and bytes were removed."""
+        removed = {"entries": 0, "bytes": 0}
+        for path in self.entries():
+            if model is not None and entry_model(path) != model:
+                continue
+            size = path.stat().st_size
+            path.unlink()
+            removed["entries"] += 1
+            removed["bytes"] += size
+            try:
+                path.parent.rmdir()
+            except OSError:
+                pass
+        return removed
+
+
+MODEL_FIELD = "model_identity"
+_ENTRY = re.compile(r"[0-9a-f]{64}\.npz")
+
+
+def entry_model(path: Path) -> str:
+    """The model identity recorded in an entry, ``unrecorded`` for one written before it was recorded,
+    ``unreadable`` for a damaged one."""
+    try:
+        with np.load(path, allow_pickle=False) as arrays:
+            return str(arrays[MODEL_FIELD]) if MODEL_FIELD in arrays.files else "unrecorded"
+    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error):
+        return "unreadable"
 
 
 def _inconsistency(stats: TokenStats, expect: dict) -> str | None:

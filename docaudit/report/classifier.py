@@ -18,12 +18,36 @@ from docaudit.report.plots import plot_roc, roc_frame
 from docaudit.report.tables import format_beyond_blind, format_query, format_summary
 
 
+def out_of_fold_predictions(documents, evaluation: meta_classifier.Evaluation):
+    """One row per training document: its id, file, label, the fold whose test chunk held it and the membership
+    probability the classifier trained without that chunk gave it."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        {
+            "document": [d.id for d in documents],
+            "file": [d.path for d in documents],
+            "label": evaluation.labels.astype(int),
+            "fold": evaluation.fold_of,
+            "membership_probability": evaluation.scores,
+        }
+    )
+
+
 def save_model_dir(
-    out: Path, estimator, card: dict, evaluation: meta_classifier.Evaluation, overwrite: bool = False
+    out: Path,
+    estimator,
+    card: dict,
+    evaluation: meta_classifier.Evaluation,
+    overwrite: bool = False,
+    documents=None,
 ) -> None:
-    """Write classifier, card, ROC CSV/PNG into a temporary directory, then swap it into place."""
+    """Write classifier, card, ROC CSV/PNG and, given the ``documents``, the out-of-fold predictions
+    (``predictions.csv``) into a temporary directory, then swap it into place."""
     with staged_dir(out, "classifier", overwrite) as tmp:
         save_classifier(tmp, estimator, card)
+        if documents is not None:
+            out_of_fold_predictions(documents, evaluation).to_csv(tmp / "predictions.csv", index=False)
         curves = {
             f"fold {i + 1}": (evaluation.labels[evaluation.fold_of == i], evaluation.scores[evaluation.fold_of == i])
             for i in range(len(evaluation.folds))

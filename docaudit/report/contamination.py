@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import math
 from pathlib import Path
 
@@ -10,12 +9,13 @@ from docaudit.audit.contamination import ContaminationReport
 
 
 def write_contamination_report(report: ContaminationReport, out: Path, overwrite: bool = False) -> None:
-    """``report.csv``, ``calibration.csv``, ``snippets.csv``, ``report.json``, ``rates.png``, ``calibration_roc.png``,
-    ``calibration_scores.png`` and a self-contained ``report.html`` (PNGs embedded) into ``out`` (a new or empty
-    folder, or an earlier report with ``overwrite``), written whole or not at all."""
+    """``report.csv``, ``calibration.csv``, ``snippets.csv``, ``report.json``, ``rates.png`` (the audited books
+    beside the calibration books), ``calibration_roc.png``, ``calibration_scores.png`` and a self-contained
+    ``report.html`` (PNGs embedded) into ``out`` (a new or empty folder, or an earlier report with ``overwrite``),
+    written whole or not at all."""
     from docaudit.io import json_text
     from docaudit.outputs import staged_dir
-    from docaudit.report.plots import plot_histogram, plot_roc, roc_frame
+    from docaudit.report.plots import plot_histogram, plot_rate_strip, plot_roc, roc_frame
 
     info = report.info
     with staged_dir(Path(out), "report", overwrite) as tmp:
@@ -26,25 +26,20 @@ def write_contamination_report(report: ContaminationReport, out: Path, overwrite
         (tmp / "report.json").write_text(
             json_text(
                 {
+                    "docaudit_version": info["provenance"]["docaudit_version"],
                     "info": info | {"threshold": tau if math.isfinite(tau) else str(tau)},
                     "books": report.books.to_dict(orient="records"),
+                    "calibration": report.calibration.to_dict(orient="records"),
                 }
             )
         )
-        cal_mean = report.calibration.groupby("label").contamination_rate.mean()
-        plot_histogram(
-            report.books.contamination_rate,
-            tmp / "rates.png",
-            "contamination rate of the audited books",
-            "share of snippets over the threshold",
-            marks={f"calibration {k}s (mean)": v for k, v in cal_mean.items()},
-        )
+        plot_rate_strip(report.books, report.calibration, tmp / "rates.png", info["method_title"])
         cal = report.snippets[report.snippets.role != "audited"]
         y = (cal.role == "member").to_numpy().astype(int)
         plot_roc(
             roc_frame({"calibration snippets": (y, cal.score.to_numpy())}),
             tmp / "calibration_roc.png",
-            title=f"calibration ROC ({info['method_title']}, AUC {info['calibration_auc']:.3f})",
+            title=f"calibration ROC ({info['method_title']})",
         )
         scores = report.snippets.score
         lo, hi = float(scores.min()), float(scores.max())
@@ -57,61 +52,132 @@ def write_contamination_report(report: ContaminationReport, out: Path, overwrite
             range_=(lo, hi if hi > lo else lo + 1),
             marks={"threshold": tau} if math.isfinite(tau) else None,
         )
-        (tmp / "report.html").write_text(_html(report, tmp), encoding="utf-8")
+        (tmp / "report.html").write_text(render_html(report, tmp), encoding="utf-8")
 
 
-def _html(report: ContaminationReport, images: Path) -> str:
+def report_warnings(info: dict) -> list[str]:
+    """Every warning of a contamination report, most important first."""
+    keys = ("warning", "threshold_warning", "blind_warning", "overlap_warning")
+    return [info[k] for k in keys if info.get(k)]
+
+
+def percent(value: float) -> str:
+    return f"{value:.1%}"
+
+
+def interval(lo: float, hi: float) -> str:
+    return f"{lo:.1%} – {hi:.1%}"
+
+
+def reference_ranges(calibration) -> str:
+    """One sentence on the calibration books' rates: the reference a book's rate is read against."""
+    parts = []
+    for role, name in (("non-member", "known non-members"), ("member", "known members")):
+        rates = calibration.contamination_rate[calibration.label == role]
+        if len(rates):
+            parts.append(
+                f"the {len(rates)} {name} score {percent(rates.min())} to {percent(rates.max())} "
+                f"(median {percent(rates.median())})"
+            )
+    return "; ".join(parts).capitalize() + "."
+
+
+def _books_table(frame, confidence: float, label: bool = False) -> dict:
+    level = f"{confidence:.0%}"
+    headers = [
+        *(["Class"] if label else []),
+        "Book",
+        "Contamination rate",
+        *([f"Book-level {level} interval"] if "book_ci_low" in frame else []),
+        f"Wilson {level} interval (snippets independent)",
+        "Snippets over threshold",
+        "Words",
+        "Snippets overlap",
+        "Mean snippet score",
+    ]
+    rows = []
+    for r in frame.itertuples(index=False):
+        rows.append(
+            [
+                *([r.label] if label else []),
+                r.book,
+                percent(r.contamination_rate),
+                *([interval(r.book_ci_low, r.book_ci_high)] if "book_ci_low" in frame else []),
+                interval(r.ci_low, r.ci_high),
+                f"{r.n_above} of {r.n_snippets}",
+                f"{r.n_words:,}",
+                "yes" if r.snippets_overlap else "no",
+                f"{r.mean_score:.3f}",
+            ]
+        )
+    return {"headers": headers, "rows": rows, "text": {0, 1} if label else {0}}
+
+
+def render_html(report: ContaminationReport, images: Path) -> str:
+    """The report page, from the package's jinja2 template with every value escaped."""
+    import jinja2
+
     from docaudit.report.plots import png_data_uri
-    from docaudit.report.tables import format_beyond_blind, html_table
+    from docaudit.report.tables import format_beyond_blind
 
     info = report.info
-    books = report.books.drop(columns=["file"]).assign(
-        interval=[f"[{lo:.1%}, {hi:.1%}]" for lo, hi in zip(report.books.ci_low, report.books.ci_high)],
-        contamination_rate=[f"{r:.1%}" for r in report.books.contamination_rate],
-    )[["book", "contamination_rate", "interval", "n_above", "n_snippets", "mean_score"]]
-    calibration = report.calibration.drop(columns=["file"])[
-        ["label", "book", "contamination_rate", "ci_low", "ci_high", "n_snippets", "mean_score"]
-    ]
+    prov = info["provenance"]
+    blind = (
+        f"Blind baseline (no model) on the calibration books: AUC {info['blind_auc']:.3f} ({info['blind_kind']}), "
+        f"against a book-level AUC of {info['calibration_book_auc']:.3f} for the mean snippet score. "
+        "Near 0.5 is what it should be: a high value means the calibration sets differ by era, topic or "
+        "formatting, and the rates reflect that difference as much as membership."
+        if info.get("blind_auc") is not None
+        else "Blind baseline on the calibration books: not computed (each calibration set needs at least 2 books)."
+    )
     settings = [
-        ("model", info["model_identity"]),
-        ("method", info["method_title"]),
+        ("Method", info["method_title"]),
         (
-            "snippets",
-            f"{info['snippets_per_book']} per book of {info['snippet_words']} words (context {info['context']} "
-            f"tokens; {info['snippets_over_context']} snippets longer, scored over several windows)",
+            "Snippets",
+            f"{info['snippets_per_book']} per book, {info['snippet_words']} words each (scored in one window of up to "
+            f"{info['context']} tokens; {info['snippets_over_context']} longer snippets scored over several windows)",
         ),
-        ("threshold", f"{report.threshold:.4g} ({info['threshold_rule']})"),
-        (
-            "calibration",
-            f"{info['n_calibration_members']} member and {info['n_calibration_nonmembers']} non-member books; "
-            f"snippet AUC {info['calibration_auc']:.3f}, accuracy {info['calibration_accuracy']:.1%}, "
-            f"TPR {info['calibration_tpr']:.1%}, FPR {info['calibration_fpr']:.1%}",
-        ),
-        (
-            "interval",
-            f"{info['interval']} at {info['confidence']:.0%}, treating snippets as independent and the "
-            "threshold as fixed",
-        ),
+        ("Threshold", f"{report.threshold:.4g} ({info['threshold_rule']})"),
+        ("Seed", str(info["seed"])),
+        ("Wilson interval", f"{info['confidence']:.0%}, treating snippets as independent and the threshold as fixed"),
+        ("Book-level interval", f"{info['confidence']:.0%}, {info['book_interval']}"),
+        ("Wall time", f"{info['wall_seconds']} s"),
     ]
-    items = "".join(f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in settings)
-    warning = f'<p class="warning">{html.escape(info["warning"])}</p>' if info.get("warning") else ""
-    img = lambda name, alt: f'<img alt="{alt}" src="{png_data_uri(images / name)}">'  # noqa: E731
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>docaudit contamination report</title>
-<style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto;color:#222}}
-table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:3px 8px;text-align:right}}
-th{{background:#f0f0f0}}.warning{{color:#b00;font-weight:bold}}td:first-child,th:first-child{{text-align:left}}img{{max-width:48%;margin:4px}}</style>
-</head><body>
-<h1>Contamination rates per book</h1>
-{warning}
-<ul>{items}</ul>
-<h2>Audited books ({info["n_books"]}), by contamination rate</h2>
-{html_table(books)}
-<div>{img("rates.png", "histogram of contamination rates")}{img("calibration_roc.png", "calibration ROC")}</div>
-<h2>Calibration</h2>
-<div>{img("calibration_scores.png", "calibration snippet scores")}</div>
-{html_table(calibration)}
-<p>{html.escape(format_beyond_blind(info.get("beyond_blind")))}</p>
-<p>Generated by docaudit in {info["wall_seconds"]} s.</p>
-</body></html>
-"""
+    provenance = [
+        ("docaudit", prov["docaudit_version"]),
+        ("Created (UTC)", prov["created"]),
+        ("Model", prov["model_identity"]),
+        ("Tokenizer hash", prov["tokenizer"]),
+        ("Command", prov["command"]),
+    ]
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    return env.get_template("contamination.html").render(
+        n_books=info["n_books"],
+        method=info["method_title"],
+        model=info["model_identity"],
+        warnings=report_warnings(info),
+        reference=reference_ranges(report.calibration),
+        snippets_per_book=info["snippets_per_book"],
+        blind_auc=None if info.get("blind_auc") is None else f"{info['blind_auc']:.3f}",
+        books=_books_table(report.books, info["confidence"]),
+        calibration=_books_table(report.calibration, info["confidence"], label=True),
+        calibration_summary=(
+            f"{info['n_calibration_members']} member and {info['n_calibration_nonmembers']} non-member books. "
+            f"Snippets: AUC {info['calibration_auc']:.3f}; at the threshold, accuracy "
+            f"{percent(info['calibration_accuracy'])}, true-positive rate {percent(info['calibration_tpr'])}, "
+            f"false-positive rate {percent(info['calibration_fpr'])}."
+        ),
+        blind_summary=blind,
+        beyond=format_beyond_blind(info.get("beyond_blind")),
+        images={
+            "strip": png_data_uri(images / "rates.png"),
+            "roc": png_data_uri(images / "calibration_roc.png"),
+            "scores": png_data_uri(images / "calibration_scores.png"),
+        },
+        settings=settings,
+        provenance=provenance,
+    )

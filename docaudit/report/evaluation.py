@@ -28,8 +28,9 @@ def roc_panels(result: MethodsEvaluation) -> dict[str, pd.DataFrame]:
 
 
 def write_evaluation(result: MethodsEvaluation, out: Path, overwrite: bool = False) -> None:
-    """``evaluation.csv`` (the table), ``evaluation_folds.csv``, ``evaluation.json``, ``roc.csv`` and ``roc.png``
-    into ``out`` (a new or empty folder, or an earlier evaluation with ``overwrite``), written whole or not at all."""
+    """``evaluation.csv`` (the table), ``evaluation_folds.csv``, ``evaluation.json``, ``documents.csv`` and
+    ``documents.json`` (each document's fold and out-of-fold scores), ``roc.csv`` and ``roc.png`` into ``out`` (a
+    new or empty folder, or an earlier evaluation with ``overwrite``), written whole or not at all."""
     from docaudit.io import json_text
     from docaudit.outputs import staged_dir
     from docaudit.report.plots import plot_roc_panels
@@ -38,6 +39,9 @@ def write_evaluation(result: MethodsEvaluation, out: Path, overwrite: bool = Fal
         result.table.drop(columns=["configs"], errors="ignore").to_csv(tmp / "evaluation.csv", index=False)
         result.per_fold.to_csv(tmp / "evaluation_folds.csv", index=False)
         (tmp / "evaluation.json").write_text(json_text(evaluation_json(result)))
+        if result.documents is not None:
+            result.documents.to_csv(tmp / "documents.csv", index=False)
+            (tmp / "documents.json").write_text(json_text(result.documents.to_dict(orient="records")))
         panels = roc_panels(result)
         pd.concat([f.assign(level=lv) for lv, f in panels.items()], ignore_index=True).to_csv(
             tmp / "roc.csv", index=False

@@ -25,33 +25,123 @@ def _pyplot():
     return plt
 
 
-def _draw_roc(ax, frame: pd.DataFrame, title: str, highlight: str | None = None) -> None:
-    for name, part in frame.groupby("curve", sort=False):
+def curve_auc(part: pd.DataFrame) -> float:
+    """Area under one curve of a ``roc_frame`` (trapezoids over its points)."""
+    from sklearn.metrics import auc
+
+    return float(auc(part.fpr, part.tpr))
+
+
+def _low_fpr(frame: pd.DataFrame) -> float:
+    """The left edge of a log-log ROC: a little below the smallest non-zero false-positive rate (at least 1e-4)."""
+    positive = frame.fpr[frame.fpr > 0]
+    return max(1e-4, float(positive.min()) / 2) if len(positive) else 1e-3
+
+
+def _draw_roc(ax, frame: pd.DataFrame, title: str, highlight: str | None = None, log: bool = False) -> list:
+    """One ROC panel in the shared style: each curve labelled with its AUC, a curve at AUC 1.0 drawn over the
+    frame (limits a little outside [0, 1], no clipping); ``log``: both axes logarithmic, zero rates drawn at the
+    left/bottom edge, so the low-FPR region that TPR@1%FPR reports is readable."""
+    lo = _low_fpr(frame) if log else 0.0
+    handles = []
+    for i, (name, part) in enumerate(frame.groupby("curve", sort=False)):
         thick = highlight is None or name == highlight
-        ax.plot(part.fpr, part.tpr, lw=2 if thick else 0.8, alpha=1 if thick else 0.5, label=name)
-    ax.plot([0, 1], [0, 1], "k--", lw=0.8)
-    ax.set(xlabel="false positive rate", ylabel="true positive rate", title=title, xlim=(0, 1), ylim=(0, 1))
-    ax.legend(fontsize=7, loc="lower right")
+        x, y = (part.fpr.clip(lower=lo), part.tpr.clip(lower=lo)) if log else (part.fpr, part.tpr)
+        (line,) = ax.plot(
+            x,
+            y,
+            lw=2 if thick else 1,
+            alpha=1 if thick else 0.6,
+            color=f"C{i % 10}",
+            ls=("-", "--", "-.", ":")[i % 4],  # curves that coincide stay visible
+            label=f"{name} (AUC {curve_auc(part):.3f})",
+            clip_on=False,
+            zorder=3 if thick else 2,
+        )
+        handles.append(line)
+    if log:
+        grid = np.geomspace(lo, 1, 50)
+        ax.plot(grid, grid, color="0.5", ls="--", lw=0.8)
+        ax.set(xscale="log", yscale="log", xlim=(lo, 1.05), ylim=(lo, 1.1))
+        ax.axvline(0.01, color="0.7", lw=0.8, ls=":")
+        from matplotlib.ticker import FuncFormatter, NullFormatter
+
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+            axis.set_minor_formatter(FuncFormatter(_minor_label) if lo > 0.05 else NullFormatter())
+    else:
+        ax.plot([0, 1], [0, 1], color="0.5", ls="--", lw=0.8)
+        ax.set(xlim=(-0.02, 1.02), ylim=(-0.02, 1.02))
+    ax.set(xlabel="false positive rate" + (" (log)" if log else ""), ylabel="true positive rate", title=title)
+    ax.grid(alpha=0.3)
+    return handles
+
+
+def _minor_label(value: float, _pos) -> str:
+    """Labels 0.2 and 0.5 (of each decade) on a log axis spanning less than two decades."""
+    lead = value / 10 ** np.floor(np.log10(value))
+    return f"{value:g}" if round(lead) in (2, 5) else ""
+
+
+def _legend_below(fig, ax, handles) -> None:
+    """The legend under the panel, outside the curves."""
+    ax.legend(handles=handles, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=1, frameon=False)
 
 
 def plot_roc(frame: pd.DataFrame, path: Path, title: str = "ROC", highlight: str | None = None) -> None:
-    """Plot every curve of a ``roc_frame``; ``highlight`` is drawn thick, the others thin."""
+    """Every curve of a ``roc_frame`` on linear and on log-log axes, side by side; ``highlight`` is drawn thick,
+    the others thin; the legend (with each curve's AUC) below the panels."""
+    plot_roc_panels({title: frame}, path, title=None, highlight=highlight)
+
+
+def plot_roc_panels(
+    panels: dict[str, pd.DataFrame], path: Path, title: str | None = "ROC", highlight: str | None = None
+) -> None:
+    """One figure, one column per named ``roc_frame``: linear axes above, log-log axes below, the legend with
+    each curve's AUC under the column."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5, 5))
-    _draw_roc(ax, frame, title, highlight)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    n_curves = max(frame.curve.nunique() for frame in panels.values())
+    single = len(panels) == 1  # one ROC: its linear and log-log panels side by side
+    rows, cols = (1, 2) if single else (2, len(panels))
+    fig, axes = plt.subplots(
+        rows, cols, figsize=(4.6 * cols, 4.6 * rows + 0.5 + 0.16 * n_curves), squeeze=False, layout="constrained"
+    )
+    for col, (name, frame) in enumerate(panels.items()):
+        linear, log = (axes[0][0], axes[0][1]) if single else (axes[0][col], axes[1][col])
+        _draw_roc(linear, frame, name, highlight)
+        handles = _draw_roc(log, frame, f"{name}, log-log (low FPR)", highlight, log=True)
+        if single:
+            fig.legend(handles=handles, fontsize=7, loc="outside lower center", ncol=2, frameon=False)
+        else:
+            _legend_below(fig, log, handles)
+    if title:
+        fig.suptitle(title)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def plot_roc_panels(panels: dict[str, pd.DataFrame], path: Path, title: str = "ROC") -> None:
-    """One figure, one ROC panel per named ``roc_frame`` (side by side)."""
+def plot_rate_strip(books: pd.DataFrame, calibration: pd.DataFrame, path: Path, method: str) -> None:
+    """Each audited book a dot at its contamination rate with its book-level interval, under two reference rows:
+    the calibration members' and non-members' books, whose ranges are shaded across the whole plot."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.8), squeeze=False)
-    for ax, (name, frame) in zip(axes[0], panels.items()):
-        _draw_roc(ax, frame, name)
-    fig.suptitle(title)
-    fig.tight_layout()
+    groups = [("calibration non-members", "non-member", "#4c72b0"), ("calibration members", "member", "#c44e52")]
+    rows = len(books) + len(groups)
+    fig, ax = plt.subplots(figsize=(8, 1.6 + 0.28 * rows), layout="constrained")
+    for i, (label, role, color) in enumerate(groups):
+        rates = calibration.contamination_rate[calibration.label == role].to_numpy() * 100
+        if len(rates):
+            ax.axvspan(rates.min() - 0.5, rates.max() + 0.5, color=color, alpha=0.12, lw=0, label=f"{label} (range)")
+            ax.scatter(rates, np.full(len(rates), i), color=color, s=28, alpha=0.8, zorder=3, clip_on=False)
+    y = np.arange(len(books)) + len(groups) + 0.5
+    ax.hlines(y, books.book_ci_low * 100, books.book_ci_high * 100, color="0.35", lw=1.4, zorder=2)
+    ax.scatter(books.contamination_rate * 100, y, color="black", s=30, zorder=3, clip_on=False, label="audited book")
+    names = [str(b) if len(str(b)) <= 28 else str(b)[:27] + "…" for b in books.book]
+    ax.set_yticks([0, 1, *y], [g[0] for g in groups] + names, fontsize=8)
+    ax.set_ylim(rows + 0.2, -0.7)
+    ax.set_xlim(-2, 102)
+    ax.set_xlabel(f"contamination rate (% of snippets over the threshold, {method}); line: book-level interval")
+    ax.grid(axis="x", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
