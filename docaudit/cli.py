@@ -524,7 +524,30 @@ def ray_config(kw) -> RayConfig | None:
     """The Ray settings of ``--ray``, ``--ray-workers`` and ``--ray-address``, or None without them."""
     if not (kw["ray_local"] or kw["ray_workers"] is not None or kw["ray_address"]):
         return None
+    ctx = click.get_current_context(silent=True)
+    if not (ctx is not None and ctx.meta.get(QUIET_KEY, False)):
+        _print_ray_summaries()
     return RayConfig(address=kw["ray_address"], workers=kw["ray_workers"])
+
+
+class _SummaryFormatter(logging.Formatter):
+    """A summary line as it is; a warning after ``warning:``, as the CLI prints its own."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        return message if record.levelno <= logging.INFO else f"{record.levelname.lower()}: {message}"
+
+
+def _print_ray_summaries() -> None:
+    """Print on stderr the line the Ray pool logs after each batch of queries (documents, cache hits, tokens/s,
+    lost tasks), as it is logged: a summary of the run, shown unless ``--quiet``."""
+    summaries = logging.getLogger("docaudit.query.distributed")
+    if not summaries.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_SummaryFormatter())
+        summaries.addHandler(handler)
+    summaries.setLevel(logging.INFO)
+    summaries.propagate = False
 
 
 def query_config(kw) -> QueryConfig:

@@ -63,7 +63,7 @@ def test_score_command(llama_pair, tmp_path):
     hf, _, gguf = llama_pair
     doc = tmp_path / "doc.txt"
     doc.write_text(corpus_text("members", corpus_ids("members", 1)[0], n_chars=600))
-    common = ("score", "--methods", "loss,minkpp", "--context", "16", "--device", "cpu", str(doc))
+    common = ("score", "--methods", "loss,minkpp", "--context", "16", "--device", "cpu", "--format", "json", str(doc))
     cpp = run(*common, "--model", str(gguf), "--backend", "llamacpp")
     ref = run(*common, "--model", hf.config.model)
     assert cpp.exit_code == 0 and ref.exit_code == 0, cpp.output + ref.output

@@ -115,7 +115,7 @@ def test_api_cannot_serve_minkpp_or_gp(server, api_key, tmp_path):
     doc.write_text(sample(400))
     common = ("--backend", "openai", "--api-base", server["base"], "--api-key-env", KEY_ENV)
     common += ("--api-tokenizer", str(server["gguf"]), "--context", "16")
-    result = run("score", str(doc), "--methods", "loss,minkpp", *common)
+    result = run("score", str(doc), "--methods", "loss,minkpp", "--format", "json", *common)
     assert_clean_error(result, "method 'minkpp' needs the Min-K%++ moments")
     assert "with it use loss, zlib" in result.stderr and "--backend transformers or llamacpp" in result.stderr
     members, nonmembers = tmp_path / "m", tmp_path / "n"
@@ -127,7 +127,7 @@ def test_api_cannot_serve_minkpp_or_gp(server, api_key, tmp_path):
         "train", "--members", members, "--nonmembers", nonmembers, "--norm", "max_gp", "--out", tmp_path / "c", *common
     )
     assert_clean_error(result, "normalization 'max_gp' needs the GP sums")
-    ok = run("score", str(doc), *common)  # the default methods: those the API serves
+    ok = run("score", str(doc), "--format", "json", *common)  # the default methods: those the API serves
     assert ok.exit_code == 0, ok.output
     assert "loss" in json.loads(ok.stdout)[0] and "minkpp" not in json.loads(ok.stdout)[0]
 

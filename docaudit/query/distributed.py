@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import math
 import os
-import sys
 import time
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator
@@ -307,9 +306,8 @@ class RayPool:
             workers=self.state.count("ready") + self.state.count("probing"),
         )
         self.summaries.append(summary)
-        log.info("%s", summary.line())
-        if progress and todo:
-            tqdm.write(summary.line(), file=sys.stderr)
+        if todo:
+            log.info("%s", summary.line())
         return computed
 
     def _run(self, querier: Querier, todo: dict, keep: bool, computed: dict, counts: Counter, desc, progress) -> None:
