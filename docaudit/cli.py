@@ -1220,6 +1220,12 @@ def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
     help="ReCaLL without --recall-prefix: non-member texts taken as the prefix.",
 )
 @click.option("--n-boot", default=SequenceConfig.n_boot, show_default=True, help="Bootstrap resamples.")
+@click.option(
+    "--blind-folds",
+    default=SequenceConfig.blind_folds,
+    show_default=True,
+    help="Chunks of the texts for the blind baseline (0: no baseline).",
+)
 @click.option("--seed", default=QueryConfig.seed, show_default=True)
 @cleaning_options
 @click.option("--out", type=click.Path(), default=None, help="Write the metrics and per-sample scores here.")
@@ -1237,6 +1243,7 @@ def sequence(
     recall_prefix,
     recall_shots,
     n_boot,
+    blind_folds,
     seed,
     raw,
     normalize_chars,
@@ -1266,7 +1273,9 @@ def sequence(
         model=model_config(kw),
         methods=methods,
         detector=detector_config(kw),
-        config=SequenceConfig(max_context=max_context, n_boot=n_boot, seed=seed, recall_shots=recall_shots),
+        config=SequenceConfig(
+            max_context=max_context, n_boot=n_boot, seed=seed, recall_shots=recall_shots, blind_folds=blind_folds
+        ),
         raw=raw,
         normalize_chars=normalize_chars,
         ref_model=ref_config(kw),
@@ -1279,6 +1288,8 @@ def sequence(
     )
     info = result["info"]
     warn_skipped(info["skipped"])
+    if info["warning"]:
+        click.echo(info["warning"], err=True)
     if fmt == "json":
         echo_json(sequence_json(result))
         return

@@ -330,7 +330,8 @@ class SequenceConfig:
     """Sequence-level evaluation (docs/methods.md, "Sequence-level evaluation"): each text scored in one window of
     up to ``max_context`` tokens; AUC and TPR at each of ``fprs`` with ``n_boot``-resample stratified bootstrap
     intervals, overall and per WikiMIA length bucket (``buckets``, words); the Min-K% / Min-K%++ share swept over
-    ``ks``. ReCaLL's prefix, when none is given, is ``recall_shots`` non-member texts, left out of the evaluation."""
+    ``ks``. ReCaLL's prefix, when none is given, is ``recall_shots`` non-member texts, left out of the evaluation.
+    The blind baseline (docs/methods.md, "Blind baseline") runs on ``blind_folds`` chunks of the texts (0: off)."""
 
     max_context: int = 2048
     fprs: tuple[float, ...] = (0.10, 0.05, 0.01)
@@ -339,6 +340,7 @@ class SequenceConfig:
     n_boot: int = 1000
     seed: int = 0
     recall_shots: int = 5
+    blind_folds: int = 5
 
 
 @dataclass(frozen=True)

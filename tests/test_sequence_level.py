@@ -119,3 +119,36 @@ def test_cli_writes_per_sample_scores_with_ids_labels_and_groups(tiny_gpt2, wiki
     assert json.loads((out / "sequence_metrics.json").read_text())["info"]["n_members"] == 8
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 2 and "--overwrite" in again.output  # an earlier output is not replaced silently
+
+
+def test_blind_baseline_beside_the_detectors(gpt2, wikimia):
+    """The blind rows are the AUCs of out-of-fold scores from classifiers fit without the held-out texts; sets that
+    differ by a date in every text are told apart by them, with the shift warning."""
+    path, rows = wikimia
+    config = SequenceConfig(n_boot=20, blind_folds=4)
+    result = run(path, gpt2, ["loss"], config)
+    samples, metrics, info = result["samples"], result["metrics"], result["info"]
+    blind = [c for c in samples.columns if c.startswith("blind:")]
+    assert blind == ["blind:tfidf", "blind:nb", "blind:dates"]
+    overall = metrics[(metrics["bucket"] == "all") & metrics["k"].isna()].set_index("method")
+    labels = samples["label"].to_numpy()
+    for column in blind:
+        assert samples[column].notna().all()  # every text is in exactly one held-out chunk
+        assert overall.loc[column, "auc"] == pytest.approx(roc_auc_score(labels, samples[column]))
+    # a held-out text's score does not depend on its own label: flipping it leaves the score unchanged
+    from docaudit.methods.blind import blind_scores
+    from docaudit.metrics import chunk_folds
+
+    texts = [r["input"] for r in rows]
+    train, test = chunk_folds(labels, 4, config.seed)[0]
+    direct = blind_scores([texts[i] for i in train], labels[train], [texts[i] for i in test], "tfidf")
+    assert samples["blind:tfidf"].to_numpy()[test] == pytest.approx(direct)
+    assert info["blind_auc"] == pytest.approx(overall.loc[blind, "auc"].max())
+    # the same texts, each member dated 1890 and each non-member 2025: the words alone separate the sets
+    shifted = path.with_name("shifted.jsonl")
+    dated = [r | {"input": f"In {1890 if r['label'] else 2025}, " + r["input"]} for r in rows]
+    shifted.write_text("".join(json.dumps(r) + "\n" for r in dated), encoding="utf-8")
+    warned = run(shifted, gpt2, ["loss"], config)["info"]
+    assert warned["blind_auc"] == 1.0 and "distribution shift" in warned["warning"]
+    off = run(path, gpt2, ["loss"], SequenceConfig(n_boot=20, blind_folds=0))
+    assert not any(c.startswith("blind:") for c in off["samples"].columns) and off["info"]["blind_auc"] is None

@@ -6,7 +6,10 @@ share ``k`` swept from 0.1 to 1.0.
 Each text is queried once, in one window of up to ``SequenceConfig.max_context`` tokens (the single-pass
 context of :func:`docaudit.query.querier.single_pass_context`; a longer text is scored over several windows); its
 TokenStats are cached, and the k sweep recomputes only the score from them, so a sweep value equals a run with
-that single ``k``. The per-sample scores keep each input's id, label and group, so that they can be joined with
+that single ``k``. The blind baseline (no model: word n-grams and dates of the texts, fit on stratified chunks)
+is evaluated on the same texts beside the detectors, and a warning is raised when it separates the sets: a
+benchmark whose members and non-members differ in time or topic rewards any detector that sees the difference.
+The per-sample scores keep each input's id, label and group, so that they can be joined with
 other tools' outputs.
 """
 
@@ -24,8 +27,9 @@ from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, SequenceCo
 from docaudit.corpus.documents import Document, Skips
 from docaudit.errors import DocauditError
 from docaudit.io import jsonable
+from docaudit.methods.blind import evaluate_blind, shift_warning
 from docaudit.methods.detectors.registry import METHODS, View
-from docaudit.metrics import bootstrap_ci
+from docaudit.metrics import bootstrap_ci, chunk_folds
 from docaudit.query.models import LoadedModel
 
 SWEPT = ("mink", "minkpp")  # the detectors whose share k is swept
@@ -105,7 +109,7 @@ def evaluate_sequences(
     from docaudit.methods.detectors.detector import build_detector
     from docaudit.methods.detectors.recall import PREFIX_SEPARATOR
     from docaudit.query.models import load_model
-    from docaudit.query.querier import queryable_documents
+    from docaudit.query.querier import query_documents, queryable_documents
 
     started = time.time()
     skips = Skips() if skips is None else skips
@@ -127,8 +131,8 @@ def evaluate_sequences(
         reference = docs if freq_corpus is None else load_documents(freq_corpus, raw, progress, skips, normalize_chars)
         scorer.set_frequencies([(d.text, d.sha256) for d in reference])
     rows = []
-    for doc, label in tqdm(list(zip(docs, labels)), desc="scoring", unit="text", disable=not progress):
-        stats = scorer.target.stats(doc.text, doc.sha256)
+    queried = query_documents(scorer.target, docs, progress)  # on Ray workers inside ``scale_out``
+    for doc, label, stats in tqdm(list(zip(docs, labels, queried)), desc="scoring", unit="text", disable=not progress):
         n_words = len(doc.text.split())
         rows.append(
             {
@@ -145,9 +149,12 @@ def evaluate_sequences(
         )
     samples = pd.DataFrame(rows)
     swept = [c for c in samples.columns if "@" in c]
+    blind = blind_columns(samples, [d.text for d in docs], labels, config)
     metrics = pd.DataFrame(
-        metric_rows(samples, scorer.methods, config) + metric_rows(samples, swept, config, buckets=False)
+        metric_rows(samples, [*scorer.methods, *blind], config) + metric_rows(samples, swept, config, buckets=False)
     )
+    overall = metrics[(metrics["bucket"] == ALL) & metrics["k"].isna()].set_index("method")["auc"]
+    blind_auc = float(overall[blind].max()) if blind else None
     info = {
         "model_identity": lm.identity,
         "context": scorer.target.query.context,
@@ -158,11 +165,27 @@ def evaluate_sequences(
         "n_nonmembers": int((labels == 0).sum()),
         "recall_prefix_ids": prefix_ids,
         "frequencies_from": "evaluated texts" if freq_corpus is None else "reference corpus",
+        "blind_auc": blind_auc,
+        "blind_note": None if blind or not config.blind_folds else f"too few texts for {config.blind_folds} folds",
+        "warning": shift_warning(blind_auc, float(overall[list(scorer.methods)].max())),
         "duplicates_dropped": duplicates,
         "skipped": skips.as_json(),
         "wall_seconds": round(time.time() - started, 1),
     }
     return {"metrics": metrics, "samples": samples, "info": info}
+
+
+def blind_columns(samples: pd.DataFrame, texts: list[str], labels: np.ndarray, config: SequenceConfig) -> list[str]:
+    """Add each blind-baseline kind's out-of-fold scores to ``samples`` as a column ``blind:KIND`` (texts split in
+    ``config.blind_folds`` stratified chunks, each kind fit on the other chunks' texts and labels, no model) and
+    return those columns; none when the baseline is off or a class has fewer texts than folds."""
+    k = config.blind_folds
+    if not k or min(int(labels.sum()), int((labels == 0).sum())) < k:
+        return []
+    result = evaluate_blind(texts, labels, chunk_folds(labels, k, config.seed), seed=config.seed)
+    for kind, entry in result["kinds"].items():
+        samples[f"blind:{kind}"] = entry["scores"]
+    return [f"blind:{kind}" for kind in result["kinds"]]
 
 
 def _take_prefix(
