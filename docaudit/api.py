@@ -91,7 +91,14 @@ def evaluate(members, nonmembers, out: Path | None = None, overwrite: bool = Fal
             out,
             "evaluation",
             overwrite,
-            _inputs(members, nonmembers, options.get("model"), options.get("ref_model"), options.get("neighbor_model")),
+            _inputs(
+                members,
+                nonmembers,
+                options.get("model"),
+                options.get("ref_model"),
+                options.get("neighbor_model"),
+                options.get("freq_corpus"),
+            ),
         )
     result = evaluate_methods(members, nonmembers, **options)
     if out is not None:

@@ -981,6 +981,14 @@ def ref_config(kw) -> ModelConfig | None:
     )
 
 
+FREQ_CORPUS = click.option(
+    "--freq-corpus",
+    multiple=True,
+    type=click.Path(),
+    help="DC-PDD: documents whose token frequencies calibrate it (default: the documents given, without labels).",
+)
+
+
 METHOD_HELP = (
     f"Comma-separated detectors (default: {','.join(default_methods())}, plus ref / neighbor when their "
     f"model is given). {methods_help()}. In evaluate, `blind` alone runs only the model-free baseline, "
@@ -999,6 +1007,7 @@ METHOD_HELP = (
 @query_options
 @click.option("--methods", default=None, help=METHOD_HELP)
 @detector_options
+@FREQ_CORPUS
 @click.option(
     "--sequences",
     default=ScalingConfig.n_sequences,
@@ -1101,6 +1110,7 @@ def evaluate(
         drop_duplicates=drop_duplicates,
         skips=Skips(strict),
         beyond=None if beyond == "none" else beyond,
+        freq_corpus=list(kw["freq_corpus"]) or None,
         ray=ray_config(kw),
         progress=show_progress(),
     )
@@ -1140,6 +1150,7 @@ def evaluate(
 @query_options
 @click.option("--methods", default=None, help=METHOD_HELP)
 @detector_options
+@FREQ_CORPUS
 @click.option(
     "--seed", default=QueryConfig.seed, show_default=True, help="Seed of the augmentations (PAC, neighbours)."
 )
@@ -1147,7 +1158,7 @@ def evaluate(
 @strict_option
 @format_option
 @friendly_errors
-def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
+def score(documents, methods, freq_corpus, seed, raw, normalize_chars, strict, fmt, **kw):
     """Raw membership scores per document, higher = more member-like.
 
     A document with fewer tokens than --context is one window, scored in one forward pass: its numbers are the
@@ -1171,6 +1182,7 @@ def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
         raw=raw,
         skips=skips,
         normalize_chars=normalize_chars,
+        freq_corpus=list(freq_corpus) or None,
         ray=ray_config(kw),
         progress=show_progress(),
     )
@@ -1200,12 +1212,7 @@ def score(documents, methods, seed, raw, normalize_chars, strict, fmt, **kw):
     show_default=True,
     help="Largest window: each text is scored in one window of min(model positions, this) tokens.",
 )
-@click.option(
-    "--freq-corpus",
-    multiple=True,
-    type=click.Path(),
-    help="DC-PDD: documents whose token frequencies calibrate it (default: the evaluated texts, without labels).",
-)
+@FREQ_CORPUS
 @click.option(
     "--recall-prefix",
     type=click.Path(),

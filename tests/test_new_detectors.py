@@ -89,3 +89,37 @@ def test_members_score_higher_on_a_target_that_memorized_them(lab):
     aucs = {m: roc_auc_score(labels, [r[m] for r in rows]) for m in ("dcpdd", "recall")}
     assert all(auc > 0.75 for auc in aucs.values()), aucs
     assert np.isfinite([r["recall"] for r in rows]).all()
+
+
+def test_score_and_evaluate_take_a_frequency_corpus(lab, tmp_path):
+    """``--freq-corpus`` on score and evaluate: the score equals the authors' computation with the frequencies of
+    those files; without it, evaluate calibrates on the evaluated texts (no labels used) and runs DC-PDD."""
+    import json
+
+    from click.testing import CliRunner
+
+    from docaudit.cli import main
+
+    lm, members, nonmembers = lab
+    folder = {name: tmp_path / name for name in ("ref", "m", "n")}
+    for path in folder.values():
+        path.mkdir()
+    for i, t in enumerate(nonmembers[1:]):
+        (folder["ref"] / f"{i}.txt").write_text(t, encoding="utf-8")
+    doc = tmp_path / "x.txt"
+    doc.write_text(members[0], encoding="utf-8")
+    common = ["--model", lm.config.model, "--context", "63", "--methods", "dcpdd", "--raw", "--format", "json"]
+    result = CliRunner().invoke(main, ["score", str(doc), *common, "--freq-corpus", str(folder["ref"])])
+    assert result.exit_code == 0, result.output
+    ids = ref.token_ids(lm.tokenizer, members[0])
+    ref_ids = [ref.token_ids(lm.tokenizer, t) for t in nonmembers[1:]]
+    expected = ref.dcpdd(lm.model, ids, ref_ids, lm.vocab_size, bos=lm.tokenizer.bos_token_id)
+    assert json.loads(result.stdout)[0]["dcpdd"] == pytest.approx(expected, **TOL)
+    for i, t in enumerate(members[:4]):
+        (folder["m"] / f"{i}.txt").write_text(t, encoding="utf-8")
+    for i, t in enumerate(nonmembers[:4]):
+        (folder["n"] / f"{i}.txt").write_text(t, encoding="utf-8")
+    args = ["evaluate", "--members", str(folder["m"]), "--nonmembers", str(folder["n"]), *common]
+    result = CliRunner().invoke(main, [*args, "--no-meta", "--no-blind", "--folds", "2"])
+    assert result.exit_code == 0, result.output
+    assert {r["method"] for r in json.loads(result.stdout)["methods"]} == {"dcpdd"}

@@ -110,6 +110,7 @@ def evaluate_methods(
     skips: Skips | None = None,
     beyond: str | None = "auto",
     beyond_config: BeyondBlindConfig = BeyondBlindConfig(),
+    freq_corpus=None,
 ) -> MethodsEvaluation:
     """Evaluate the meta-classifier (unless ``meta`` is None), every selected detector at every level and the
     model-free baselines ``blind_kinds`` (none when empty or None) on the same ``folds`` chunks (seeded by
@@ -117,7 +118,9 @@ def evaluate_methods(
     that query's windows. A text in both sets is an error, or with ``drop_duplicates`` left out of both; documents
     that cannot be used are left out and recorded in ``skips``. ``beyond`` names the membership method compared with
     the blind baseline (``meta_classifier``, a detector at ``doc_avg``, or ``detector:level``; ``auto``: the
-    meta-classifier when it runs, else the first detector at ``doc_avg``; None: no comparison)."""
+    meta-classifier when it runs, else the first detector at ``doc_avg``; None: no comparison). ``freq_corpus``:
+    documents whose token frequencies calibrate DC-PDD (None: the evaluated documents' texts, without labels)."""
+    from docaudit.audit.frequencies import set_reference_frequencies
     from docaudit.corpus.documents import labelled_documents
     from docaudit.query.querier import (
         open_querier,
@@ -157,6 +160,7 @@ def evaluate_methods(
     if methods != []:
         # text passes of a sequence (lowercased, augmented, ...) are queried in one window of the widest context
         scorer = build_detector(lm, query, methods, detector, ref_model, neighbor_model, single_pass=SINGLE_PASS_CAP)
+        set_reference_frequencies(scorer, docs, freq_corpus, raw, normalize_chars, progress, skips)
         compared = _beyond_target(beyond, meta, scorer.methods) if blind_kinds else None
         stats = query_documents(querier, docs, progress)
         if meta is not None:

@@ -22,15 +22,18 @@ def score_documents(
     progress: bool = False,
     skips=None,
     normalize_chars: bool = False,
+    freq_corpus=None,
 ) -> list[dict]:
     """Raw per-document scores: ``[{"file", "n_tokens", "context", "stride", <method>: score, ...}]`` of the files
     ``paths`` (or of already loaded Documents). A document shorter than the context is one window, so its scores
     equal the sequence-level definitions; a longer one is scored over all its windows' tokens (and its extra passes
     over all theirs). With ``query.max_tokens`` every method scores the document's excerpt
     (:func:`querier.excerpt`): its characters are the text scored, extra passes included. Documents that cannot be
-    used are left out and recorded in ``skips`` (a ``data.Skips``)."""
+    used are left out and recorded in ``skips`` (a ``data.Skips``). ``freq_corpus``: documents whose token
+    frequencies calibrate DC-PDD (None: the scored documents' texts)."""
     from tqdm.auto import tqdm
 
+    from docaudit.audit.frequencies import set_reference_frequencies
     from docaudit.corpus.documents import Document, Skips, load_documents
     from docaudit.io import sha256_text
     from docaudit.query.distributed import prefetch
@@ -47,6 +50,7 @@ def score_documents(
             for d, c in zip(docs, cut)
         ]
     docs = [docs[i] for i in queryable_documents(detector.target, docs, skips)]
+    set_reference_frequencies(detector, docs, freq_corpus, raw, normalize_chars, progress, skips)
     used = {"context": query.context, "stride": query.effective_stride}
     prefetch(detector.target, [(d.text, d.sha256) for d in docs], progress)
     detector.prefetch([d.text for d in docs], progress)

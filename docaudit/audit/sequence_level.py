@@ -105,7 +105,8 @@ def evaluate_sequences(
     with ``id``, ``label``, ``group``, ``file``, ``n_words``, ``n_tokens``, ``bucket`` and one column per score."""
     from tqdm.auto import tqdm
 
-    from docaudit.corpus.documents import labelled_documents, load_documents
+    from docaudit.audit.frequencies import set_reference_frequencies
+    from docaudit.corpus.documents import labelled_documents
     from docaudit.methods.detectors.detector import build_detector
     from docaudit.methods.detectors.recall import PREFIX_SEPARATOR
     from docaudit.query.models import load_model
@@ -127,9 +128,7 @@ def evaluate_sequences(
         prefix_ids = [d.id for d in prefix_docs]
         text = recall_prefix if recall_prefix is not None else PREFIX_SEPARATOR.join(d.text for d in prefix_docs)
         scorer.config = detector = replace(detector, recall_prefix=text)
-    if "dcpdd" in scorer.methods:
-        reference = docs if freq_corpus is None else load_documents(freq_corpus, raw, progress, skips, normalize_chars)
-        scorer.set_frequencies([(d.text, d.sha256) for d in reference])
+    frequencies_from = set_reference_frequencies(scorer, docs, freq_corpus, raw, normalize_chars, progress, skips)
     rows = []
     queried = query_documents(scorer.target, docs, progress)  # on Ray workers inside ``scale_out``
     for doc, label, stats in tqdm(list(zip(docs, labels, queried)), desc="scoring", unit="text", disable=not progress):
@@ -164,7 +163,7 @@ def evaluate_sequences(
         "n_members": int(labels.sum()),
         "n_nonmembers": int((labels == 0).sum()),
         "recall_prefix_ids": prefix_ids,
-        "frequencies_from": "evaluated texts" if freq_corpus is None else "reference corpus",
+        "frequencies_from": frequencies_from,
         "blind_auc": blind_auc,
         "blind_note": None if blind or not config.blind_folds else f"too few texts for {config.blind_folds} folds",
         "warning": shift_warning(blind_auc, float(overall[list(scorer.methods)].max())),

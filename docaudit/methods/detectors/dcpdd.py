@@ -28,7 +28,8 @@ def score_dcpdd(v: View, c: DetectorConfig) -> float:
     (frequencies counted over the reference corpus's tokens)."""
     if v.frequencies is None or v.targets is None:
         raise DocauditError(
-            "method 'dcpdd' needs token frequencies of a reference corpus (docaudit sequence --freq-corpus)"
+            "method 'dcpdd' needs token frequencies of a reference corpus (--freq-corpus of sequence, evaluate "
+            "and score)"
         )
     first = first_occurrences(v.targets)
     p = np.exp(np.asarray(v.logp, dtype=np.float64)[first])
