@@ -46,11 +46,14 @@ score = on_ray(score_documents)
 dataset_test = on_ray(dataset_test_documents)
 
 
-def _inputs(*groups) -> list:
-    """Every local path among ``groups`` (path lists, single paths, model configs; None skipped) that an output
-    folder must not be or contain."""
+INPUT_OPTIONS = ("model", "ref_model", "neighbor_model", "freq_corpus")  # the options of a command naming inputs
+
+
+def _inputs(*groups, options: dict | None = None) -> list:
+    """Every local path among ``groups`` (path lists, single paths, model configs; None skipped) and among the
+    ``INPUT_OPTIONS`` of a command's ``options``: what an output folder must not be or contain."""
     paths = []
-    for group in groups:
+    for group in groups + tuple((options or {}).get(name) for name in INPUT_OPTIONS):
         if isinstance(group, ModelConfig):
             group = group.model
         if group is None or isinstance(group, LoadedModel):
@@ -91,14 +94,7 @@ def evaluate(members, nonmembers, out: Path | None = None, overwrite: bool = Fal
             out,
             "evaluation",
             overwrite,
-            _inputs(
-                members,
-                nonmembers,
-                options.get("model"),
-                options.get("ref_model"),
-                options.get("neighbor_model"),
-                options.get("freq_corpus"),
-            ),
+            _inputs(members, nonmembers, options=options),
         )
     result = evaluate_methods(members, nonmembers, **options)
     if out is not None:
@@ -127,7 +123,7 @@ def sequence(
             out,
             "sequence",
             overwrite,
-            _inputs(members, nonmembers, options.get("model"), options.get("freq_corpus"), recall_prefix_file),
+            _inputs(members, nonmembers, recall_prefix_file, options=options),
         )
     if recall_prefix_file is not None:
         options["recall_prefix"] = read_text(recall_prefix_file)
@@ -147,14 +143,7 @@ def report(
         out,
         "report",
         overwrite,
-        _inputs(
-            books,
-            calibrate_members,
-            calibrate_nonmembers,
-            options.get("model"),
-            options.get("ref_model"),
-            options.get("neighbor_model"),
-        ),
+        _inputs(books, calibrate_members, calibrate_nonmembers, options=options),
     )
     result = contamination_report(books, calibrate_members, calibrate_nonmembers, **options)
     write_contamination_report(result, Path(out), overwrite)

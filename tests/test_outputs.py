@@ -254,3 +254,22 @@ def test_discarding_an_earlier_output_deletes_only_its_own_entries(tmp_path):
     discard_output(lab)
     assert list(lab.iterdir()) == []
     assert (tmp_path / "outside.txt").read_text() == "mine\n"
+
+
+def test_sequence_out_that_is_a_reference_input_is_refused_as_one(tmp_path, tiny_gpt2):
+    """Every command checks the same input options (model, reference model, frequency corpus) against --out, so
+    sequence names a reference model or frequency corpus given as --out as the input it is."""
+    import shutil
+
+    sets = make_sets(tmp_path)
+    ref_model, corpus = shutil.copytree(tiny_gpt2, tmp_path / "ref_model"), tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "c.txt").write_text("a reference text\n")
+    before = snapshot(tmp_path)
+    common = ["sequence", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2]
+    for extra, out in (
+        (["--ref-model", ref_model], ref_model),
+        (["--methods", "dcpdd", "--freq-corpus", corpus], corpus),
+    ):
+        assert_clean_error(run(*common, *extra, "--out", out), "is or contains the input")
+    assert snapshot(tmp_path) == before
