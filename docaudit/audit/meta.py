@@ -304,6 +304,12 @@ def predict(
             card["model_config"]["quantize"] or card["model_config"]["dtype"],
             lm.precision,
         )
+    reference = getattr(pipe.steps[0][1], "reference_", None)
+    if reference is not None and len(reference) < lm.vocab_size:
+        raise DocauditError(
+            f"this classifier's reference dictionary has {len(reference)} entries, fewer than the model's "
+            f"{lm.vocab_size} tokens: it was not trained for this model"
+        )
     query = served_query(QueryConfig(**card["query"]), lm)
     querier = open_querier(lm, query)
     docs = [docs[i] for i in queryable_documents(querier, docs, skips)]
