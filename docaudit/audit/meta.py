@@ -222,7 +222,7 @@ def card_model(
                     "which docaudit reads only when the user names it: pass --api-key-env with the variable that "
                     "holds the key"
                 )
-            config = replace(config, api_key_env=None, **user)
+            config = replace(config, **{"api_key_env": None, **user})
         return config
     if config.model is not None and not card["model_identity"].startswith("hub:"):
         where = Path(config.model)
