@@ -211,7 +211,7 @@ def read_config_file(path) -> dict:
         raise ConfigError(f"--config {path}: use a .toml, .yaml or .yml file")
     try:
         if not path.is_file():
-            raise ConfigError(f"--config {path}: no such file")
+            raise ConfigError(f"--config {path}: cannot read it (no such file)")
         with path.open("rb") as f:
             raw = f.read(CONFIG_MAX_BYTES + 1)
         if len(raw) > CONFIG_MAX_BYTES:
