@@ -2,7 +2,8 @@
 ``/tokenize`` (vLLM's) and echo ``/v1/completions`` with the local tokenizer's tokens and a fixed log-probability,
 or, per ``mode``, NaN, infinities, HTML, a JSON list, no choices, strings, a body cut short, silence or a trickle;
 a top-n request (the logit-bias search) is answered with a token that never gives way to the one searched.
-Every request is recorded (path and Authorization header); every wait is bounded."""
+With ``poison`` set, only a prompt containing that text gets the mode's answer. Every request is recorded (path
+and Authorization header); every wait is bounded."""
 
 from __future__ import annotations
 
@@ -75,6 +76,8 @@ class Handler(BaseHTTPRequestHandler):
             top = {"\u2603": -0.1, "\u2604": -3.0}
             logprobs = {"tokens": ["\u2603"], "token_logprobs": [-0.1], "top_logprobs": [top], "text_offset": [0]}
             return self._json({"choices": [{"text": "\u2603", "logprobs": logprobs}]})
+        if self.server.poison is not None and self.server.poison not in body["prompt"]:
+            mode = "ok"  # only prompts holding the poison get the mode's answer
         value = {"nan": float("nan"), "inf": float("-inf"), "huge": 1e308, "string": "low"}.get(mode, -1.5)
         encoded = tokenizer(body["prompt"], add_special_tokens=False, return_offsets_mapping=True)
         ids = encoded["input_ids"]
@@ -93,6 +96,7 @@ def hostile_server(tokenizer, mode: str = "ok"):
     server.daemon_threads = True
     server.block_on_close = False
     server.tokenizer, server.mode, server.seen, server.stop = tokenizer, mode, [], threading.Event()
+    server.poison = None
     server.base = f"http://127.0.0.1:{server.server_address[1]}/v1"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

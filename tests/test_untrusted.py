@@ -114,6 +114,37 @@ def test_a_card_naming_a_server_needs_the_users_grant(trained, tokenizer, tiny_g
         )  # fmt: skip
         assert_clean_error(result, "gave no complete answer within 1 s (--api-timeout)")
         assert time.monotonic() - started < 20
+        # a server other than the card's, named by the user, is refused before it is asked anything
+        with hostile_server(tokenizer) as other_server:
+            result = run(
+                "predict", "--classifier", forged, "--backend", "openai", "--api-base", other_server.base,
+                "--api-tokenizer", tiny_gpt2, doc,
+            )  # fmt: skip
+            assert_clean_error(result, f"this classifier was trained for model openai:{server.base}#tiny")
+            assert other_server.seen == []
+
+
+def test_in_a_batch_a_document_with_non_finite_values_is_a_named_skip(
+    trained, tokenizer, tiny_gpt2, tmp_path, monkeypatch
+):
+    monkeypatch.setenv(MINE_ENV, MINE)
+    books = []
+    for i, book in enumerate(corpus_ids("nonmembers", 2)):
+        books.append(tmp_path / f"{book}.txt")
+        books[-1].write_text(("POISONED " if i == 0 else "") + corpus_text("nonmembers", book, n_chars=400))
+    with hostile_server(tokenizer, "nan") as server:
+        server.poison = "POISON"
+        forged = card_naming(server, trained, tmp_path, tiny_gpt2)
+        result = run(
+            "predict", "--classifier", forged, "--use-card-backend", "--api-key-env", MINE_ENV, "--format", "json",
+            *books,
+        )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = {Path(r["file"]).name: r for r in json.loads(result.stdout)}
+    assert "answered the log-probability nan" in rows[books[0].name]["skipped"]
+    assert "membership_probability" in rows[books[1].name]
+    assert "skipped 1 document (non-finite statistics)" in result.stderr
+    assert len(StatsCache().entries()) == 1  # only the usable document was cached
 
 
 def test_a_card_naming_a_hub_model_needs_the_users_grant(trained, tmp_path, doc):

@@ -41,6 +41,7 @@ from docaudit.query.models import LoadedModel, backend_name, check_identity, loa
 from docaudit.query.querier import (
     open_querier,
     query_documents,
+    query_usable,
     queryable_documents,
 )
 
@@ -313,7 +314,7 @@ def predict(
     query = served_query(QueryConfig(**card["query"]), lm)
     querier = open_querier(lm, query)
     docs = [docs[i] for i in queryable_documents(querier, docs, skips)]
-    stats = query_documents(querier, docs, progress)
+    docs, stats = query_usable(querier, docs, skips, progress)
     probs = pipe.predict_proba(meta_classifier.as_documents(stats))[:, 1]
     auc = card["pooled_bootstrap_95"]["auc"]
     return [

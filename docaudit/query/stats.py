@@ -10,6 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from docaudit.errors import DocauditError
+
+
+class NonFiniteStats(DocauditError):
+    """A model or server gave values that are not finite numbers: refused, never cached (in a batch of
+    ``predict``, a named skip)."""
+
 
 def window_starts(n_tokens: int, context: int, stride: int) -> list[int]:
     """Start offsets of the sliding windows over a sequence of ``n_tokens`` tokens (docs/methods.md, "Querying")."""

@@ -32,10 +32,11 @@ import httpx
 import numpy as np
 import torch
 
+from docaudit import net
 from docaudit.config import API_LOGPROBS, ModelConfig
 from docaudit.errors import DocauditError
 from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, stats_from_rows
-from docaudit.query.stats import TokenStats, scored_spans
+from docaudit.query.stats import NonFiniteStats, TokenStats, scored_spans
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ RETRY_STATUS = (408, 409, 429, 500, 502, 503, 504)
 
 
 MAX_LOGPROB = 1e-3  # a log-probability above this (log p <= 0, with room for rounding) is a malformed answer
+MAX_ABS_LOGPROB = 1e30  # below -1e30 a value is not finite in float32, as the statistics are kept
 
 
 @dataclass
@@ -95,8 +97,6 @@ class ApiClient:
     def call(self, path: str, body: dict | None = None, root: bool = False) -> dict:
         """POST ``body`` (GET without one) to ``path`` under the API base (under the server's root with ``root``)
         and return the JSON object answered. Connection errors, timeouts and 408/409/429/5xx answers are retried."""
-        from docaudit import net
-
         url = (self.base.rsplit("/v1", 1)[0] if root else self.base) + path
         headers = {"Accept": "application/json"}
         if self._key:
@@ -220,7 +220,11 @@ def logprob(value, url: str, what: str) -> float:
     else a one-line error saying ``what`` it was."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise DocauditError(f"the server at {url} answered {_show(value)} as the log-probability of {what}")
-    if not math.isfinite(value) or value > MAX_LOGPROB:
+    if not math.isfinite(value) or value < -MAX_ABS_LOGPROB:
+        raise NonFiniteStats(
+            f"the server at {url} answered the log-probability {value!r} for {what}: not a finite number"
+        )
+    if value > MAX_LOGPROB:
         raise DocauditError(
             f"the server at {url} answered the log-probability {value!r} for {what}: not a finite number at most 0"
         )
