@@ -115,7 +115,7 @@ class ApiClient:
                     self._http, "GET" if body is None else "POST", url, timeout, json=body, headers=headers
                 )
             except net.Timeout:
-                problem = f"the server at {url} gave no complete answer within {timeout:g} s (--api-timeout)"
+                problem = f"the server at {url} gave no complete answer within {round(timeout, 1):g} s (--api-timeout)"
             except net.TooLarge as e:
                 raise DocauditError(f"the server at {url}: {e}") from None
             except httpx.HTTPError as e:
