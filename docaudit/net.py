@@ -3,7 +3,8 @@
 A request's ``timeout`` bounds the whole of it: connecting, sending, the status line, headers and body, however
 slowly the server sends them (httpx's own timeouts bound each phase or each read, so a server trickling one byte a
 second is never abandoned by them alone). Each socket operation waits at most until the request's deadline, and an
-answer longer than ``max_bytes`` is refused. Proxies from the environment are not used."""
+answer longer than ``max_bytes`` is refused. A proxy is used only when the caller names one (the fetcher passes the
+one the environment names for its mirror, as urllib did); the OpenAI-compatible client uses none."""
 
 from __future__ import annotations
 
@@ -80,24 +81,31 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 
 class _Transport(httpx.HTTPTransport):
     """httpx's transport over :class:`_DeadlineBackend` (httpx has no parameter for the network backend, so its
-    connection pool is made here with the same settings)."""
+    connection pool is made here with the same settings), through an HTTP(S) ``proxy`` when given."""
 
-    def __init__(self, limits: httpx.Limits):
+    def __init__(self, limits: httpx.Limits, proxy: str | None = None):
         super().__init__(limits=limits)
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_DeadlineBackend(),
-        )
+        common = {
+            "ssl_context": httpx.create_ssl_context(),
+            "max_connections": limits.max_connections,
+            "max_keepalive_connections": limits.max_keepalive_connections,
+            "keepalive_expiry": limits.keepalive_expiry,
+            "network_backend": _DeadlineBackend(),
+        }
+        if proxy is None:
+            self._pool = httpcore.ConnectionPool(**common)
+        else:
+            self._pool = httpcore.HTTPProxy(proxy_url=proxy, **common)
 
 
-def client(connections: int = 10, follow_redirects: bool = False, headers: dict | None = None) -> httpx.Client:
-    """A pooled client (up to ``connections`` at once) whose requests go through :func:`request`."""
+def client(
+    connections: int = 10, follow_redirects: bool = False, headers: dict | None = None, proxy: str | None = None
+) -> httpx.Client:
+    """A pooled client (up to ``connections`` at once, through the HTTP(S) ``proxy`` when given) whose requests go
+    through :func:`request`."""
     limits = httpx.Limits(max_connections=connections, max_keepalive_connections=connections)
     return httpx.Client(
-        transport=_Transport(limits),
+        transport=_Transport(limits, proxy),
         follow_redirects=follow_redirects,
         trust_env=False,
         headers=headers,

@@ -371,3 +371,51 @@ def test_a_saved_classifier_whose_steps_disagree_on_feature_counts_is_refused(tr
     assert sio.loads((cut / CLASSIFIER_FILE).read_bytes(), trusted=trusted_types()) is not None  # allowed types
     with pytest.raises(DocauditError, match="its steps do not fit together .*scaler"):
         load_classifier(cut)
+
+
+def test_the_fetcher_goes_through_the_proxy_the_environment_names(tmp_path, monkeypatch):
+    """As with urllib before: ``http_proxy`` is honoured (the mirror's host is never resolved here, only the proxy
+    on 127.0.0.1 is reached) and ``no_proxy`` still wins."""
+    import hashlib
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from docaudit.config import FetchConfig
+    from docaudit.corpus.fetch import fetch_manifest
+    from docaudit.corpus.manifest import ManifestRow
+
+    book = corpus_text("members", corpus_ids("members", 1)[0], start=0, n_chars=5000).encode()
+    asked = []
+
+    class Proxy(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            asked.append(self.path)
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(book)))
+            self.end_headers()
+            self.wfile.write(book)
+
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    proxy.daemon_threads, proxy.block_on_close = True, False
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        for name in ("no_proxy", "NO_PROXY", "https_proxy", "HTTPS_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{proxy.server_address[1]}")
+        row = ManifestRow("12345", "member", sha256=hashlib.sha256(book).hexdigest())
+        report = fetch_manifest([row], tmp_path / "out", "http://mirror.invalid", progress=False)
+        assert report.ok and (tmp_path / "out" / "12345.txt").read_bytes() == book
+        assert asked == ["http://mirror.invalid/cache/epub/12345/pg12345.txt"]
+        monkeypatch.setenv("no_proxy", "mirror.invalid")
+        once = FetchConfig(retries=0)
+        report = fetch_manifest([ManifestRow("12346", "member")], tmp_path / "o2", "http://mirror.invalid", once, False)
+        assert not report.ok and len(asked) == 1  # not through the proxy: the name does not resolve
+    finally:
+        proxy.shutdown()
+        proxy.server_close()

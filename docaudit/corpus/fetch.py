@@ -118,6 +118,26 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
+def env_proxy(mirror: Mirror) -> str | None:
+    """The HTTP(S) proxy the environment names for the mirror (``https_proxy``, ``http_proxy`` ..., as urllib reads
+    them), unless ``no_proxy`` covers its host; None for a local mirror."""
+    if mirror.local:
+        return None
+    parsed = urllib.parse.urlparse(mirror.base)
+    proxy = urllib.request.getproxies().get(parsed.scheme)
+    if not proxy or urllib.request.proxy_bypass(parsed.hostname or ""):
+        return None
+    if urllib.parse.urlparse(proxy).scheme not in ("http", "https"):
+        raise DocauditError(f"the {parsed.scheme} proxy {proxy!r} of the environment is not an HTTP(S) proxy")
+    return proxy
+
+
+def mirror_client(mirror: Mirror, connections: int) -> httpx.Client:
+    """A pooled client for the mirror: redirects followed, docaudit's User-Agent, the environment's proxy."""
+    headers = {"User-Agent": USER_AGENT}
+    return net.client(connections, follow_redirects=True, headers=headers, proxy=env_proxy(mirror))
+
+
 def _get(mirror: Mirror, location: str, timeout: float, http: httpx.Client | None = None) -> tuple[bytes, str | None]:
     """The file at ``location`` and the content type it was served with; an HTTP download (connection, redirects,
     headers and body) takes at most ``timeout`` seconds (``docaudit.net``'s deadline rule)."""
@@ -130,7 +150,7 @@ def _get(mirror: Mirror, location: str, timeout: float, http: httpx.Client | Non
         except OSError as e:
             raise _Transient(f"{location}: {e}") from None
     own = http is None
-    http = http or net.client(connections=1, follow_redirects=True, headers={"User-Agent": USER_AGENT})
+    http = http or mirror_client(mirror, 1)
     try:
         answer = net.request(http, "GET", location, timeout, max_bytes=MAX_DOCUMENT_BYTES)
     except net.Timeout:
@@ -372,11 +392,7 @@ def fetch_manifest(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(rows), desc="fetching books", unit="book")
-    headers = {"User-Agent": USER_AGENT}
-    with (
-        net.client(connections=config.workers, follow_redirects=True, headers=headers) as http,
-        ThreadPoolExecutor(max_workers=config.workers) as pool,
-    ):
+    with mirror_client(m, config.workers) as http, ThreadPoolExecutor(max_workers=config.workers) as pool:
         futures = {pool.submit(fetch_book, row, out_dir, m, config, http=http): row for row in rows}
         for fut in as_completed(futures):
             row = futures[fut]
