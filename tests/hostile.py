@@ -1,6 +1,7 @@
 """A real OpenAI-compatible server on 127.0.0.1 that can misbehave on purpose: it answers ``/v1/models``,
 ``/tokenize`` (vLLM's) and echo ``/v1/completions`` with the local tokenizer's tokens and a fixed log-probability,
-or, per ``mode``, NaN, infinities, HTML, a JSON list, no choices, strings, a body cut short, silence or a trickle;
+or, per ``mode``, NaN, infinities, HTML, a JSON list, no choices, strings, lists of unequal lengths, a body cut
+short, silence, a trickle, or a models list that is not one;
 a top-n request (the logit-bias search) is answered with a token that never gives way to the one searched.
 With ``poison`` set, only a prompt containing that text gets the mode's answer. Every request is recorded (path
 and Authorization header); every wait is bounded."""
@@ -35,7 +36,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         self.server.seen.append((self.path, self.headers.get("Authorization")))
         if self.path == "/v1/models":
-            self._json({"data": [{"id": "tiny"}]})
+            self._json({"data": "tiny"} if self.server.mode == "models" else {"data": [{"id": "tiny"}]})
         else:
             self._json({"error": "not found"}, 404)
 
@@ -85,6 +86,8 @@ class Handler(BaseHTTPRequestHandler):
         offsets = [a for a, _ in encoded["offset_mapping"]] + [len(body["prompt"])]
         values = [None] + [value] * len(ids)
         tops = [None] + [{t: value} for t in tokens[1:]]
+        if mode == "short":  # one log-probability fewer than tokens
+            values = values[:-1]
         logprobs = {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
         self._send(200, json.dumps({"choices": [{"text": " x", "logprobs": logprobs}]}).encode())
 

@@ -217,13 +217,15 @@ def test_a_model_with_a_nan_weight_is_refused(tiny_gpt2, tmp_path, doc):
         ("string", "answered 'low' as the log-probability of prompt token"),
         ("cut", "the connection was closed before the answer was complete"),
         ("status", "answered 404"),
+        ("short", "(17 tokens, 16 log-probabilities, 17 top lists)"),
+        ("models", "/v1/models answered no list of models with ids (data: 'tiny')"),
     ],
 )
 def test_a_malformed_answer_is_one_line_naming_the_url(tokenizer, tiny_gpt2, doc, mode, message):
     with hostile_server(tokenizer, mode) as server:
         result = score(doc, server, tiny_gpt2, "--api-retries", "0")
     assert_clean_error(result, message)
-    assert f"{server.base}/completions" in result.stderr
+    assert f"{server.base}/{'models' if mode == 'models' else 'completions'}" in result.stderr
 
 
 def test_logit_bias_positions_that_never_win_are_counted_as_floored(tokenizer, tiny_gpt2, doc, caplog):
