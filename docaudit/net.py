@@ -3,7 +3,8 @@
 A request's ``timeout`` bounds the whole of it: connecting, sending, the status line, headers and body, however
 slowly the server sends them (httpx's own timeouts bound each phase or each read, so a server trickling one byte a
 second is never abandoned by them alone). Each socket operation waits at most until the request's deadline, and an
-answer longer than ``max_bytes`` is refused. A proxy is used only when the caller names one (the fetcher passes the
+answer longer than ``max_bytes`` is refused. Only the host name's lookup is outside the deadline (the system
+resolver's own timeouts bound it). A proxy is used only when the caller names one (the fetcher passes the
 one the environment names for its mirror, as urllib did); the OpenAI-compatible client uses none."""
 
 from __future__ import annotations
