@@ -26,7 +26,7 @@ def read_marker(folder: Path) -> dict | None:
     """The marker of a docaudit output folder, or None when there is none or it is unreadable."""
     try:
         marker = json.loads((Path(folder) / OUTPUT_MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(marker, dict) or not isinstance(marker.get("kind"), str):
         return None

@@ -357,6 +357,22 @@ def test_a_forged_weights_memo_does_not_refuse_the_right_model(tiny_gpt2):
     assert lm.identity == identity and memo.read_text() != "0" * 64
 
 
+def test_a_deeply_nested_card_or_marker_is_one_line(trained, tmp_path, doc):
+    deep = "[" * 100_000 + "]" * 100_000
+    forged = tmp_path / "deep"
+    shutil.copytree(trained, forged)
+    (forged / "card.json").write_text(deep)
+    assert_clean_error(run("predict", "--classifier", forged, doc), "is not valid JSON")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".docaudit-output.json").write_text(deep)
+    (out / "evaluation.json").write_text("{}")
+    from docaudit.outputs import prepare_output
+
+    with pytest.raises(DocauditError, match="was not written by docaudit"):
+        prepare_output(out, "evaluation", overwrite=True)
+
+
 def test_a_saved_classifier_whose_steps_disagree_on_feature_counts_is_refused(trained, tmp_path):
     import skops.io as sio
 

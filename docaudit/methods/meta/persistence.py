@@ -236,8 +236,8 @@ def read_card(path: Path) -> dict:
     """The card's JSON, with the fields ``predict`` relies on present and of the right types."""
     try:
         card = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise DocauditError(f"classifier card {path} is not valid JSON ({e})") from e
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise DocauditError(f"classifier card {path} is not valid JSON ({str(e)[:200]})") from None
     if not isinstance(card, dict):
         raise DocauditError(f"classifier card {path} is not a JSON object")
     missing = [k for k in REQUIRED_CARD_FIELDS if k not in card]
