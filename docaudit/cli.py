@@ -253,6 +253,9 @@ def _yaml_loader():
     return NoAliasLoader
 
 
+GRANTS = ("trust_remote_code", "use_card_backend")  # confirmations a config file cannot give (only the command line)
+
+
 def _config_value(path, where: str, key, param: click.Parameter, value):
     """A config file's value for ``param``, checked as the command line would check it: one value (a list only
     for an option taking several), each a string, number or boolean, a number finite, converted by the option's
@@ -306,6 +309,11 @@ def config_defaults(command: click.Command, section: list[str], path) -> dict:
             raise ConfigError(f"--config {path}: [{where}] has no option '{key}' (options: {known})")
         param, negated = params[str(key).replace("_", "-")]
         value = _config_value(path, where, key, param, value)
+        if param.name in GRANTS and param.type.convert(value, param, None) is not negated:
+            raise ConfigError(
+                f"--config {path}: [{where}] {key}: a config file cannot turn this on; give "
+                f"--{param.name.replace('_', '-')} on the command line"
+            )
         if negated:
             value = not value
         if (getattr(param, "multiple", False) or param.nargs == -1) and not isinstance(value, list):

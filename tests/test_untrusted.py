@@ -309,6 +309,15 @@ def test_config_values_are_checked_like_options(tmp_path, doc, line, message):
     assert_clean_error(run("score", "--config", config, doc), message)
 
 
+@pytest.mark.parametrize("grant", ["trust-remote-code", "use-card-backend"])
+def test_a_config_file_cannot_give_a_confirmation(tmp_path, doc, grant):
+    config = tmp_path / "c.toml"
+    config.write_text(f"[predict]\n{grant} = true\n")
+    assert_clean_error(run("predict", "--config", config, doc), f"give --{grant} on the command line")
+    config.write_text(f"[predict]\n{grant} = false\n")  # as `config show` writes it
+    assert "give --" not in run("predict", "--config", config, "--classifier", tmp_path / "none", doc).stderr
+
+
 def test_config_file_gives_api_deadlines_and_may_start_with_a_bom(tmp_path):
     config = tmp_path / "c.toml"
     config.write_bytes(b"\xef\xbb\xbf[score]\napi-timeout = 7.5\napi-retries = 0\n")
