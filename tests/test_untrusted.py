@@ -279,10 +279,10 @@ def test_api_deadlines_are_checked_like_options(tmp_path, doc):
 
 def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path, doc):
     lines = ['a: &a ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
-    for i in range(1, 10):
+    for i in range(1, 7):  # 9**7 names once flattened: bounded, should aliases ever be read again
         lines.append(f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join([f'*{chr(96 + i)}'] * 9)}]")
     bomb = tmp_path / "bomb.yaml"
-    bomb.write_text("\n".join(lines) + "\nscore: {methods: *j}\n")  # 9**9 names once flattened
+    bomb.write_text("\n".join(lines) + "\nscore: {methods: *g}\n")
     started = time.monotonic()
     assert_clean_error(run("score", "--config", bomb, doc), "aliases (*name) are not accepted")
     assert time.monotonic() - started < 5
