@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import sys
 from pathlib import Path
@@ -197,14 +198,25 @@ def _section_path(parent, info_name) -> list[str]:
     return names
 
 
+CONFIG_MAX_BYTES = 1 << 20  # a config file longer than this is refused (it is read whole)
+
+
 def read_config_file(path) -> dict:
-    """A TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file as a mapping."""
+    """A TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file as a mapping, read within bounds: at most
+    ``CONFIG_MAX_BYTES``, a UTF-8 byte-order mark ignored, YAML without aliases (``*name``: a few nested ones expand
+    to billions of nodes) and with only the safe loader's plain types."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".toml", ".yaml", ".yml"):
         raise ConfigError(f"--config {path}: use a .toml, .yaml or .yml file")
     try:
-        text = path.read_text(encoding="utf-8")
+        if not path.is_file():
+            raise ConfigError(f"--config {path}: cannot read it (no such file)")
+        with path.open("rb") as f:
+            raw = f.read(CONFIG_MAX_BYTES + 1)
+        if len(raw) > CONFIG_MAX_BYTES:
+            raise ConfigError(f"--config {path}: larger than {CONFIG_MAX_BYTES} bytes; a config file is a few lines")
+        text = raw.decode("utf-8-sig")
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"--config {path}: cannot read it ({e})") from None
     try:
@@ -215,12 +227,54 @@ def read_config_file(path) -> dict:
         else:
             import yaml
 
-            data = yaml.safe_load(text) or {}
+            data = yaml.load(text, Loader=_yaml_loader()) or {}
     except Exception as e:  # the parsers' own errors, on one line
-        raise ConfigError(f"--config {path}: not valid {suffix[1:].upper()} ({str(e).splitlines()[0]})") from None
+        problem = (str(e).splitlines() or [type(e).__name__])[0]
+        raise ConfigError(f"--config {path}: not valid {suffix[1:].upper()} ({problem})") from None
     if not isinstance(data, dict):
         raise ConfigError(f"--config {path}: expected a mapping of sections or options")
     return data
+
+
+@functools.cache
+def _yaml_loader():
+    """PyYAML's safe loader refusing aliases."""
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                mark = self.peek_event().start_mark
+                raise yaml.composer.ComposerError(
+                    None, None, f"aliases (*name) are not accepted in a config file (line {mark.line + 1})", mark
+                )
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader
+
+
+GRANTS = ("trust_remote_code", "use_card_backend")  # confirmations a config file cannot give (only the command line)
+
+
+def _config_value(path, where: str, key, param: click.Parameter, value):
+    """A config file's value for ``param``, checked as the command line would check it: one value (a list only
+    for an option taking several), each a string, number or boolean, a number finite, converted by the option's
+    type; anything else is a one-line error. The value itself is returned (click converts it again)."""
+    several = getattr(param, "multiple", False) or param.nargs == -1
+    values = value if several and isinstance(value, list) else [value]
+    for item in values:
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ConfigError(f"--config {path}: [{where}] {key} = {item}: not a finite number")
+        if not isinstance(item, (str, int, float, bool)):
+            kind = "a list" if isinstance(item, list) else type(item).__name__
+            raise ConfigError(f"--config {path}: [{where}] {key}: expected a single value, not {kind}")
+        try:
+            param.type.convert(item, param, None)
+        except click.BadParameter as e:
+            raise ConfigError(f"--config {path}: [{where}] {key}: {e.format_message()}") from None
+        except Exception as e:  # conversions outside click's own checks (e.g. an integer too large)
+            raise ConfigError(f"--config {path}: [{where}] {key} = {item!r}: {type(e).__name__}: {e}") from None
+    return value
 
 
 def _option_key(param: click.Parameter) -> str:
@@ -254,6 +308,12 @@ def config_defaults(command: click.Command, section: list[str], path) -> dict:
             known = ", ".join(sorted({_option_key(p) for p, _ in params.values()}))
             raise ConfigError(f"--config {path}: [{where}] has no option '{key}' (options: {known})")
         param, negated = params[str(key).replace("_", "-")]
+        value = _config_value(path, where, key, param, value)
+        if param.name in GRANTS and param.type.convert(value, param, None) is not negated:
+            raise ConfigError(
+                f"--config {path}: [{where}] {key}: a config file cannot turn this on; give "
+                f"--{param.name.replace('_', '-')} on the command line"
+            )
         if negated:
             value = not value
         if (getattr(param, "multiple", False) or param.nargs == -1) and not isinstance(value, list):
@@ -306,6 +366,27 @@ def model_options(func):
         ),
         click.option(
             "--max-requests", type=int, default=None, help="openai: stop before a run that would need more requests."
+        ),
+        click.option(
+            "--api-timeout",
+            type=float,
+            default=ModelConfig.api_timeout,
+            show_default=True,
+            help="openai: seconds one request may take as a whole (connection to last byte).",
+        ),
+        click.option(
+            "--api-retries",
+            type=int,
+            default=ModelConfig.api_retries,
+            show_default=True,
+            help="openai: retries of a request after a timeout, a failed connection or a busy server.",
+        ),
+        click.option(
+            "--api-document-timeout",
+            type=float,
+            default=None,
+            help="openai: seconds all requests of one document may take together (default: no bound beyond "
+            "--api-timeout and --api-retries).",
         ),
     ]
     return functools.reduce(lambda f, o: o(f), reversed(options), func)
@@ -517,7 +598,18 @@ def model_config(kw) -> ModelConfig:
         api_tokenizer=kw["api_tokenizer"],
         api_logprobs=kw["api_logprobs"],
         max_requests=kw["max_requests"],
+        api_timeout=kw["api_timeout"],
+        api_retries=kw["api_retries"],
+        api_document_timeout=kw["api_document_timeout"],
     )
+
+
+def given_settings(kw, names) -> dict:
+    """The options among ``names`` that the user gave (on the command line or in a --config file), with their
+    values: what replaces a classifier card's settings."""
+    ctx = click.get_current_context()
+    given = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.DEFAULT_MAP)
+    return {n: kw[n] for n in names if ctx.get_parameter_source(n) in given and kw[n] is not None}
 
 
 def ray_config(kw) -> RayConfig | None:
@@ -699,11 +791,17 @@ def train(
     "--classifier", type=click.Path(), default=None, help="Saved classifier directory (default: the shipped one)."
 )
 @model_options
+@click.option(
+    "--use-card-backend",
+    is_flag=True,
+    help="Query the server or hub model the classifier's card names, with its settings (the API key only from "
+    "--api-key-env; --api-timeout, --api-retries given here win).",
+)
 @ray_options
 @strict_option
 @format_option
 @friendly_errors
-def predict(documents, classifier, strict, fmt, **kw):
+def predict(documents, classifier, strict, fmt, use_card_backend, **kw):
     """Membership probability for each document, beside the classifier's own evaluated AUC (a document that cannot
     be used is a row saying why)."""
     from docaudit import api
@@ -718,6 +816,8 @@ def predict(documents, classifier, strict, fmt, **kw):
         model,
         skips=skips,
         trust_remote_code=kw["trust_remote_code"],
+        use_card_backend=use_card_backend,
+        user_settings=given_settings(kw, ("api_key_env", "api_timeout", "api_retries", "api_document_timeout")),
         ray=ray_config(kw),
         progress=show_progress(),
     )

@@ -36,6 +36,10 @@ EXCERPTS = ("random", "leading")
 API_LOGPROBS = ("auto", "echo", "logit_bias")
 
 
+API_TIMEOUT_MAX = 86400.0  # seconds: the longest --api-timeout accepted (a day)
+API_RETRIES_MAX = 100
+
+
 MAX_DOCUMENT_BYTES = 1 << 30  # a larger file is refused (one document is read and cleaned in memory)
 READ_JOBS = -1  # processes that read and clean documents (joblib; -1: one per core)
 READ_JOBS_MIN_FILES = 16  # fewer files are read in this process (starting workers would cost more)
@@ -44,7 +48,7 @@ READ_JOBS_MIN_FILES = 16  # fewer files are read in this process (starting worke
 def check_range(option: str, value: float, lo: float, hi: float | None = None, note: str = "") -> None:
     """Refuse ``value`` outside ``lo..hi`` (``hi=None``: no upper bound) with a one-line error naming the option
     and the allowed range (``note`` says where the bound comes from)."""
-    if value < lo or (hi is not None and value > hi):
+    if value != value or value < lo or (hi is not None and value > hi):  # NaN is out of every range
         allowed = f"{lo}..{hi}" if hi is not None else f"{lo} or more"
         raise DocauditError(f"{option} {value} is out of range: allowed {allowed}{f' ({note})' if note else ''}")
 
@@ -84,8 +88,10 @@ class ModelConfig:
     ``api_tokenizer`` names the local tokenizer that matches the server's). The server gives prompt log-probabilities
     (``api_logprobs="echo"``) or only the top ``api_top_n`` of a generated token, searched with ``logit_bias`` to
     within ``api_bias_tolerance`` nats (``"logit_bias"``); ``auto`` asks the server. ``api_concurrency`` requests at
-    once, each with ``api_timeout`` seconds and ``api_retries`` retries (backoff from ``api_backoff`` seconds,
-    doubling); a run that would need more than ``max_requests`` requests stops before the first."""
+    once, each with ``api_timeout`` seconds for the whole request (connection to last byte) and ``api_retries``
+    retries (backoff from ``api_backoff`` seconds, doubling), all of one document's requests within
+    ``api_document_timeout`` seconds (None: no bound beyond those); a run that would need more than ``max_requests``
+    requests stops before the first."""
 
     model: str | None = None
     dtype: str = "float32"
@@ -106,6 +112,21 @@ class ModelConfig:
     api_retries: int = 3
     api_backoff: float = 1.0
     max_requests: int | None = None
+    api_document_timeout: float | None = None
+
+    def __post_init__(self):
+        check_range("--api-timeout", self.api_timeout, 0.001, API_TIMEOUT_MAX)
+        check_range("--api-retries", self.api_retries, 0, API_RETRIES_MAX)
+        check_range("api_backoff", self.api_backoff, 0, API_TIMEOUT_MAX)
+        check_range("api_concurrency", self.api_concurrency, 1, 256)
+        check_range("api_top_n", self.api_top_n, 1, 20)
+        check_range("api_bias_tolerance", self.api_bias_tolerance, 1e-9, 100)
+        if self.api_document_timeout is not None:
+            check_range("--api-document-timeout", self.api_document_timeout, 0.001, None)
+            if self.api_document_timeout == float("inf"):
+                raise DocauditError("--api-document-timeout inf is out of range: allowed a finite number of seconds")
+        if self.max_requests is not None:
+            check_range("--max-requests", self.max_requests, 1)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ def read_marker(folder: Path) -> dict | None:
     """The marker of a docaudit output folder, or None when there is none or it is unreadable."""
     try:
         marker = json.loads((Path(folder) / OUTPUT_MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(marker, dict) or not isinstance(marker.get("kind"), str):
         return None
@@ -64,9 +64,10 @@ def write_marker(folder: Path, kind: str, entries) -> None:
 
 
 def _foreign_entries(folder: Path, marker: dict) -> list[str]:
-    """Top-level entries of ``folder`` that docaudit did not write (its own temporary files excepted)."""
-    own = set(marker.get("entries") or ()) | {OUTPUT_MARKER}
-    return sorted(e for e in os.listdir(folder) if e not in own and not any(e.startswith(f".{name}.") for name in own))
+    """Top-level entries of ``folder`` that the marker does not list by exact name (an editor's ``.name.swp``
+    beside an output file is the user's, not docaudit's)."""
+    own = {e for e in marker.get("entries") or () if isinstance(e, str)} | {OUTPUT_MARKER}
+    return sorted(e for e in os.listdir(folder) if e not in own)
 
 
 def prepare_output(path, kind: str, overwrite: bool = False, inputs=(), resume: bool = False) -> Path:

@@ -18,6 +18,7 @@ LAYERS = {
     "config": 0,
     "errors": 0,
     "io": 0,
+    "net": 0,
     "outputs": 0,
     "metrics": 0,
     "corpus": 1,

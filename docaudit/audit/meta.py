@@ -41,6 +41,7 @@ from docaudit.query.models import LoadedModel, backend_name, check_identity, loa
 from docaudit.query.querier import (
     open_querier,
     query_documents,
+    query_usable,
     queryable_documents,
 )
 
@@ -191,11 +192,39 @@ def grid(
     return pd.DataFrame(rows)
 
 
-def card_model(card: dict, trust_remote_code: bool = False) -> ModelConfig:
+CARD_NETWORK_FIELDS = ("api_base", "api_model", "api_key_env", "api_tokenizer", "api_timeout", "api_retries")
+
+
+def card_model(
+    card: dict, trust_remote_code: bool = False, use_card_backend: bool = False, user: dict | None = None
+) -> ModelConfig:
     """The model a classifier was trained for, as its card names it. ``trust_remote_code`` comes from the caller
     (the user's own flag), never from the card. A local model that is not where the card says is an error here,
-    never a hub request."""
+    never a hub request.
+
+    What would reach the network is the user's to decide: a card naming an OpenAI-compatible server (its URL,
+    model, tokenizer, key variable, timeout and retries) or a hub model is used only with ``use_card_backend``
+    (the user's confirmation), otherwise a one-line error says what the card asks for and which options grant it.
+    Even then the API key is read only from the environment variable the user names (``user["api_key_env"]``),
+    never from one the card names; the user's other settings in ``user`` (ModelConfig fields) replace the card's."""
     config = replace(ModelConfig(**card["model_config"]), trust_remote_code=trust_remote_code)
+    asks = _network_request(config, card["model_identity"])
+    if asks is not None:
+        if not use_card_backend:
+            raise DocauditError(
+                f"this classifier's card asks to {asks}; docaudit contacts no server the user did not name: pass "
+                f"{_granting_options(config)} to do so yourself, or --use-card-backend to accept the card's settings"
+            )
+        if config.backend == "openai":
+            user = dict(user or {})
+            if config.api_key_env and not user.get("api_key_env"):
+                raise DocauditError(
+                    f"this classifier's card reads the API key from the environment variable {config.api_key_env}, "
+                    "which docaudit reads only when the user names it: pass --api-key-env with the variable that "
+                    "holds the key"
+                )
+            config = replace(config, **{"api_key_env": None, **user})
+        return config
     if config.model is not None and not card["model_identity"].startswith("hub:"):
         where = Path(config.model)
         if not where.is_absolute():
@@ -211,6 +240,28 @@ def card_model(card: dict, trust_remote_code: bool = False) -> ModelConfig:
     return config
 
 
+def _network_request(config: ModelConfig, identity: str) -> str | None:
+    """What a card's model settings would send over the network, in words, or None when nothing."""
+    if config.backend == "openai":
+        server = config.api_base or config.model or "(no URL)"
+        parts = [f"model {config.api_model}" if config.api_model else "", f"tokenizer {config.api_tokenizer}"]
+        if config.api_key_env:
+            parts.append(f"the key in the environment variable {config.api_key_env}")
+        parts.append(f"{config.api_timeout:g} s per request, {config.api_retries} retries")
+        return f"send the documents to the server {server} ({', '.join(p for p in parts if p)})"
+    if config.model is not None and identity.startswith("hub:"):
+        return f"load the model {config.model} from the Hugging Face hub (revision {config.revision or 'main'})"
+    return None
+
+
+def _granting_options(config: ModelConfig) -> str:
+    """The command-line options with which the user names what a card asks for."""
+    if config.backend == "openai":
+        key = f" --api-key-env {config.api_key_env}" if config.api_key_env else ""
+        return f"--backend openai --api-base {config.api_base or config.model} --api-tokenizer TOKENIZER{key}"
+    return f"--model {config.model}" + (f" --revision {config.revision}" if config.revision else "")
+
+
 def predict(
     paths,
     classifier_dir: Path | None = None,
@@ -218,14 +269,20 @@ def predict(
     progress: bool = False,
     skips: Skips | None = None,
     trust_remote_code: bool = False,
+    use_card_backend: bool = False,
+    user_settings: dict | None = None,
 ) -> list[dict]:
     """Membership probability of each document under a saved meta-classifier, with the classifier's own evaluated
     AUC and interval and how many of each document's tokens were queried. Without ``model``, the card's model is
-    used (with ``trust_remote_code`` only as given here). A different model than the classifier's is refused, a local
+    used (with ``trust_remote_code`` only as given here; a server or hub model the card names only with
+    ``use_card_backend``, the user's ``user_settings`` replacing the card's: :func:`card_model`). A different model
+    than the classifier's is refused, a local
     one before any of its files are loaded. Documents are cleaned as the classifier's training documents were (its
     card's ``raw`` and ``normalize_chars``); those that cannot be used are left out and recorded in ``skips``."""
     skips = Skips() if skips is None else skips
     pipe, card = load_classifier(Path(classifier_dir or DEFAULT_CLASSIFIER))
+    if model is None:
+        model = card_model(card, trust_remote_code, use_card_backend, user_settings)
     if model is not None:
         norm = card["configuration"].split("+")[0]
         served = [n for n in NORMS if set(NORM_NEEDS[n]) <= provides(backend_name(model))]
@@ -241,17 +298,23 @@ def predict(
         check_identity(model.identity, card["model_identity"])
         lm = model
     else:
-        lm = load_model(model or card_model(card, trust_remote_code), expected_identity=card["model_identity"])
+        lm = load_model(model, expected_identity=card["model_identity"])
     if lm.precision != (card["model_config"]["quantize"] or card["model_config"]["dtype"]):
         log.warning(
             "classifier trained on %s queries, predicting with %s",
             card["model_config"]["quantize"] or card["model_config"]["dtype"],
             lm.precision,
         )
+    reference = getattr(pipe.steps[0][1], "reference_", None)
+    if reference is not None and len(reference) < lm.vocab_size:
+        raise DocauditError(
+            f"this classifier's reference dictionary has {len(reference)} entries, fewer than the model's "
+            f"{lm.vocab_size} tokens: it was not trained for this model"
+        )
     query = served_query(QueryConfig(**card["query"]), lm)
     querier = open_querier(lm, query)
     docs = [docs[i] for i in queryable_documents(querier, docs, skips)]
-    stats = query_documents(querier, docs, progress)
+    docs, stats = query_usable(querier, docs, skips, progress)
     probs = pipe.predict_proba(meta_classifier.as_documents(stats))[:, 1]
     auc = card["pooled_bootstrap_95"]["auc"]
     return [
@@ -261,6 +324,7 @@ def predict(
             "prediction": "member" if p >= 0.5 else "non-member",
             "n_tokens": s.n_tokens,
             "n_tokens_total": total_tokens(lm, query, d.text, s.n_tokens),
+            **({"floored_logprobs": s.floored} if lm.config.backend == "openai" else {}),
             "classifier_auc": auc["point"],
             "classifier_auc_ci": [auc["lo"], auc["hi"]],
         }

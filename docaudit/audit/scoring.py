@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig
+from docaudit.errors import DocauditError
 from docaudit.methods.detectors.detector import build_detector
 from docaudit.methods.detectors.neighborhood import MaskedNeighbors
 from docaudit.query.models import LoadedModel, load_model
+
+log = logging.getLogger(__name__)
 
 
 def score_documents(
@@ -37,7 +41,7 @@ def score_documents(
     from docaudit.corpus.documents import Document, Skips, load_documents
     from docaudit.io import sha256_text
     from docaudit.query.distributed import prefetch
-    from docaudit.query.querier import excerpt, queryable_documents
+    from docaudit.query.querier import excerpt, floored_note, queryable_documents
 
     skips = Skips() if skips is None else skips
     docs = load_documents(paths, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
@@ -56,12 +60,18 @@ def score_documents(
     detector.prefetch([d.text for d in docs], progress)
     rows = []
     for doc in tqdm(docs, desc="scoring", unit="doc", disable=not progress):
-        stats = detector.target.stats(doc.text, doc.sha256)
+        try:
+            stats = detector.target.stats(doc.text, doc.sha256)
+        except DocauditError as e:
+            raise DocauditError(f"{doc.path}: {e}") from e
+        if stats.floored:
+            log.warning("%s: %s", doc.path, floored_note(stats))
         rows.append(
             {
                 "file": doc.path,
                 "n_tokens": stats.n_tokens,
                 **used,
+                **({"floored_logprobs": stats.floored} if lm.config.backend == "openai" else {}),
                 **detector.score(stats.logp, stats.mu, stats.sigma, doc.text, stats.targets),
             }
         )

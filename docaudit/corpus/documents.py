@@ -346,31 +346,41 @@ def separate_sets(
     drop_duplicates: bool = False,
     names: tuple[str, str] = ("members", "non-members"),
 ) -> tuple[list[Document], list[Document], dict]:
-    """Check that no text (``Document.sha256``, after cleaning) is in both sets: with the same document on both
-    sides a membership label means nothing. Raises :class:`DocauditError` naming the count and a few files, or
-    with ``drop_duplicates`` leaves those documents out of both sets (with a warning). Returns the two sets and
-    ``{"documents": number of texts found in both, "files": paths left out}``."""
-    shared = {d.sha256 for d in a} & {d.sha256 for d in b}
+    """Check that no text is in both sets: with the same document on both sides a membership label means nothing.
+    Texts are compared after cleaning with whitespace runs made one space and the ends stripped
+    (:func:`comparable`), so a copy that differs only by a trailing newline or its line breaks is the same
+    document. Raises :class:`DocauditError` naming the count and a few files, or with ``drop_duplicates`` leaves
+    those documents out of both sets (with a warning). Returns the two sets and ``{"documents": number of texts
+    found in both, "files": paths left out}``."""
+    key_a, key_b = [comparable(d.text) for d in a], [comparable(d.text) for d in b]
+    shared = set(key_a) & set(key_b)
     if not shared:
         return a, b, {"documents": 0, "files": []}
     first = {}
-    for d in b:
-        first.setdefault(d.sha256, d.path)
-    pairs = [f"{d.path} = {first[d.sha256]}" for d in a if d.sha256 in shared]
+    for d, k in zip(b, key_b):
+        first.setdefault(k, d.path)
+    pairs = [f"{d.path} = {first[k]}" for d, k in zip(a, key_a) if k in shared]
     what = f"{len(shared)} document{'s are' if len(shared) > 1 else ' is'} both in the {names[0]} and the {names[1]}"
     if not drop_duplicates:
         raise DocauditError(
-            f"{what} (same text after cleaning: {'; '.join(pairs[:3])}"
+            f"{what} (same text after cleaning, whitespace aside: {'; '.join(pairs[:3])}"
             f"{'; ...' if len(pairs) > 3 else ''}); remove them from one set, or pass "
             "--drop-duplicates to leave them out of both"
         )
-    files = [d.path for d in a + b if d.sha256 in shared]
+    files = [d.path for d, k in zip(a + b, key_a + key_b) if k in shared]
     log.warning("%s: left out of both (%d files)", what, len(files))
-    a, b = [d for d in a if d.sha256 not in shared], [d for d in b if d.sha256 not in shared]
+    a = [d for d, k in zip(a, key_a) if k not in shared]
+    b = [d for d, k in zip(b, key_b) if k not in shared]
     for name, left in zip(names, (a, b)):
         if not left:
             raise DocauditError(f"{what}: leaving them out leaves no {name}")
     return a, b, {"documents": len(shared), "files": files}
+
+
+def comparable(text: str) -> str:
+    """The hash two texts are compared by for duplicates: of the text with every whitespace run one space and the
+    ends stripped."""
+    return sha256_text(" ".join(text.split()))
 
 
 def duplicates_note(duplicates: dict | None, prefix: str = "") -> str:

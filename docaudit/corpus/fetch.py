@@ -1,5 +1,4 @@
-"""Download the books of a manifest from a Project Gutenberg mirror (HTTP(S) or a local folder), standard library
-only.
+"""Download the books of a manifest from a Project Gutenberg mirror (HTTP(S), through httpx, or a local folder).
 
 For each book the mirror layouts of :func:`candidate_urls` are tried in order. A file is accepted when it matches
 the manifest's ``sha256``; without one it is checked as far as it can be (``n_bytes`` when given, not served or
@@ -17,22 +16,22 @@ is set: the fetcher never replaces a file it cannot tell is the manifest's.
 from __future__ import annotations
 
 import hashlib
-import http.client
-import io
 import logging
 import os
 import pathlib
 import re
 import threading
 import time
-import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
-from docaudit.config import FetchConfig
+import httpx
+
+from docaudit import net
+from docaudit.config import MAX_DOCUMENT_BYTES, FetchConfig
 from docaudit.corpus.manifest import ManifestRow
 from docaudit.errors import DocauditError
 from docaudit.io import atomic_write
@@ -112,84 +111,36 @@ def candidate_urls(mirror: str | Mirror, book_id: str) -> list[str]:
     return [m.location(rel) for rel in candidate_paths(book_id)]
 
 
-class _DeadlineReader(io.RawIOBase):
-    """The read side of a socket whose every read waits at most until ``deadline`` (``time.monotonic``), so a
-    server that trickles its answer cannot stretch a download past it."""
-
-    def __init__(self, sock, deadline: float):
-        self._sock = sock
-        self._raw = sock.makefile("rb", buffering=0)
-        self._deadline = deadline
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int | None:
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("timed out")
-        self._sock.settimeout(left)
-        return self._raw.readinto(buffer)
-
-    def close(self) -> None:
-        self._raw.close()
-        super().close()
-
-
-class _DeadlineSocket:
-    """A connected socket whose binary read side (what ``http.client`` reads the status, headers and body from)
-    is a :class:`_DeadlineReader`; everything else goes to the socket."""
-
-    def __init__(self, sock, deadline: float):
-        self._sock = sock
-        self._deadline = deadline
-
-    def makefile(self, mode="r", *args, **kwargs):
-        if mode != "rb":
-            return self._sock.makefile(mode, *args, **kwargs)
-        return io.BufferedReader(_DeadlineReader(self._sock, self._deadline))
-
-    def __getattr__(self, name):
-        return getattr(self._sock, name)
-
-
-class _BoundedHandler:
-    """Mixed into urllib's HTTP and HTTPS handlers: their connections (redirects included) read through a
-    :class:`_DeadlineSocket`."""
-
-    def __init__(self, deadline: float):
-        super().__init__()
-        self.deadline = deadline
-
-    def do_open(self, http_class, req, **kwargs):
-        deadline = self.deadline
-
-        class Bounded(http_class):
-            def connect(self):
-                super().connect()
-                self.sock = _DeadlineSocket(self.sock, deadline)
-
-        return super().do_open(Bounded, req, **kwargs)
-
-
-class _BoundedHTTPHandler(_BoundedHandler, urllib.request.HTTPHandler):
-    pass
-
-
-class _BoundedHTTPSHandler(_BoundedHandler, urllib.request.HTTPSHandler):
-    pass
-
-
 def _describe(error: BaseException) -> str:
-    reason = getattr(error, "reason", error)
-    if isinstance(reason, TimeoutError):
-        return "timed out"
-    return reason if isinstance(reason, str) else f"{type(reason).__name__}: {reason}"
+    text = " ".join(str(error).split())
+    if isinstance(error, httpx.RemoteProtocolError):
+        return f"the connection was closed before the download was complete ({text or type(error).__name__})"
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
-def _get(mirror: Mirror, location: str, timeout: float) -> tuple[bytes, str | None]:
-    """The file at ``location`` and the content type it was served with; an HTTP download (connection, headers
-    and body) takes at most ``timeout`` seconds."""
+def env_proxy(mirror: Mirror) -> str | None:
+    """The HTTP(S) proxy the environment names for the mirror (``https_proxy``, ``http_proxy`` ..., as urllib reads
+    them), unless ``no_proxy`` covers its host; None for a local mirror."""
+    if mirror.local:
+        return None
+    parsed = urllib.parse.urlparse(mirror.base)
+    proxy = urllib.request.getproxies().get(parsed.scheme)
+    if not proxy or urllib.request.proxy_bypass(parsed.hostname or ""):
+        return None
+    if urllib.parse.urlparse(proxy).scheme not in ("http", "https"):
+        raise DocauditError(f"the {parsed.scheme} proxy {proxy!r} of the environment is not an HTTP(S) proxy")
+    return proxy
+
+
+def mirror_client(mirror: Mirror, connections: int) -> httpx.Client:
+    """A pooled client for the mirror: redirects followed, docaudit's User-Agent, the environment's proxy."""
+    headers = {"User-Agent": USER_AGENT}
+    return net.client(connections, follow_redirects=True, headers=headers, proxy=env_proxy(mirror))
+
+
+def _get(mirror: Mirror, location: str, timeout: float, http: httpx.Client | None = None) -> tuple[bytes, str | None]:
+    """The file at ``location`` and the content type it was served with; an HTTP download (connection, redirects,
+    headers and body) takes at most ``timeout`` seconds (``docaudit.net``'s deadline rule)."""
     if mirror.local:
         p = pathlib.Path(location)
         if not p.is_file():
@@ -198,24 +149,24 @@ def _get(mirror: Mirror, location: str, timeout: float) -> tuple[bytes, str | No
             return p.read_bytes(), None
         except OSError as e:
             raise _Transient(f"{location}: {e}") from None
-    deadline = time.monotonic() + timeout
-    opener = urllib.request.build_opener(_BoundedHTTPHandler(deadline), _BoundedHTTPSHandler(deadline))
-    req = urllib.request.Request(location, headers={"User-Agent": USER_AGENT})
+    own = http is None
+    http = http or mirror_client(mirror, 1)
     try:
-        with opener.open(req, timeout=timeout) as resp:
-            content_type = resp.headers.get_content_type() if resp.headers.get("Content-Type") else None
-            return resp.read(), content_type
-    except urllib.error.HTTPError as e:
-        if e.code in NOT_FOUND_CODES:
-            raise _NotFound(f"{location}: HTTP {e.code}") from None
-        raise _Transient(f"{location}: HTTP {e.code}") from None
-    except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
-        # OSError covers timeouts and connection resets; HTTPException a download cut short (IncompleteRead)
-        # or a garbled answer
-        problem = _describe(e)
-        if problem == "timed out":
-            problem = f"timed out (a download may take {timeout:g} s)"
-        raise _Transient(f"{location}: {problem}") from None
+        answer = net.request(http, "GET", location, timeout, max_bytes=MAX_DOCUMENT_BYTES)
+    except net.Timeout:
+        raise _Transient(f"{location}: timed out (a download may take {timeout:g} s)") from None
+    except net.TooLarge as e:
+        raise _Transient(f"{location}: {e}") from None
+    except httpx.HTTPError as e:  # refused or reset connections, a download cut short, a garbled answer
+        raise _Transient(f"{location}: {_describe(e)}") from None
+    finally:
+        if own:
+            http.close()
+    if answer.status in NOT_FOUND_CODES:
+        raise _NotFound(f"{location}: HTTP {answer.status}")
+    if answer.status != 200:
+        raise _Transient(f"{location}: HTTP {answer.status}")
+    return answer.content, answer.content_type
 
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -337,8 +288,10 @@ def fetch_book(
     mirror: str | Mirror,
     config: FetchConfig = FetchConfig(),
     sleep: Callable[[float], None] = time.sleep,
+    http: httpx.Client | None = None,
 ) -> FetchResult:
-    """Fetch one book (see the module docstring). Never raises for download problems: they end up in the result."""
+    """Fetch one book (see the module docstring), through the pooled client ``http`` when given. Never raises for
+    download problems: they end up in the result."""
     m = mirror if isinstance(mirror, Mirror) else Mirror.parse(mirror)
     dest = destination(row, out_dir)
     verified = bool(row.sha256)
@@ -371,7 +324,7 @@ def fetch_book(
                 break
             log.info("%s: trying %s (round %d of %d, %.0f s left for this book)", row.id, loc, attempts, rounds, left)
             try:
-                data, content_type = _get(m, loc, min(config.timeout, left))
+                data, content_type = _get(m, loc, min(config.timeout, left), http)
             except _NotFound as e:
                 errors.append(f"{e}: not found" if m.local else str(e))
                 continue
@@ -439,8 +392,8 @@ def fetch_manifest(
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(rows), desc="fetching books", unit="book")
-    with ThreadPoolExecutor(max_workers=config.workers) as pool:
-        futures = {pool.submit(fetch_book, row, out_dir, m, config): row for row in rows}
+    with mirror_client(m, config.workers) as http, ThreadPoolExecutor(max_workers=config.workers) as pool:
+        futures = {pool.submit(fetch_book, row, out_dir, m, config, http=http): row for row in rows}
         for fut in as_completed(futures):
             row = futures[fut]
             try:

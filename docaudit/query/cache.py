@@ -59,8 +59,8 @@ class StatsCache:
 
     def get(self, key: str, expect: dict | None = None) -> TokenStats | None:
         """The entry of ``key``, or None when there is none or it cannot be used (truncated, damaged, arrays
-        inconsistent with each other or with ``expect``: ``context``, ``stride``, ``vocab_size``, ``gp``): such an
-        entry is a miss, recomputed and replaced by ``put``."""
+        inconsistent with each other or with ``expect``: ``context``, ``stride``, ``vocab_size``, ``gp``; values
+        that are not finite numbers): such an entry is a miss, recomputed and replaced by ``put``."""
         path = self.path(key)
         if not path.exists():
             return None
@@ -79,7 +79,9 @@ class StatsCache:
 
     def put(self, key: str, stats: TokenStats) -> None:
         """Store ``stats`` under ``key``, atomically (a reader never sees a partial entry), with the identity of
-        the model that produced it (for ``docaudit cache info``)."""
+        the model that produced it (for ``docaudit cache info``). Statistics that are not finite are never stored."""
+        if (problem := stats.nonfinite()) is not None:
+            raise ValueError(f"refusing to cache non-finite statistics ({problem})")
         arrays = stats.to_arrays()
         if key in _KEY_MODELS:
             arrays[MODEL_FIELD] = np.array(_KEY_MODELS[key])
@@ -165,4 +167,6 @@ def _inconsistency(stats: TokenStats, expect: dict) -> str | None:
             return f"{name} does not match the {n} tokens"
     if stats.gp_sum is not None and (stats.gp_sum.dtype.kind != "f" or stats.gp_sum.shape != (stats.vocab_size,)):
         return "gp_sum does not match the vocabulary"
-    return None
+    if not 0 <= stats.floored <= n - 1:
+        return "bad count of floored values"
+    return stats.nonfinite()

@@ -96,21 +96,24 @@ def served_query(query, model: ModelConfig | LoadedModel):
     return query
 
 
-def weights_hash(directory: Path) -> str:
-    """Content hash of a model directory's weight files, memoized by (path, size, mtime) in the cache."""
+def weights_hash(directory: Path, memo: bool = True) -> str:
+    """Content hash of a model directory's weight files, memoized by (path, size, mtime) in the cache (with
+    ``memo=False`` computed again, and the memo rewritten)."""
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
     if not files:
         raise DocauditError(f"no model weights (*.safetensors, *.bin) in {directory}")
     stamp = json.dumps([(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in files])
-    memo = cache_root() / "weights-hash" / (hashlib.sha256(stamp.encode()).hexdigest() + ".txt")
-    if memo.exists() and re.fullmatch("[0-9a-f]{64}", saved := memo.read_text(errors="replace").strip()):
-        return saved
+    saved_at = cache_root() / "weights-hash" / (hashlib.sha256(stamp.encode()).hexdigest() + ".txt")
+    if memo and saved_at.exists():
+        saved = saved_at.read_text(errors="replace").strip()
+        if re.fullmatch("[0-9a-f]{64}", saved):
+            return saved
     h = hashlib.sha256()
     for p in files:
         h.update(p.relative_to(directory).as_posix().encode())
         h.update(sha256_file(p).encode())
     digest = h.hexdigest()
-    atomic_write_text(memo, digest)
+    atomic_write_text(saved_at, digest)
     return digest
 
 
@@ -364,6 +367,9 @@ def load_model(config: ModelConfig, expected_identity: str | None = None) -> Loa
         raise DocauditError(f"unknown quantization '{config.quantize}' (choose from {', '.join(QUANTIZE)})")
     device = resolve_device(config.device)
     source = resolve_source(config.model, config.revision)
+    if source.path is not None and expected_identity is not None and not same_model(source.identity, expected_identity):
+        # the memoized hash may be stale or forged: a refusal rests on the weights themselves
+        source = replace(source, identity=f"local@{weights_hash(source.path, memo=False)[:16]}")
     if not source.hub:
         check_identity(source.identity, expected_identity)
     download = source.hub and _hub_access(config.model, config.revision)

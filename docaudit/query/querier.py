@@ -31,7 +31,7 @@ from docaudit.query.backends import open_backend
 from docaudit.query.cache import StatsCache, stats_key
 from docaudit.query.distributed import active_pool
 from docaudit.query.models import LoadedModel, load_model
-from docaudit.query.stats import TokenStats
+from docaudit.query.stats import NonFiniteStats, TokenStats
 
 if TYPE_CHECKING:
     import torch
@@ -50,7 +50,42 @@ def query_documents(querier: Querier, docs: list[Document], progress: bool = Tru
     """TokenStats of every document, in order (cached ones read from the cache), with a progress bar. A run that
     would need more requests than the model's ``max_requests`` stops before the first (:func:`check_requests`)."""
     check_requests(querier, docs)
-    return querier.stats_many(((d.text, d.sha256) for d in docs), total=len(docs), progress=progress)
+    stats = querier.stats_many(
+        ((d.text, d.sha256) for d in docs), total=len(docs), progress=progress, names=[str(d.path) for d in docs]
+    )
+    for d, s in zip(docs, stats):
+        if s.floored:
+            log.warning("%s: %s", d.path, floored_note(s))
+    return stats
+
+
+def query_usable(
+    querier: Querier, docs: list[Document], skips: Skips, progress: bool = True
+) -> tuple[list[Document], list[TokenStats]]:
+    """As :func:`query_documents`, but a document whose statistics come out non-finite is skipped (named in
+    ``skips``, never cached) instead of stopping the run; returns the documents kept and their statistics."""
+    check_requests(querier, docs)
+    stats = querier.stats_many(
+        ((d.text, d.sha256) for d in docs),
+        total=len(docs),
+        progress=progress,
+        names=[str(d.path) for d in docs],
+        skip_nonfinite=True,
+    )
+    reasons = [s if isinstance(s, str) else None for s in stats]
+    keep = skips.select(docs, reasons, "non-finite statistics")
+    for i in keep:
+        if stats[i].floored:
+            log.warning("%s: %s", docs[i].path, floored_note(stats[i]))
+    return [docs[i] for i in keep], [stats[i] for i in keep]
+
+
+def floored_note(stats: TokenStats) -> str:
+    """One line on a document's floored log-probabilities (an OpenAI-compatible server's logit-bias search)."""
+    return (
+        f"{stats.floored} of {stats.n_scored} log-probabilities are only upper bounds (the true token did not become "
+        "the greedy choice even at the largest logit bias the API accepts)"
+    )
 
 
 def check_requests(querier: Querier, docs: list[Document]) -> int:
@@ -257,6 +292,11 @@ class Querier:
         if len(ids) < 2:
             raise DocauditError(f"a document needs at least 2 tokens to be queried, this one has {len(ids)}")
         result = self.compute(ids)
+        if (problem := result.nonfinite()) is not None:
+            raise NonFiniteStats(
+                f"the model gave non-finite statistics ({problem}): refused, and nothing was cached; check the model "
+                "or the server"
+            )
         if self.cache is not None:
             self.cache.put(key, result)
         return result
@@ -267,16 +307,30 @@ class Querier:
         total: int | None = None,
         desc: str = "querying",
         progress: bool = True,
+        names: list[str] | None = None,
+        skip_nonfinite: bool = False,
     ) -> list[TokenStats]:
         """TokenStats of several ``(text, sha256 or None)``; a progress bar counts documents and tokens. Inside
-        ``distributed.scale_out`` the documents the cache misses are queried on Ray workers."""
+        ``distributed.scale_out`` the documents the cache misses are queried on Ray workers. An error names the
+        document (from ``names``, when given); with ``skip_nonfinite`` (in this process) a document whose
+        statistics are not finite gets the reason, a string, in place of its TokenStats."""
         if (pool := active_pool()) is not None:
             return pool.stats_many(self, texts, total, desc, progress)
         out = []
         with tqdm(texts, total=total, desc=desc, unit="doc", disable=not progress) as bar:
             tokens = 0
-            for text, sha in bar:
-                out.append(self.stats(text, sha))
+            for i, (text, sha) in enumerate(bar):
+                try:
+                    out.append(self.stats(text, sha))
+                except NonFiniteStats as e:
+                    if not skip_nonfinite:
+                        raise DocauditError(f"{names[i]}: {e}" if names else str(e)) from e
+                    out.append(str(e))
+                    continue
+                except DocauditError as e:
+                    if names is None:
+                        raise
+                    raise DocauditError(f"{names[i]}: {e}") from e
                 tokens += out[-1].n_tokens
                 bar.set_postfix(tokens=tokens)
         return out

@@ -10,6 +10,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from docaudit.errors import DocauditError
+
+
+class NonFiniteStats(DocauditError):
+    """A model or server gave values that are not finite numbers: refused, never cached (in a batch of
+    ``predict``, a named skip)."""
+
 
 def window_starts(n_tokens: int, context: int, stride: int) -> list[int]:
     """Start offsets of the sliding windows over a sequence of ``n_tokens`` tokens (docs/methods.md, "Querying")."""
@@ -39,7 +46,9 @@ class TokenStats:
     - ``logp``: log-probability of the true token; ``max_logp``: log of the largest probability;
     - ``mu``, ``sigma``: mean and standard deviation of ``log p`` under ``p`` (Min-K%++ moments);
     - ``gp_sum``: sum over scored positions of the full softmax vector (float64, length = model output size),
-      or None when not requested; ``vocab_size``: the model's output dimension.
+      or None when not requested; ``vocab_size``: the model's output dimension;
+    - ``floored``: how many ``logp`` values are only bounds (an OpenAI-compatible server's logit-bias search that
+      reached its largest bias: the true value is at most the one given).
     """
 
     token_ids: np.ndarray
@@ -51,6 +60,7 @@ class TokenStats:
     vocab_size: int
     context: int
     stride: int
+    floored: int = 0
 
     @property
     def n_tokens(self) -> int:
@@ -78,6 +88,8 @@ class TokenStats:
         if self.gp_sum is not None:
             arrays["gp_sum"] = self.gp_sum
         arrays["meta"] = np.array([self.vocab_size, self.context, self.stride], dtype=np.int64)
+        if self.floored:
+            arrays["floored"] = np.array(self.floored, dtype=np.int64)
         return arrays
 
     @classmethod
@@ -94,4 +106,20 @@ class TokenStats:
             vocab_size=vocab_size,
             context=context,
             stride=stride,
+            floored=int(arrays["floored"]) if "floored" in arrays else 0,
         )
+
+    def nonfinite(self) -> str | None:
+        """What is not a finite number among the statistics, or None. ``mu`` and ``sigma`` may be NaN throughout
+        (a backend that does not compute them), never in part."""
+        for name in ("logp", "max_logp", "mu", "sigma"):
+            values = np.asarray(getattr(self, name), dtype=np.float64)
+            bad = ~np.isfinite(values)
+            if name in ("mu", "sigma") and np.isnan(values).all():
+                continue
+            if bad.any():
+                i = int(np.argmax(bad))
+                return f"{name} is {values[i]} at scored position {i} ({int(bad.sum())} of {len(values)} not finite)"
+        if self.gp_sum is not None and not np.isfinite(np.asarray(self.gp_sum, dtype=np.float64)).all():
+            return "gp_sum is not finite"
+        return None

@@ -23,7 +23,7 @@ from sklearn.tree import DecisionTreeClassifier
 from docaudit.config import FEATURES, NORMS, ModelConfig, QueryConfig
 from docaudit.errors import DocauditError
 from docaudit.io import atomic_write, atomic_write_text
-from docaudit.methods.meta.features import DocumentFeatures
+from docaudit.methods.meta.features import PERCENTILES, DocumentFeatures
 from docaudit.methods.meta.normalize import TokenNormalizer
 
 # cards written before the ``normalize_chars`` field existed were trained on character-normalized text
@@ -181,14 +181,63 @@ def check_pipeline(pipe: object, path: Path) -> None:
             f"refusing to load {path}: not a docaudit classifier (expected the pipeline "
             f"{' -> '.join(f'{n} ({c.__name__})' for n, c in PIPELINE_STEPS)})"
         )
+    problem = shape_problem(pipe)
+    if problem is not None:
+        raise DocauditError(f"refusing to load {path}: its steps do not fit together ({problem})")
+
+
+def _vector(value, n: int | None = None) -> bool:
+    """Whether ``value`` is a 1-D array of finite numbers (of length ``n`` when given)."""
+    return (
+        isinstance(value, np.ndarray)
+        and value.ndim == 1
+        and value.dtype.kind in "fiu"
+        and (n is None or len(value) == n)
+        and bool(np.isfinite(value).all())
+    )
+
+
+def shape_problem(pipe: Pipeline) -> str | None:
+    """What makes the steps' fitted state inconsistent (feature counts, array shapes), in words, or None: the
+    features step's width must be what the scaler and every tree of the forest were fitted on."""
+    normalize, features, scaler, forest = (step for _, step in pipe.steps)
+    reference = getattr(normalize, "reference_", None)
+    if normalize.method != "none" and not (_vector(reference) and len(reference) > 0 and (reference > 0).all()):
+        return f"the normalization '{normalize.method}' has no positive reference dictionary"
+    if features.kind == "hist":
+        bins = getattr(features, "bins", None)
+        edges = getattr(features, "edges_", None)
+        if not (isinstance(bins, int) and bins >= 1 and _vector(edges, bins + 1)):
+            return "the histogram's bin edges do not match its number of bins"
+        width = bins
+    else:
+        width = len(PERCENTILES) + 4 + bool(getattr(features, "token_count", False))
+    for name in ("min_", "scale_", "data_min_", "data_max_"):
+        if not _vector(getattr(scaler, name, None), width):
+            return f"the scaler's {name} does not have the {width} features the features step makes"
+    if getattr(scaler, "n_features_in_", None) != width or getattr(forest, "n_features_in_", None) != width:
+        return f"the scaler or the forest was not fitted on the {width} features the features step makes"
+    classes = getattr(forest, "classes_", None)
+    if not (isinstance(classes, np.ndarray) and classes.tolist() == [0, 1]) or getattr(forest, "n_outputs_", 1) != 1:
+        return "the forest does not separate the two classes 0 and 1"
+    for tree in forest.estimators_:
+        state = getattr(tree, "tree_", None)
+        if getattr(tree, "n_features_in_", None) != width or state is None or state.n_features != width:
+            return f"a tree of the forest was not fitted on the {width} features"
+        if state.n_outputs != 1 or list(np.atleast_1d(state.n_classes)) != [2]:
+            return "a tree of the forest does not separate two classes"
+        inner = state.children_left >= 0
+        if (state.feature[inner] >= width).any() or (state.feature[inner] < 0).any():
+            return "a tree of the forest splits on a feature that does not exist"
+    return None
 
 
 def read_card(path: Path) -> dict:
     """The card's JSON, with the fields ``predict`` relies on present and of the right types."""
     try:
         card = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise DocauditError(f"classifier card {path} is not valid JSON ({e})") from e
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise DocauditError(f"classifier card {path} is not valid JSON ({str(e)[:200]})") from None
     if not isinstance(card, dict):
         raise DocauditError(f"classifier card {path} is not a JSON object")
     missing = [k for k in REQUIRED_CARD_FIELDS if k not in card]

@@ -25,18 +25,18 @@ import math
 import os
 import threading
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+import httpx
 import numpy as np
 import torch
 
+from docaudit import net
 from docaudit.config import API_LOGPROBS, ModelConfig
 from docaudit.errors import DocauditError
 from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, stats_from_rows
-from docaudit.query.stats import TokenStats, scored_spans
+from docaudit.query.stats import NonFiniteStats, TokenStats, scored_spans
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +48,18 @@ BIAS_LIMIT = 100.0  # the largest logit bias OpenAI's API accepts; a token needi
 RETRY_STATUS = (408, 409, 429, 500, 502, 503, 504)
 
 
+MAX_LOGPROB = 1e-3  # a log-probability above this (log p <= 0, with room for rounding) is a malformed answer
+MAX_ABS_LOGPROB = 1e30  # below -1e30 a value is not finite in float32, as the statistics are kept
+
+
 @dataclass
 class ApiClient:
-    """Requests to one served model: JSON over HTTP with a timeout, retries with exponential backoff (a 429's
-    ``Retry-After`` honoured), a cap on the requests of a run, and a count of the requests made."""
+    """Requests to one served model: JSON over HTTP (httpx, pooled), each request bounded as a whole by
+    ``api_timeout`` seconds (``docaudit.net``), retried ``api_retries`` times with exponential backoff (a 429's
+    ``Retry-After`` honoured) after a failed connection, a timeout or a 408/409/429/5xx answer, within the time left
+    to the current document (``api_document_timeout``); a cap on the requests of a run, and a count of the requests
+    made. Every answer is checked (status, content type, JSON object): anything else is a one-line error naming
+    the URL."""
 
     base: str
     model: str | None
@@ -62,8 +70,10 @@ class ApiClient:
     llama_cpp_server: bool = False
     fingerprint: str = ""
     requests: int = 0
+    deadline: float | None = None  # time.monotonic() by which the current document must be done
     _key: str | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _http: object = field(default=None, repr=False)
 
     def _count(self) -> None:
         with self._lock:
@@ -72,64 +82,153 @@ class ApiClient:
                 raise DocauditError(f"--max-requests {cap} reached: finished documents are cached; raise it to go on")
             self.requests += 1
 
+    def _left(self, url: str, attempt: int) -> float:
+        """Seconds the next request to ``url`` may take: ``api_timeout``, at most what is left to the document."""
+        if self.deadline is None:
+            return self.config.api_timeout
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise DocauditError(
+                f"the {self.config.api_document_timeout:g} s allowed per document (--api-document-timeout) were spent "
+                f"before the request to {url}" + (f" could be tried again ({attempt} tries)" if attempt else "")
+            )
+        return min(self.config.api_timeout, left)
+
     def call(self, path: str, body: dict | None = None, root: bool = False) -> dict:
         """POST ``body`` (GET without one) to ``path`` under the API base (under the server's root with ``root``)
-        and return the JSON answer. Connection errors, timeouts and 408/409/429/5xx answers are retried."""
+        and return the JSON object answered. Connection errors, timeouts and 408/409/429/5xx answers are retried."""
         url = (self.base.rsplit("/v1", 1)[0] if root else self.base) + path
-        headers = {"Content-Type": "application/json"}
+        headers = {"Accept": "application/json"}
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
-        data = None if body is None else json.dumps(body).encode()
-        delay, attempt = self.config.api_backoff, 0
-        while True:
+        if self._http is None:
+            with self._lock:
+                if self._http is None:
+                    self._http = net.client(connections=max(1, self.config.api_concurrency))
+        delay, retries = self.config.api_backoff, self.config.api_retries
+        for attempt in range(retries + 1):
+            timeout = self._left(url, attempt)
             self._count()
-            request = urllib.request.Request(url, data=data, headers=headers, method="GET" if data is None else "POST")
+            wait = delay
             try:
-                with urllib.request.urlopen(request, timeout=self.config.api_timeout) as answer:
-                    return json.loads(answer.read())
-            except urllib.error.HTTPError as e:
-                detail = _detail(e)
-                if e.code not in RETRY_STATUS or attempt == self.config.api_retries:
-                    raise DocauditError(f"the server at {url} answered {e.code}: {detail}") from e
-                wait = _retry_after(e) or delay
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
-                if attempt == self.config.api_retries:
-                    reason = getattr(e, "reason", e)
-                    raise DocauditError(f"cannot reach {url}: {reason}") from e
-                wait = delay
-            log.info("request to %s failed; retrying in %.1f s", url, wait)
+                answer = net.request(
+                    self._http, "GET" if body is None else "POST", url, timeout, json=body, headers=headers
+                )
+            except net.Timeout:
+                problem = f"the server at {url} gave no complete answer within {round(timeout, 1):g} s (--api-timeout)"
+            except net.TooLarge as e:
+                raise DocauditError(f"the server at {url}: {e}") from None
+            except httpx.HTTPError as e:
+                problem = f"cannot reach {url}: {_describe(e)}"
+            else:
+                if answer.status == 200:
+                    return _json_object(answer, url)
+                problem = f"the server at {url} answered {answer.status}: {_detail(answer)}"
+                if answer.status not in RETRY_STATUS:
+                    raise DocauditError(problem)
+                wait = _retry_after(answer) or delay
+            if attempt == retries:
+                break
+            if self.deadline is not None and time.monotonic() + wait >= self.deadline:
+                raise DocauditError(
+                    f"{problem}; the {self.config.api_document_timeout:g} s allowed per document "
+                    "(--api-document-timeout) do not leave time to try again"
+                )
+            log.info("request to %s failed (%s); retrying in %.1f s", url, problem, wait)
             time.sleep(wait)
-            delay, attempt = delay * 2, attempt + 1
+            delay *= 2
+        tries = f"{retries + 1} tries" if retries else "1 try"
+        raise DocauditError(f"{problem} ({tries}; --api-retries {retries})")
 
     def complete(self, prompt: str, **options) -> dict:
         """One completion of at most one token at temperature 0, with the penalties a llama.cpp server would add
-        switched off."""
+        switched off: the answer's first choice, checked to be a JSON object."""
         body = {"model": self.model, "prompt": prompt, "max_tokens": 1, "temperature": 0, **options}
         if self.llama_cpp_server:
             body |= {"repeat_penalty": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
-        return self.call("/completions", body)["choices"][0]
+        answer = self.call("/completions", body)
+        choices = answer.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise DocauditError(
+                f"the server at {self.base}/completions answered without a completion (choices: {_show(choices)})"
+            )
+        logprobs = choices[0].get("logprobs")
+        if logprobs is not None and not isinstance(logprobs, dict):
+            raise DocauditError(
+                f"the server at {self.base}/completions answered logprobs as {type(logprobs).__name__}, not an object"
+            )
+        return choices[0]
+
+
+def _show(value) -> str:
+    """A value from an answer, shortened for an error message."""
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _describe(error: Exception) -> str:
+    """An httpx error in a few words."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, httpx.RemoteProtocolError):
+        return f"the connection was closed before the answer was complete ({text})"
+    return text[:300]
+
+
+def _json_object(answer, url: str) -> dict:
+    """The JSON object of a 200 answer; anything else is a one-line error naming the URL."""
+    if answer.content_type is not None and answer.content_type != "application/json":
+        raise DocauditError(f"the server at {url} answered {answer.content_type}, not JSON")
+    try:
+        data = json.loads(answer.content)
+    except (ValueError, RecursionError) as e:
+        problem = str(e).splitlines()[0][:100]
+        raise DocauditError(f"the server at {url} answered with invalid JSON ({problem})") from None
+    if not isinstance(data, dict):
+        raise DocauditError(f"the server at {url} answered a JSON {type(data).__name__}, not an object")
+    return data
 
 
 def _top(choice: dict) -> dict[str, float]:
     """The top log-probabilities of a completion's first generated token (empty when it generated nothing)."""
     top = (choice.get("logprobs") or {}).get("top_logprobs") or [{}]
-    return top[0] or {}
+    return top[0] if isinstance(top, list) and isinstance(top[0], dict) else {}
 
 
-def _detail(e: urllib.error.HTTPError) -> str:
+def _detail(answer) -> str:
     try:
-        text = e.read().decode(errors="replace")
-        detail = json.loads(text).get("detail") or json.loads(text).get("error") or text
-    except (ValueError, AttributeError, OSError):
-        detail = e.reason
+        data = json.loads(answer.content)
+        detail = (
+            (data.get("detail") or data.get("error") or answer.content.decode(errors="replace"))
+            if isinstance(data, dict)
+            else answer.content.decode(errors="replace")
+        )
+    except (ValueError, RecursionError):
+        detail = answer.content.decode(errors="replace") or "no detail"
     return " ".join(str(detail).split())[:300]
 
 
-def _retry_after(e: urllib.error.HTTPError) -> float | None:
+def _retry_after(answer) -> float | None:
     try:
-        return float(e.headers.get("Retry-After"))
+        value = float(answer.headers.get("Retry-After"))
     except (TypeError, ValueError):
         return None
+    return value if 0 <= value <= 3600 else None
+
+
+def logprob(value, url: str, what: str) -> float:
+    """A log-probability from the server at ``url``: a finite number at most 0 (``MAX_LOGPROB`` for rounding),
+    else a one-line error saying ``what`` it was."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DocauditError(f"the server at {url} answered {_show(value)} as the log-probability of {what}")
+    if not math.isfinite(value) or value < -MAX_ABS_LOGPROB:
+        raise NonFiniteStats(
+            f"the server at {url} answered the log-probability {value!r} for {what}: not a finite number"
+        )
+    if value > MAX_LOGPROB:
+        raise DocauditError(
+            f"the server at {url} answered the log-probability {value!r} for {what}: not a finite number at most 0"
+        )
+    return float(value)
 
 
 def split_url(spec: str) -> tuple[str, str | None]:
@@ -152,6 +251,10 @@ def load_api(config: ModelConfig, expected_identity: str | None = None):
         spec = None
     if not base:
         raise DocauditError("--backend openai needs the server: --api-base http://HOST:PORT/v1 (or --model URL)")
+    if expected_identity is not None and expected_identity.startswith("openai:"):
+        expected_base = expected_identity.removeprefix("openai:").rsplit("#", 1)[0]
+        if base.rstrip("/") != expected_base:  # refused before any request
+            check_identity(f"openai:{base.rstrip('/')}#{model_name or '?'}", expected_identity)
     if config.api_logprobs not in API_LOGPROBS:
         raise DocauditError(f"unknown --api-logprobs '{config.api_logprobs}' (choose from {', '.join(API_LOGPROBS)})")
     key = None
@@ -161,7 +264,11 @@ def load_api(config: ModelConfig, expected_identity: str | None = None):
             raise DocauditError(f"the environment variable {config.api_key_env} (--api-key-env) is not set")
     client = ApiClient(base.rstrip("/"), model_name, config, _key=key)
     listed = client.call("/models").get("data", [])
-    served = [m.get("id") for m in listed]
+    if not isinstance(listed, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in listed):
+        raise DocauditError(
+            f"the server at {client.base}/models answered no list of models with ids (data: {_show(listed)})"
+        )
+    served = [m["id"] for m in listed]
     if client.model is None:
         if len(served) != 1:
             raise DocauditError(
@@ -220,6 +327,8 @@ def _check_tokenizer(client: ApiClient, tokenizer) -> None:
             theirs = client.call(path, body, root=True)[answer]
         except (DocauditError, KeyError, TypeError):
             continue
+        if not isinstance(theirs, list):
+            continue
         client.llama_cpp_server = path == "/extras/tokenize"
         if list(theirs) != list(ours):
             raise DocauditError(
@@ -247,7 +356,7 @@ def _logprobs_mode(client: ApiClient, tokenizer) -> str:
     except DocauditError:
         return "logit_bias"
     values = lp.get("token_logprobs") or []
-    return "echo" if sum(v is not None for v in values) > 2 else "logit_bias"
+    return "echo" if isinstance(values, list) and sum(v is not None for v in values) > 2 else "logit_bias"
 
 
 def requests_per_window(mode: str, scored: int, tolerance: float) -> int:
@@ -308,21 +417,37 @@ class OpenAIBackend(Backend):
     def compute(
         self, ids: np.ndarray, context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None = None
     ) -> TokenStats:
+        """The document's statistics, within ``api_document_timeout`` seconds when set; ``floored`` counts the
+        log-probabilities that are only bounds."""
         spans = scored_spans(len(ids), context, stride)
         work = self._echo if self.client.mode == "echo" else self._search
-        with ThreadPoolExecutor(self.client.config.api_concurrency) as pool:
-            parts = list(pool.map(lambda span: work(ids, *span), spans))
+        budget = self.client.config.api_document_timeout
+        self.client.deadline = None if budget is None else time.monotonic() + budget
+        floored_before = self.floored
+        try:
+            with ThreadPoolExecutor(self.client.config.api_concurrency) as pool:
+                parts = list(pool.map(lambda span: work(ids, *span), spans))
+        finally:
+            self.client.deadline = None
         rows = np.full((sum(len(p) for p in parts), 4), np.nan, dtype=np.float32)
         rows[:, :2] = np.concatenate(parts)
-        return stats_from_rows(ids, rows, None, self.vocab_size, context, stride)
+        stats = stats_from_rows(ids, rows, None, self.vocab_size, context, stride)
+        stats.floored = self.floored - floored_before
+        return stats
 
     def _echo(self, ids: np.ndarray, start: int, first: int, end: int) -> np.ndarray:
         """(log p, log p_max) of tokens ``first..end-1`` from one echo request over ``ids[start:end]``."""
         text, start, stop = self._text(ids, start, end)
         window = ids[start:stop]
+        url = f"{self.client.base}/completions"
         lp = self.client.complete(text, echo=True, logprobs=1).get("logprobs") or {}
         tokens, values, tops = lp.get("tokens") or [], lp.get("token_logprobs") or [], lp.get("top_logprobs") or []
         offsets = lp.get("text_offset") or []
+        for name, value in (("tokens", tokens), ("token_logprobs", values), ("top_logprobs", tops)):
+            if not isinstance(value, list):
+                raise DocauditError(f"the server at {url} answered {name} as {_show(value)}, not a list")
+        if not isinstance(offsets, list):
+            offsets = []
         n = len(window)
         # the echo is the prompt's tokens followed by what was generated (at least one token, more when a server
         # goes on past tokens without text): the first n must be the window's, and the next must start after it
@@ -333,11 +458,14 @@ class OpenAIBackend(Backend):
             or (len(offsets) > n and offsets[n] != len(text))
         ):
             raise DocauditError(
-                f"the server echoed its prompt as other tokens than the window's {n}: its tokenization differs from "
-                "the local tokenizer's (--api-tokenizer)"
+                f"the server at {url} echoed its prompt as other tokens than the window's {n} ({len(tokens)} tokens, "
+                f"{len(values)} log-probabilities, {len(tops)} top lists): its tokenization differs from the local "
+                "tokenizer's (--api-tokenizer), or the answer is malformed"
             )
         for j in range(n):
             mine = self.tokenizer.decode([int(window[j])])
+            if not isinstance(tokens[j], str):
+                raise DocauditError(f"the server at {url} answered {_show(tokens[j])} as a token, not a string")
             if "\ufffd" not in mine and tokens[j] and mine != tokens[j]:
                 raise DocauditError(
                     f"the server echoed token {tokens[j]!r} where the window has {mine!r}: its tokenization differs "
@@ -345,9 +473,11 @@ class OpenAIBackend(Backend):
                 )
         out = np.empty((end - first, 2), dtype=np.float32)
         for row, j in enumerate(range(first - start, end - start)):
-            if values[j] is None or not tops[j]:
-                raise DocauditError("the server returned no log-probability for a prompt token")
-            out[row] = values[j], max(max(tops[j].values()), values[j])
+            if values[j] is None or not isinstance(tops[j], dict) or not tops[j]:
+                raise DocauditError(f"the server at {url} returned no log-probability for prompt token {j}")
+            value = logprob(values[j], url, f"prompt token {j}")
+            best = max(logprob(v, url, f"a top token at prompt token {j}") for v in tops[j].values())
+            out[row] = value, max(best, value)
         return out
 
     def _search(self, ids: np.ndarray, start: int, first: int, end: int) -> np.ndarray:
@@ -368,13 +498,18 @@ class OpenAIBackend(Backend):
             suppress = {str(eos): -BIAS_LIMIT}
             choice = self._top(prefix, logit_bias=suppress)
         top = _top(choice)
+        url = f"{self.client.base}/completions"
         if not top:
-            raise DocauditError("the server returned no top log-probabilities (logprobs)")
+            raise DocauditError(f"the server at {url} returned no top log-probabilities (logprobs)")
+        top = {k: logprob(v, url, f"the top token {k!r}") for k, v in top.items()}
         best = max(top.values())
         word = self.tokenizer.decode([target])
         if word in top:
             return top[word], best
-        ref = choice["logprobs"]["token_logprobs"][0]
+        chosen = choice["logprobs"].get("token_logprobs")
+        if not isinstance(chosen, list) or not chosen:
+            raise DocauditError(f"the server at {url} answered no token_logprobs for the generated token")
+        ref = logprob(chosen[0], url, "the generated token")
         lo, hi = max(0.0, ref - min(top.values())), BIAS_LIMIT
         if not self._wins(prefix, target, word, hi, suppress):
             self.floored += 1
@@ -396,4 +531,6 @@ class OpenAIBackend(Backend):
         tokens of ``suppress`` suppressed, as when its reference was chosen)."""
         choice = self.client.complete(prefix, logit_bias={**suppress, str(target): bias}, logprobs=1)
         tokens = (choice.get("logprobs") or {}).get("tokens") or [""]
+        if not isinstance(tokens, list):
+            raise DocauditError(f"the server at {self.client.base}/completions answered tokens as {_show(tokens)}")
         return tokens[0] == word  # the first generated token (a server may go on past tokens without text)
