@@ -36,6 +36,7 @@ from docaudit.corpus.documents import duplicates_note
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors import METHODS, default_methods, methods_help
 from docaudit.query.backends.base import BACKENDS
+from docaudit.verdicts import DEFAULT_ALPHA
 
 
 def _quiet_libraries() -> None:
@@ -698,17 +699,24 @@ def train(
 @click.option(
     "--classifier", type=click.Path(), default=None, help="Saved classifier directory (default: the shipped one)."
 )
+@click.option(
+    "--alpha",
+    type=float,
+    default=DEFAULT_ALPHA,
+    show_default=True,
+    help="Level of the verdict: evidence of membership when the Benjamini-Hochberg q-value is below it.",
+)
 @model_options
 @ray_options
 @strict_option
 @format_option
 @friendly_errors
-def predict(documents, classifier, strict, fmt, **kw):
-    """Membership probability for each document, beside the classifier's own evaluated AUC (a document that cannot
-    be used is a row saying why)."""
+def predict(documents, classifier, alpha, strict, fmt, **kw):
+    """Verdict for each document: evidence of membership, no evidence, or inconclusive with the reason, from its
+    p-value against the classifier's known non-members (a document that cannot be used is a row saying why)."""
     from docaudit import api
     from docaudit.corpus.documents import Skips
-    from docaudit.report.classifier import includes_chance
+    from docaudit.report.verdicts import format_predictions
 
     model = model_config(kw) if kw["model"] or kw["backend"] != ModelConfig.backend else None
     skips = Skips(strict)
@@ -718,17 +726,11 @@ def predict(documents, classifier, strict, fmt, **kw):
         model,
         skips=skips,
         trust_remote_code=kw["trust_remote_code"],
+        alpha=alpha,
         ray=ray_config(kw),
         progress=show_progress(),
     )
     warn_skipped(skips.as_json())
-    if rows and includes_chance(ci := rows[0]["classifier_auc_ci"]):
-        click.echo(
-            f"warning: this classifier's own evaluated AUC is {rows[0]['classifier_auc']:.3f} (95% interval "
-            f"{ci[0]:.3f}-{ci[1]:.3f}), which includes 0.5: it does not detect membership better than chance, "
-            "so these predictions are not evidence either way",
-            err=True,
-        )
     rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
     if fmt == "json":
         echo_json(rows)
@@ -736,14 +738,7 @@ def predict(documents, classifier, strict, fmt, **kw):
     if fmt == "csv":
         echo_csv(rows)
         return
-    import pandas as pd
-
-    table = pd.DataFrame(rows)
-    table["classifier_auc_ci"] = [
-        f"{r['classifier_auc_ci'][0]:.3f}-{r['classifier_auc_ci'][1]:.3f}" if "classifier_auc_ci" in r else ""
-        for r in rows
-    ]
-    click.echo(table.to_string(index=False, float_format="%.3f"))
+    click.echo(format_predictions(rows))
 
 
 @main.command()

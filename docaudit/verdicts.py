@@ -59,3 +59,64 @@ def decide(
         return Verdict(INCONCLUSIVE, inconclusive_reason or "no p-value could be computed", p_value, q_value)
     decisive = p_value if q_value is None else q_value
     return Verdict(EVIDENCE if decisive < alpha else NO_EVIDENCE, None, p_value, q_value)
+
+
+def smallest_p(n_nonmembers: int) -> float:
+    """The smallest p-value a conformal test against ``n_nonmembers`` known non-members can give: 1/(n+1)."""
+    return 1.0 / (n_nonmembers + 1)
+
+
+def _q_of(p_values: list[float], i: int) -> float:
+    return float(false_discovery_control(np.asarray(p_values, dtype=float), method="bh")[i])
+
+
+def best_q(p_values, i: int, n_nonmembers: int) -> float:
+    """The q-value document ``i`` would get if its p-value were the smallest attainable (the others unchanged)."""
+    p = [v for v in p_values]
+    p[i] = smallest_p(n_nonmembers)
+    present = [j for j, v in enumerate(p) if v is not None]
+    return _q_of([p[j] for j in present], present.index(i))
+
+
+def nonmembers_needed(p_values, i: int, alpha: float = DEFAULT_ALPHA) -> int:
+    """The fewest known non-members with which document ``i``'s smallest attainable p-value would reach ``alpha``
+    after the Benjamini–Hochberg adjustment (the other documents' p-values unchanged); at most ``m / alpha``, which
+    lets one document reach it alone among ``m``."""
+    m = sum(v is not None for v in p_values)
+    lo, hi = 1, int(np.floor(m / alpha)) + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if best_q(p_values, i, mid) < alpha:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def too_few_nonmembers(p_values, i: int, n_nonmembers: int, alpha: float = DEFAULT_ALPHA) -> str | None:
+    """The reason document ``i`` cannot get "evidence of membership" whatever its score, when its smallest
+    attainable p-value 1/(n+1) cannot reach ``alpha`` after the adjustment over the run's documents; else None."""
+    if p_values[i] is None or best_q(p_values, i, n_nonmembers) < alpha:
+        return None
+    m = sum(v is not None for v in p_values)
+    return (
+        f"too few known non-members: with {n_nonmembers} the smallest p-value is 1/{n_nonmembers + 1} = "
+        f"{smallest_p(n_nonmembers):.3g}, which cannot reach {alpha:g} after the adjustment over {m} "
+        f"document{'s' if m != 1 else ''}; {nonmembers_needed(p_values, i, alpha)} would be needed"
+    )
+
+
+def run_verdicts(p_values, reasons, n_nonmembers: int | None, alpha: float = DEFAULT_ALPHA) -> list[Verdict]:
+    """The verdicts of a run's documents: q-values by Benjamini–Hochberg over the documents that have a p-value,
+    then per document "inconclusive" when ``reasons[i]`` (a list of strings) is not empty or too few non-members
+    make "evidence" unreachable (``n_nonmembers``: the size of the null reference set, None when there is none),
+    otherwise ``decide``."""
+    p_values = list(p_values)
+    q_values = bh_adjust(p_values)
+    out = []
+    for i, (p, q) in enumerate(zip(p_values, q_values)):
+        why = list(reasons[i])
+        if n_nonmembers is not None and (few := too_few_nonmembers(p_values, i, n_nonmembers, alpha)):
+            why.append(few)
+        out.append(decide(p, q, alpha, inconclusive_reason="; ".join(why) or None))
+    return out

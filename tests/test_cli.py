@@ -7,6 +7,7 @@ from click.testing import CliRunner
 from conftest import corpus_ids, corpus_text
 
 from docaudit.cli import main
+from docaudit.verdicts import VERDICTS
 
 FAST = ["--context", "16", "--trees", "20", "--bins", "20", "--norm", "max_tf", "--features", "hist", "--folds", "2"]
 
@@ -66,11 +67,12 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
         "roc.csv",
         "roc.png",
         "predictions.csv",
+        "folds.skops",
         ".docaudit-output.json",
     }
-    predictions = pd.read_csv(out / "predictions.csv")  # out-of-fold: one row per document, its fold and probability
+    predictions = pd.read_csv(out / "predictions.csv")  # out-of-fold: one row per document, its fold and score
     assert len(predictions) == 8 and set(predictions.fold) == {0, 1} and predictions.label.sum() == 4
-    assert predictions.membership_probability.between(0, 1).all()
+    assert predictions.membership_score.between(0, 1).all()
     roc = pd.read_csv(out / "roc.csv")
     pooled = roc[roc.curve == "pooled out-of-fold"]
     assert pooled.tpr.iloc[-1] == 1 and len(pooled) >= 2
@@ -90,8 +92,11 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
     rows = json.loads(result.stdout)
     assert len(rows) == 5
     for row in rows:
-        assert 0 <= row["membership_probability"] <= 1 and row["n_tokens"] > 1
-        assert row["prediction"] == ("member" if row["membership_probability"] >= 0.5 else "non-member")
+        assert 0 <= row["membership_score"] <= 1 and row["n_tokens"] > 1
+        assert row["verdict"] in VERDICTS and "prediction" not in row
+        assert 1 / 5 <= row["p_value"] <= 1 and 1 / 5 <= row["p_value_blind"] <= 1 and row["smallest_p"] == 1 / 5
+    # four known non-members: the smallest p-value, 1/5, can never reach 0.05
+    assert all(row["verdict"] == "inconclusive" and "too few known non-members" in row["reason"] for row in rows)
     # the card's own model is the default for --model
     assert run("predict", "--classifier", out, book).exit_code == 0
 
