@@ -1367,6 +1367,13 @@ def sequence(
     show_default=True,
     help="Resamples of calibration books and snippets behind the book-level interval.",
 )
+@click.option(
+    "--alpha",
+    type=float,
+    default=DEFAULT_ALPHA,
+    show_default=True,
+    help="Level of the per-book verdicts: evidence of membership when the Benjamini-Hochberg q-value is below it.",
+)
 @click.option("--seed", default=QueryConfig.seed, show_default=True)
 @cleaning_options
 @click.option("--out", type=click.Path(), required=True, help="Write report.csv, report.html and the plots here.")
@@ -1391,6 +1398,7 @@ def report(
     max_context,
     confidence,
     book_bootstrap,
+    alpha,
     seed,
     raw,
     normalize_chars,
@@ -1401,9 +1409,9 @@ def report(
     fmt,
     **kw,
 ):
-    """Contamination rate per book: the share of its random snippets scoring over a threshold calibrated on known
-    member and non-member books (Min-K% Prob paper, sec. 5), beside the calibration books' own rates, with a
-    Wilson interval and a book-level bootstrap interval."""
+    """Verdict and contamination rate per book: the share of its random snippets scoring over a threshold
+    calibrated on known member and non-member books (Min-K% Prob paper, sec. 5), beside the calibration books' own
+    rates, with a Wilson interval, a book-level bootstrap interval and the debiased fraction."""
     from docaudit import api
     from docaudit.corpus.documents import Skips
     from docaudit.report.contamination import reference_ranges, report_warnings
@@ -1436,6 +1444,7 @@ def report(
         skips=Skips(strict),
         ray=ray_config(kw),
         book_bootstrap_samples=book_bootstrap,
+        alpha=alpha,
         progress=show_progress(),
     )
     info = result.info
@@ -1475,6 +1484,9 @@ def report(
         }
     )
     click.echo(shown.to_string(index=False))
+    from docaudit.report.verdicts import format_report_verdicts
+
+    click.echo(format_report_verdicts(books, info))
     click.echo(
         f"read a rate against the calibration books: {reference_ranges(result.calibration)} A rate inside the "
         "non-members' range is what a book outside the training data gives."

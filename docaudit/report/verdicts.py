@@ -38,3 +38,31 @@ def format_predictions(rows: list[dict]) -> str:
         )
         lines.append("")
     return "\n".join(lines).rstrip("\n")
+
+
+def format_report_verdicts(books, info: dict) -> str:
+    """``report``'s verdicts: per book the verdict line first, then its p-, q- and blind p-value and its debiased
+    fraction beside the raw rate."""
+    v = info["verdicts"]
+    level = f"{info['confidence']:.0%}"
+    lines = [
+        f"verdicts (alpha {v['alpha']:g} after Benjamini-Hochberg over {len(books)} books; "
+        f"{v['n_known_nonmembers']} calibration non-members: smallest attainable p-value {v['smallest_p']:.3g}); "
+        f"debiased fraction = (rate - FPR {v['fpr']:.3f}) / (TPR {v['tpr']:.3f} - FPR)",
+        "",
+    ]
+    for row in books.to_dict(orient="records"):
+        debiased = (
+            "n/a (TPR not above FPR)"
+            if row["debiased_fraction"] is None or row["debiased_fraction"] != row["debiased_fraction"]
+            else f"{row['debiased_fraction']:.1%} ({level} {row['debiased_ci_low']:.1%} – "
+            f"{row['debiased_ci_high']:.1%})"
+        )
+        lines += [
+            row["book"],
+            f"  {verdict_line(row)}",
+            f"  p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  p_value_blind "
+            f"{_num(row['p_value_blind'])}  rate {row['contamination_rate']:.1%}  debiased {debiased}",
+            "",
+        ]
+    return "\n".join(lines).rstrip("\n")
