@@ -2,7 +2,6 @@
 the null by simulation (held-out non-members reach "evidence" at most at the nominal rate), the reasons for
 "inconclusive", and the fold models' safe loading."""
 
-
 import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
