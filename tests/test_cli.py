@@ -268,3 +268,34 @@ def test_grid_covers_every_configuration_from_one_cache(sets, tiny_gpt2):
         for f in ("agg", "hist")
     }
     assert all(0 <= r["auc_mean"] <= 1 for r in rows)
+
+
+def test_predict_asks_to_retrain_an_older_classifier_and_refuses_tampered_fold_models(trained, tiny_gpt2, tmp_path):
+    """A classifier saved before per-document p-values (no fold models, no ``conformal`` card section) answers
+    "inconclusive" with "train it again"; a fold-model file holding other types is refused before loading."""
+    import shutil
+
+    import numpy as np
+    import skops.io as sio
+    from sklearn.preprocessing import FunctionTransformer
+
+    from docaudit.methods.blind import shift_warning
+
+    card = json.loads((trained / "card.json").read_text())
+    auc = card["pooled_bootstrap_95"]["auc"]["point"]
+    assert card["warning"] == shift_warning(card["blind"]["blind_auc"], auc) and "pooled" in card["quality"]
+    assert card["conformal"]["n_nonmembers"] == 4 and len(card["conformal"]["nonmember_scores"]) == 2
+    book = sorted(trained.parent.parent.glob("sets*/mem/*.txt"))[0]
+    old = tmp_path / "old"
+    shutil.copytree(trained, old)
+    (old / "folds.skops").unlink()
+    (old / "card.json").write_text(json.dumps({k: v for k, v in card.items() if k != "conformal"}))
+    result = run("predict", "--classifier", old, "--model", tiny_gpt2, "--format", "json", book)
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout)[0]
+    assert row["verdict"] == "inconclusive" and "train it again" in row["reason"] and row["p_value"] is None
+
+    bad = tmp_path / "bad"
+    shutil.copytree(trained, bad)
+    (bad / "folds.skops").write_bytes(sio.dumps({"meta": [FunctionTransformer(np.exp)] * 2, "blind": []}))
+    assert_clean_error(run("predict", "--classifier", bad, "--model", tiny_gpt2, book), "untrusted types")

@@ -120,3 +120,24 @@ def test_fold_models_refuse_untrusted_types_and_wrong_shapes(tmp_path):
     (tmp_path / FOLDS_FILE).write_bytes(sio.dumps({"meta": [], "blind": [FunctionTransformer(np.exp)]}))
     with pytest.raises(DocauditError, match="untrusted types"):
         load_folds(tmp_path, "dates", 1)
+
+
+def test_inconclusive_reasons_name_each_cause():
+    from docaudit.audit.meta import RETRAIN, inconclusive_reasons
+
+    card = {
+        "pooled_bootstrap_95": {"auc": {"point": 0.9, "lo": 0.8, "hi": 0.97}},
+        "blind": {"blind_auc": 0.5, "best_kind": "tfidf"},
+    }
+    conformal = {"nonmember_tokens_min": 100}
+    assert inconclusive_reasons(card, None, 500, None, 0.05) == [RETRAIN]
+    assert inconclusive_reasons(card, conformal, 500, 0.5, 0.05) == []
+    (why,) = inconclusive_reasons(card, conformal, 99, 0.5, 0.05)
+    assert "too few tokens queried: 99" in why
+    (why,) = inconclusive_reasons(card, conformal, 500, 0.01, 0.05)
+    assert "blind baseline already separates this document" in why
+    shifted = {**card, "blind": {"blind_auc": 0.66, "best_kind": "dates"}}
+    (why,) = inconclusive_reasons(shifted, conformal, 500, 0.5, 0.05)
+    assert "AUC 0.660 (dates)" in why
+    chance = {**card, "pooled_bootstrap_95": {"auc": {"point": 0.47, "lo": 0.32, "hi": 0.61}}}
+    assert len(inconclusive_reasons(chance, conformal, 500, 0.5, 0.05)) == 2  # chance, and blind within 0.05 of it
