@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from docaudit import api
 from docaudit.config import MetaConfig, ModelConfig, QueryConfig, TargetConfig, TrainConfig
@@ -96,6 +97,25 @@ def random_split(corpus: Path, splits: int, tokens: list[int], n: int, n_words: 
                 trees,
             )
             for rows, who in ((held_n, "nonmember"), (held_m, "member")):
+                for row in rows:
+                    key = f"example_{who}_{row['verdict'].replace(' ', '_')}"
+                    result.setdefault(
+                        key,
+                        {"max_tokens": max_tokens, "books_judged": len(held_n) + len(held_m)}
+                        | {
+                            k: row[k]
+                            for k in (
+                                "verdict",
+                                "reason",
+                                "p_value",
+                                "q_value",
+                                "p_value_blind",
+                                "membership_score",
+                                "n_known_nonmembers",
+                                "smallest_p",
+                            )
+                        },
+                    )
                 counts[f"{who}_evidence"] += sum(row["verdict"] == EVIDENCE for row in rows)
                 counts[f"{who}_p_below"] += sum(row["p_value"] is not None and row["p_value"] < 0.05 for row in rows)
                 counts[f"{who}s"] += len(rows)
@@ -107,7 +127,7 @@ def random_split(corpus: Path, splits: int, tokens: list[int], n: int, n_words: 
 def shifted(corpus: Path, n: int, n_words: int, trees: int, tmp: Path) -> dict:
     old = excerpts(corpus, "members", n, n_words, skip=200)
     new = excerpts(corpus, "nonmembers", n, n_words, skip=100)
-    other = excerpts(corpus, "nonmembers", 30, n_words)  # the target is trained on other texts only
+    other = excerpts(corpus, "nonmembers", 20, n_words)  # the target is trained on other texts only
     model_dir = train_target(other, other + old + new, tmp / "shift-target", TARGET, progress=False)
     k = (2 * n) // 3
     held_old, _ = judge(model_dir, old[:k], new[:k], old[k:], [], tmp, 64, 0, trees)
@@ -125,7 +145,9 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=200)
     parser.add_argument("--trees", type=int, default=100)
     parser.add_argument("--out", type=Path, default=None, help="write the counts here as JSON")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (one is fastest for this tiny target)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory(prefix="docaudit-check-verdicts-") as tmp:
         tmp = Path(tmp)
         result = {
