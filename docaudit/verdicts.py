@@ -66,43 +66,25 @@ def smallest_p(n_nonmembers: int) -> float:
     return 1.0 / (n_nonmembers + 1)
 
 
-def _q_of(p_values: list[float], i: int) -> float:
-    return float(false_discovery_control(np.asarray(p_values, dtype=float), method="bh")[i])
-
-
-def best_q(p_values, i: int, n_nonmembers: int) -> float:
-    """The q-value document ``i`` would get if its p-value were the smallest attainable (the others unchanged)."""
-    p = [v for v in p_values]
-    p[i] = smallest_p(n_nonmembers)
-    present = [j for j, v in enumerate(p) if v is not None]
-    return _q_of([p[j] for j in present], present.index(i))
-
-
-def nonmembers_needed(p_values, i: int, alpha: float = DEFAULT_ALPHA) -> int:
-    """The fewest known non-members with which document ``i``'s smallest attainable p-value would reach ``alpha``
-    after the Benjamini–Hochberg adjustment (the other documents' p-values unchanged); at most ``m / alpha``, which
-    lets one document reach it alone among ``m``."""
-    m = sum(v is not None for v in p_values)
-    lo, hi = 1, int(np.floor(m / alpha)) + 1
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if best_q(p_values, i, mid) < alpha:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+def nonmembers_needed(alpha: float = DEFAULT_ALPHA) -> int:
+    """The fewest known non-members whose smallest attainable p-value 1/(n+1) is below ``alpha``."""
+    n = max(1, int(np.floor(1.0 / alpha)) - 1)
+    while smallest_p(n) >= alpha:
+        n += 1
+    return n
 
 
 def too_few_nonmembers(p_values, i: int, n_nonmembers: int, alpha: float = DEFAULT_ALPHA) -> str | None:
-    """The reason document ``i`` cannot get "evidence of membership" whatever its score, when its smallest
-    attainable p-value 1/(n+1) cannot reach ``alpha`` after the adjustment over the run's documents; else None."""
-    if p_values[i] is None or best_q(p_values, i, n_nonmembers) < alpha:
+    """The reason no document of the run can get "evidence of membership" whatever its score: the smallest
+    attainable p-value 1/(n+1) is not below ``alpha``, and the Benjamini–Hochberg q-value of a document is never below
+    its p-value (it equals it at best, when every document has the smallest p-value); else None."""
+    if p_values[i] is None or smallest_p(n_nonmembers) < alpha:
         return None
     m = sum(v is not None for v in p_values)
     return (
         f"too few known non-members: with {n_nonmembers} the smallest p-value is 1/{n_nonmembers + 1} = "
-        f"{smallest_p(n_nonmembers):.3g}, which cannot reach {alpha:g} after the adjustment over {m} "
-        f"document{'s' if m != 1 else ''}; {nonmembers_needed(p_values, i, alpha)} would be needed"
+        f"{smallest_p(n_nonmembers):.3g}, not below {alpha:g}, so no document can reach it, before or after the "
+        f"adjustment over {m} document{'s' if m != 1 else ''}; {nonmembers_needed(alpha)} would be needed"
     )
 
 

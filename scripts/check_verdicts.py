@@ -15,6 +15,7 @@ is known").
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import tempfile
 from pathlib import Path
@@ -55,7 +56,7 @@ def judge(model_dir, members, nonmembers, held_members, held_nonmembers, tmp: Pa
     """Train a classifier on the known sets and return the verdicts of the held-out ones (lists of row dicts)."""
     config = TrainConfig(
         model=ModelConfig(model=str(model_dir)),
-        query=QueryConfig(context=32, max_tokens=max_tokens, seed=seed),
+        query=QueryConfig(context=TARGET.positions, max_tokens=max_tokens, seed=seed),
         meta=MetaConfig(norm="max_tf", features="hist", bins=20, folds=5, seed=seed, n_estimators=trees),
     )
     out = tmp / f"classifier-{seed}-{max_tokens}"
@@ -145,9 +146,13 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=200)
     parser.add_argument("--trees", type=int, default=100)
     parser.add_argument("--out", type=Path, default=None, help="write the counts here as JSON")
+    parser.add_argument("--width", type=int, default=TARGET.width, help="the lab target's width")
+    parser.add_argument("--epochs", type=int, default=TARGET.epochs, help="the lab target's epochs")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (one is fastest for this tiny target)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    global TARGET
+    TARGET = dataclasses.replace(TARGET, width=args.width, epochs=args.epochs)
     with tempfile.TemporaryDirectory(prefix="docaudit-check-verdicts-") as tmp:
         tmp = Path(tmp)
         result = {

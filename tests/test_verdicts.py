@@ -13,7 +13,6 @@ from docaudit.verdicts import (
     EVIDENCE,
     INCONCLUSIVE,
     NO_EVIDENCE,
-    best_q,
     bh_adjust,
     nonmembers_needed,
     run_verdicts,
@@ -83,15 +82,17 @@ def test_too_few_nonmembers_says_how_many_would_be_needed():
     p = [1 / 11, 0.5, 0.9]
     verdicts = run_verdicts(p, [[], [], []], n_nonmembers=10)
     assert all(v.verdict == INCONCLUSIVE and "too few known non-members" in v.reason for v in verdicts)
-    needed = nonmembers_needed(p, 0)
-    assert f"{needed} would be needed" in verdicts[0].reason
-    # the slow way: the fewest n whose 1/(n+1) gives the document a q-value below 0.05, the others unchanged
-    slow = next(n for n in range(1, 1000) if bh_adjust([1 / (n + 1), 0.5, 0.9])[0] < 0.05)
-    assert needed == slow and best_q(p, 0, needed - 1) >= 0.05
-    # with enough non-members the same p-values are decided
+    # the slow way: the fewest n whose smallest p-value 1/(n+1) is below 0.05; all documents at it keep q = p
+    slow = next(n for n in range(1, 1000) if 1 / (n + 1) < 0.05)
+    assert f"{slow} would be needed" in verdicts[0].reason and nonmembers_needed(0.05) == slow == 20
+    assert bh_adjust([1 / 21] * 3) == pytest.approx([1 / 21] * 3)
+    assert nonmembers_needed(0.01) == 100 and nonmembers_needed(0.2) == 5
+    # with enough non-members the same p-values are decided: evidence only where the q-value is below 0.05
     verdicts = run_verdicts([1 / 101, 0.5, 0.9], [[], [], []], n_nonmembers=100)
     assert [v.verdict for v in verdicts] == [EVIDENCE, NO_EVIDENCE, NO_EVIDENCE]
     assert verdicts[0].q_value == pytest.approx(3 / 101)
+    verdicts = run_verdicts([1 / 21, 0.5, 0.9], [[], [], []], n_nonmembers=20)
+    assert [v.verdict for v in verdicts] == [NO_EVIDENCE] * 3  # q = 3/21 > 0.05: tested, nothing found
 
 
 def test_a_reason_makes_it_inconclusive_and_no_pvalue_is_left_out_of_the_adjustment():
