@@ -56,7 +56,7 @@ def judge(model_dir, members, nonmembers, held_members, held_nonmembers, tmp: Pa
     """Train a classifier on the known sets and return the verdicts of the held-out ones (lists of row dicts)."""
     config = TrainConfig(
         model=ModelConfig(model=str(model_dir)),
-        query=QueryConfig(context=TARGET.positions, max_tokens=max_tokens, seed=seed),
+        query=QueryConfig(context=TARGET.positions - 1, max_tokens=max_tokens, seed=seed),
         meta=MetaConfig(norm="max_tf", features="hist", bins=20, folds=5, seed=seed, n_estimators=trees),
     )
     out = tmp / f"classifier-{seed}-{max_tokens}"
@@ -138,6 +138,7 @@ def shifted(corpus: Path, n: int, n_words: int, trees: int, tmp: Path) -> dict:
 
 
 def main() -> None:
+    global TARGET
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "corpus")
     parser.add_argument("--splits", type=int, default=10)
@@ -151,7 +152,6 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (one is fastest for this tiny target)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    global TARGET
     TARGET = dataclasses.replace(TARGET, width=args.width, epochs=args.epochs)
     with tempfile.TemporaryDirectory(prefix="docaudit-check-verdicts-") as tmp:
         tmp = Path(tmp)
