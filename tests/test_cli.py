@@ -299,3 +299,8 @@ def test_predict_asks_to_retrain_an_older_classifier_and_refuses_tampered_fold_m
     shutil.copytree(trained, bad)
     (bad / "folds.skops").write_bytes(sio.dumps({"meta": [FunctionTransformer(np.exp)] * 2, "blind": []}))
     assert_clean_error(run("predict", "--classifier", bad, "--model", tiny_gpt2, book), "untrusted types")
+
+
+def test_predict_refuses_an_alpha_outside_0_1(trained):
+    book = sorted(trained.parent.parent.glob("sets*/mem/*.txt"))[0]
+    assert_clean_error(run("predict", "--classifier", trained, "--alpha", "0", book), "--alpha must be in (0, 1)")

@@ -185,6 +185,7 @@ def test_report_bad_inputs(tiny_gpt2, tmp_path):
     assert_clean_error(run(*report_args(books, tiny_gpt2, out), "--strict"), "empty file")
     (books["audit"] / "empty.txt").write_text("Too short a book.")
     assert_clean_error(run(*report_args(books, tiny_gpt2, out), "--strict"), "too short for one snippet of 40 words")
+    assert_clean_error(run(*report_args(books, tiny_gpt2, out), "--alpha", "1.5"), "--alpha must be in (0, 1)")
     assert not out.exists() and not list(tmp_path.glob(".rep*"))
 
 

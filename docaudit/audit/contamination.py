@@ -263,6 +263,8 @@ def contamination_report(
         raise DocauditError(f"need at least one snippet of at least one word (got {snippets} of {snippet_words})")
     if not 0 < confidence < 1:
         raise DocauditError(f"confidence must be in (0, 1), got {confidence}")
+    if not 0 < alpha < 1:
+        raise DocauditError(f"--alpha must be in (0, 1), got {alpha}")
     check_range("--max-context", max_context, 2)
     check_range("--book-bootstrap", book_bootstrap_samples, 1)
     groups = {}
