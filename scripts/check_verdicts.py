@@ -9,7 +9,8 @@ is known").
 2. Shift, never trained: a target trained on other texts; PG-19 excerpts as "members", post-2024 excerpts as
    "non-members"; held-out PG-19 excerpts must come out "inconclusive" or "no evidence", never "evidence".
 
-    python scripts/check_verdicts.py --corpus ../shared/corpus --splits 10 --tokens 32,64,128
+    python scripts/check_verdicts.py --corpus ../shared/corpus --splits 3 --tokens 32,128 --excerpts 160 \
+        --words 150 --width 128 --epochs 40      # docs/methods.md's table: 7 minutes on two busy cores
 """
 
 from __future__ import annotations
