@@ -10,7 +10,7 @@ is known").
    "non-members"; held-out PG-19 excerpts must come out "inconclusive" or "no evidence", never "evidence".
 
     python scripts/check_verdicts.py --corpus ../shared/corpus --splits 3 --tokens 32,128 --excerpts 160 \
-        --words 150 --width 128 --epochs 40      # docs/methods.md's table: 7 minutes on two busy cores
+        --words 150 --width 128 --epochs 40      # docs/methods.md's table: about 6 minutes on two busy cores
 """
 
 from __future__ import annotations
