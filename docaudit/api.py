@@ -80,7 +80,15 @@ def train(
         prepare_output(out, "classifier", overwrite, _inputs(members, nonmembers, config.model))
     result = meta.train(members, nonmembers, config, model, progress, skips)
     if out is not None:
-        save_model_dir(Path(out), result.estimator, result.card, result.evaluation, overwrite, result.documents)
+        save_model_dir(
+            Path(out),
+            result.estimator,
+            result.card,
+            result.evaluation,
+            overwrite,
+            result.documents,
+            result.extras.get("fold_models"),
+        )
         result.out = Path(out)
     return result
 

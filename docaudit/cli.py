@@ -37,6 +37,7 @@ from docaudit.corpus.documents import duplicates_note
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors import METHODS, default_methods, methods_help
 from docaudit.query.backends.base import BACKENDS
+from docaudit.verdicts import DEFAULT_ALPHA
 
 
 def _quiet_libraries() -> None:
@@ -790,6 +791,13 @@ def train(
 @click.option(
     "--classifier", type=click.Path(), default=None, help="Saved classifier directory (default: the shipped one)."
 )
+@click.option(
+    "--alpha",
+    type=float,
+    default=DEFAULT_ALPHA,
+    show_default=True,
+    help="Level of the verdict: evidence of membership when the Benjamini-Hochberg q-value is below it.",
+)
 @model_options
 @click.option(
     "--use-card-backend",
@@ -801,12 +809,12 @@ def train(
 @strict_option
 @format_option
 @friendly_errors
-def predict(documents, classifier, strict, fmt, use_card_backend, **kw):
-    """Membership probability for each document, beside the classifier's own evaluated AUC (a document that cannot
-    be used is a row saying why)."""
+def predict(documents, classifier, alpha, strict, fmt, use_card_backend, **kw):
+    """Verdict for each document: evidence of membership, no evidence, or inconclusive with the reason, from its
+    p-value against the classifier's known non-members (a document that cannot be used is a row saying why)."""
     from docaudit import api
     from docaudit.corpus.documents import Skips
-    from docaudit.report.classifier import includes_chance
+    from docaudit.report.verdicts import format_predictions
 
     model = model_config(kw) if kw["model"] or kw["backend"] != ModelConfig.backend else None
     skips = Skips(strict)
@@ -818,17 +826,11 @@ def predict(documents, classifier, strict, fmt, use_card_backend, **kw):
         trust_remote_code=kw["trust_remote_code"],
         use_card_backend=use_card_backend,
         user_settings=given_settings(kw, ("api_key_env", "api_timeout", "api_retries", "api_document_timeout")),
+        alpha=alpha,
         ray=ray_config(kw),
         progress=show_progress(),
     )
     warn_skipped(skips.as_json())
-    if rows and includes_chance(ci := rows[0]["classifier_auc_ci"]):
-        click.echo(
-            f"warning: this classifier's own evaluated AUC is {rows[0]['classifier_auc']:.3f} (95% interval "
-            f"{ci[0]:.3f}-{ci[1]:.3f}), which includes 0.5: it does not detect membership better than chance, "
-            "so these predictions are not evidence either way",
-            err=True,
-        )
     rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
     if fmt == "json":
         echo_json(rows)
@@ -836,14 +838,7 @@ def predict(documents, classifier, strict, fmt, use_card_backend, **kw):
     if fmt == "csv":
         echo_csv(rows)
         return
-    import pandas as pd
-
-    table = pd.DataFrame(rows)
-    table["classifier_auc_ci"] = [
-        f"{r['classifier_auc_ci'][0]:.3f}-{r['classifier_auc_ci'][1]:.3f}" if "classifier_auc_ci" in r else ""
-        for r in rows
-    ]
-    click.echo(table.to_string(index=False, float_format="%.3f"))
+    click.echo(format_predictions(rows))
 
 
 @main.command()
@@ -1472,6 +1467,13 @@ def sequence(
     show_default=True,
     help="Resamples of calibration books and snippets behind the book-level interval.",
 )
+@click.option(
+    "--alpha",
+    type=float,
+    default=DEFAULT_ALPHA,
+    show_default=True,
+    help="Level of the per-book verdicts: evidence of membership when the Benjamini-Hochberg q-value is below it.",
+)
 @click.option("--seed", default=QueryConfig.seed, show_default=True)
 @cleaning_options
 @click.option("--out", type=click.Path(), required=True, help="Write report.csv, report.html and the plots here.")
@@ -1496,6 +1498,7 @@ def report(
     max_context,
     confidence,
     book_bootstrap,
+    alpha,
     seed,
     raw,
     normalize_chars,
@@ -1506,9 +1509,9 @@ def report(
     fmt,
     **kw,
 ):
-    """Contamination rate per book: the share of its random snippets scoring over a threshold calibrated on known
-    member and non-member books (Min-K% Prob paper, sec. 5), beside the calibration books' own rates, with a
-    Wilson interval and a book-level bootstrap interval."""
+    """Verdict and contamination rate per book: the share of its random snippets scoring over a threshold
+    calibrated on known member and non-member books (Min-K% Prob paper, sec. 5), beside the calibration books' own
+    rates, with a Wilson interval, a book-level bootstrap interval and the debiased fraction."""
     from docaudit import api
     from docaudit.corpus.documents import Skips
     from docaudit.report.contamination import reference_ranges, report_warnings
@@ -1541,6 +1544,7 @@ def report(
         skips=Skips(strict),
         ray=ray_config(kw),
         book_bootstrap_samples=book_bootstrap,
+        alpha=alpha,
         progress=show_progress(),
     )
     info = result.info
@@ -1580,6 +1584,9 @@ def report(
         }
     )
     click.echo(shown.to_string(index=False))
+    from docaudit.report.verdicts import format_report_verdicts
+
+    click.echo(format_report_verdicts(books, info))
     click.echo(
         f"read a rate against the calibration books: {reference_ranges(result.calibration)} A rate inside the "
         "non-members' range is what a book outside the training data gives."

@@ -33,12 +33,14 @@ import docaudit.config
 import docaudit.report
 
 rows = json.loads(Path("predictions.json").read_text())
-assert len(rows) == 1 and all(0 <= r["membership_probability"] <= 1 for r in rows), rows
+assert len(rows) == 1 and all(0 <= r["membership_score"] <= 1 for r in rows), rows
+# the shipped classifier cannot give evidence either way: it says so, with its reason
+assert all(r["verdict"] == "inconclusive" and r["reason"] and r["p_value"] is not None for r in rows), rows
 assert all("classifier_auc" in r and r["n_tokens"] <= r["n_tokens_total"] for r in rows), rows
 assert "site-packages" in docaudit.config.__file__ and docaudit.config.DEFAULT_CLASSIFIER.is_dir()
 assert (Path(docaudit.report.__file__).parent / "templates" / "contamination.html").is_file(), "report template"
 for r in rows:
-    print(f"{Path(r['file']).name}: {r['prediction']} {r['membership_probability']:.3f} "
-          f"({r['n_tokens']} of {r['n_tokens_total']} tokens)")
+    print(f"{Path(r['file']).name}: {r['verdict']}: {r['reason']} (p {r['p_value']:.3g}, "
+          f"{r['n_tokens']} of {r['n_tokens_total']} tokens)")
 PY
 echo "wheel check passed in $((SECONDS - start)) s"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from docaudit.audit import meta as api
-from docaudit.config import MetaConfig, ModelConfig, QueryConfig, TrainConfig
+from docaudit import api
+from docaudit.config import DEFAULT_CLASSIFIER, MetaConfig, ModelConfig, QueryConfig, TrainConfig
 from docaudit.report.tables import format_summary
 
 
@@ -27,7 +27,7 @@ def sample(catalog: pd.DataFrame, corpus: Path, group: str, n: int, seed: int) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "corpus")
-    parser.add_argument("--out", type=Path, default=api.DEFAULT_CLASSIFIER)
+    parser.add_argument("--out", type=Path, default=DEFAULT_CLASSIFIER)
     parser.add_argument("--books", type=int, default=30, help="books per group")
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--seed", type=int, default=0)

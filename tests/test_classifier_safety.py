@@ -294,12 +294,17 @@ def test_predict_reports_classifier_auc_and_coverage(trained):
     for row in rows:
         assert row["classifier_auc"] == auc["point"] and row["classifier_auc_ci"] == [auc["lo"], auc["hi"]]
         assert row["n_tokens"] == 64 < row["n_tokens_total"]
-    assert ("includes 0.5" in result.stderr) == (auc["lo"] <= 0.5 <= auc["hi"])
+        assert ("includes 0.5" in row["reason"]) == (auc["lo"] <= 0.5 <= auc["hi"])
     table = run("predict", "--classifier", classifier, sets["non"])
     assert table.exit_code == 0
-    header = table.stdout.splitlines()[0].split()
-    assert {"classifier_auc", "classifier_auc_ci", "n_tokens", "n_tokens_total"} <= set(header)
-    assert f"{auc['lo']:.3f}-{auc['hi']:.3f}" in table.stdout
+    lines = table.stdout.splitlines()
+    assert f"classifier AUC {auc['point']:.3f} (95% interval {auc['lo']:.3f}-{auc['hi']:.3f})" in lines[0]
+    for row in rows:  # per document: its file, then the verdict line, then the numbers
+        at = lines.index(row["file"])
+        assert (
+            lines[at + 1].strip().startswith(row["verdict"])
+            and f"tokens 64 of {row['n_tokens_total']}" in lines[at + 2]
+        )
 
 
 @pytest.mark.parametrize("lo,hi", [(0.4, 0.7), (0.7, 0.9)])
@@ -308,12 +313,12 @@ def test_chance_warning_follows_the_interval(trained, tmp_path, lo, hi):
     card = json.loads((classifier / "card.json").read_text())
     bootstrap = {**card["pooled_bootstrap_95"], "auc": {"point": (lo + hi) / 2, "lo": lo, "hi": hi}}
     out = copy_classifier(classifier, tmp_path / "c", pooled_bootstrap_95=bootstrap)
-    result = run("predict", "--classifier", out, sorted(sets["non"].iterdir())[0])
+    result = run("predict", "--classifier", out, "--format", "json", sorted(sets["non"].iterdir())[0])
     assert result.exit_code == 0, result.output
-    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
-    assert len(warnings) == (lo <= 0.5 <= hi), result.stderr
-    if warnings:
-        assert f"{lo:.3f}-{hi:.3f}" in warnings[0] and "not evidence" in warnings[0]
+    reason = json.loads(result.stdout)[0]["reason"] or ""
+    assert ("includes 0.5" in reason) == (lo <= 0.5 <= hi), reason
+    if lo <= 0.5 <= hi:
+        assert f"{lo:.3f}-{hi:.3f}" in reason and "better than chance" in reason
 
 
 def test_hub_that_does_not_know_the_id_is_asked_once(sets_dir):

@@ -7,6 +7,7 @@ from click.testing import CliRunner
 from conftest import corpus_ids, corpus_text
 
 from docaudit.cli import main
+from docaudit.verdicts import VERDICTS
 
 FAST = ["--context", "16", "--trees", "20", "--bins", "20", "--norm", "max_tf", "--features", "hist", "--folds", "2"]
 
@@ -66,11 +67,12 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
         "roc.csv",
         "roc.png",
         "predictions.csv",
+        "folds.skops",
         ".docaudit-output.json",
     }
-    predictions = pd.read_csv(out / "predictions.csv")  # out-of-fold: one row per document, its fold and probability
+    predictions = pd.read_csv(out / "predictions.csv")  # out-of-fold: one row per document, its fold and score
     assert len(predictions) == 8 and set(predictions.fold) == {0, 1} and predictions.label.sum() == 4
-    assert predictions.membership_probability.between(0, 1).all()
+    assert predictions.membership_score.between(0, 1).all()
     roc = pd.read_csv(out / "roc.csv")
     pooled = roc[roc.curve == "pooled out-of-fold"]
     assert pooled.tpr.iloc[-1] == 1 and len(pooled) >= 2
@@ -90,8 +92,11 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
     rows = json.loads(result.stdout)
     assert len(rows) == 5
     for row in rows:
-        assert 0 <= row["membership_probability"] <= 1 and row["n_tokens"] > 1
-        assert row["prediction"] == ("member" if row["membership_probability"] >= 0.5 else "non-member")
+        assert 0 <= row["membership_score"] <= 1 and row["n_tokens"] > 1
+        assert row["verdict"] in VERDICTS and "prediction" not in row
+        assert 1 / 5 <= row["p_value"] <= 1 and 1 / 5 <= row["p_value_blind"] <= 1 and row["smallest_p"] == 1 / 5
+    # four known non-members: the smallest p-value, 1/5, can never reach 0.05
+    assert all(row["verdict"] == "inconclusive" and "too few known non-members" in row["reason"] for row in rows)
     # the card's own model is the default for --model
     assert run("predict", "--classifier", out, book).exit_code == 0
 
@@ -263,3 +268,39 @@ def test_grid_covers_every_configuration_from_one_cache(sets, tiny_gpt2):
         for f in ("agg", "hist")
     }
     assert all(0 <= r["auc_mean"] <= 1 for r in rows)
+
+
+def test_predict_asks_to_retrain_an_older_classifier_and_refuses_tampered_fold_models(trained, tiny_gpt2, tmp_path):
+    """A classifier saved before per-document p-values (no fold models, no ``conformal`` card section) answers
+    "inconclusive" with "train it again"; a fold-model file holding other types is refused before loading."""
+    import shutil
+
+    import numpy as np
+    import skops.io as sio
+    from sklearn.preprocessing import FunctionTransformer
+
+    from docaudit.methods.blind import shift_warning
+
+    card = json.loads((trained / "card.json").read_text())
+    auc = card["pooled_bootstrap_95"]["auc"]["point"]
+    assert card["warning"] == shift_warning(card["blind"]["blind_auc"], auc) and "pooled" in card["quality"]
+    assert card["conformal"]["n_nonmembers"] == 4 and len(card["conformal"]["nonmember_scores"]) == 2
+    book = sorted(trained.parent.parent.glob("sets*/mem/*.txt"))[0]
+    old = tmp_path / "old"
+    shutil.copytree(trained, old)
+    (old / "folds.skops").unlink()
+    (old / "card.json").write_text(json.dumps({k: v for k, v in card.items() if k != "conformal"}))
+    result = run("predict", "--classifier", old, "--model", tiny_gpt2, "--format", "json", book)
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout)[0]
+    assert row["verdict"] == "inconclusive" and "train it again" in row["reason"] and row["p_value"] is None
+
+    bad = tmp_path / "bad"
+    shutil.copytree(trained, bad)
+    (bad / "folds.skops").write_bytes(sio.dumps({"meta": [FunctionTransformer(np.exp)] * 2, "blind": []}))
+    assert_clean_error(run("predict", "--classifier", bad, "--model", tiny_gpt2, book), "untrusted types")
+
+
+def test_predict_refuses_an_alpha_outside_0_1(trained):
+    book = sorted(trained.parent.parent.glob("sets*/mem/*.txt"))[0]
+    assert_clean_error(run("predict", "--classifier", trained, "--alpha", "0", book), "--alpha must be in (0, 1)")

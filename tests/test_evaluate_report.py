@@ -11,6 +11,7 @@ from test_cli import assert_clean_error, make_sets, run
 
 from docaudit.audit.contamination import wilson_interval
 from docaudit.metrics import chunk_folds
+from docaudit.verdicts import VERDICTS
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -148,12 +149,19 @@ def test_report_end_to_end(tiny_gpt2, tmp_path):
     assert table.contamination_rate.between(0, 1).all()
     assert (table.ci_low <= table.contamination_rate).all() and (table.contamination_rate <= table.ci_high).all()
     assert list(table.contamination_rate) == sorted(table.contamination_rate, reverse=True)
+    assert {"verdict", "reason", "p_value", "q_value", "p_value_blind", "debiased_fraction"} <= set(table.columns)
+    assert set(table.verdict) <= set(VERDICTS) and table.p_value.between(0, 1).all()
     warned = json.loads((out / "report.json").read_text())["info"]["calibration_auc"] < 0.6
     page = (out / "report.html").read_text()
     assert ("barely separated" in result.stderr) == warned == ("barely separated" in page)
     assert page.count("data:image/png;base64,") == 3 and 'src="rates.png"' not in page
     for book in table.book:
         assert str(book) in page
+    assert page.index("Verdict per book") < page.index("The audited books beside the calibration books")
+    lines = result.stdout.splitlines()
+    for row in table.itertuples():  # the verdict line right under the book's name, its numbers after it
+        at = lines.index(str(row.book))
+        assert lines[at + 1].strip().startswith(row.verdict) and "debiased" in lines[at + 2]
 
     fpr = run(*report_args(books, tiny_gpt2, tmp_path / "rep2", "--target-fpr", "0.0"))
     assert fpr.exit_code == 0, fpr.output
@@ -177,6 +185,7 @@ def test_report_bad_inputs(tiny_gpt2, tmp_path):
     assert_clean_error(run(*report_args(books, tiny_gpt2, out), "--strict"), "empty file")
     (books["audit"] / "empty.txt").write_text("Too short a book.")
     assert_clean_error(run(*report_args(books, tiny_gpt2, out), "--strict"), "too short for one snippet of 40 words")
+    assert_clean_error(run(*report_args(books, tiny_gpt2, out), "--alpha", "1.5"), "--alpha must be in (0, 1)")
     assert not out.exists() and not list(tmp_path.glob(".rep*"))
 
 

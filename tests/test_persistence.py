@@ -36,10 +36,19 @@ def test_missing_classifier_directory(tmp_path):
 
 
 def test_shipped_classifier_loads():
-    """The classifier shipped in models/ loads with this version's module layout."""
+    """The classifier shipped in models/ loads with this version's module layout, with the fold models and card
+    section that per-document p-values need, and its own card gives the reasons its verdicts are "inconclusive"."""
+    from docaudit.audit.meta import inconclusive_reasons
+    from docaudit.methods.meta.folds import conformal_card, load_folds
+
     pipe, card = load_classifier(DEFAULT_CLASSIFIER)
     assert [name for name, _ in pipe.steps] == ["normalize", "features", "scale", "forest"]
     assert card["model_identity"]
+    conformal = conformal_card(card, DEFAULT_CLASSIFIER)
+    metas, blinds = load_folds(DEFAULT_CLASSIFIER, conformal["blind_kind"], card["meta"]["folds"])
+    assert len(metas) == len(blinds) == 5 and conformal["n_nonmembers"] == card["n_nonmembers"]
+    reasons = inconclusive_reasons(card, conformal, conformal["nonmember_tokens_min"], 1.0, 0.05)
+    assert any("includes 0.5" in r for r in reasons) and any("blind baseline" in r for r in reasons)
 
 
 def test_classifier_of_the_flat_layout_says_to_retrain(tmp_path):

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from docaudit.audit.book_verdicts import book_verdicts
 from docaudit.config import (
     BeyondBlindConfig,
     ContaminationConfig,
@@ -58,6 +59,7 @@ from docaudit.metrics import chunk_folds
 from docaudit.outputs import provenance
 from docaudit.query.distributed import active_pool, prefetch
 from docaudit.query.models import LoadedModel, load_model
+from docaudit.verdicts import DEFAULT_ALPHA
 
 _WORD = re.compile(r"\S+")
 
@@ -242,13 +244,15 @@ def contamination_report(
     skips: Skips | None = None,
     beyond: BeyondBlindConfig = BeyondBlindConfig(),
     book_bootstrap_samples: int = ContaminationConfig.book_bootstrap,
+    alpha: float = DEFAULT_ALPHA,
 ) -> ContaminationReport:
     """Calibrate a snippet threshold on known member and non-member books, then measure each audited book's
     contamination rate (see the module docstring). Every input is checked before the model is loaded; a book in
     both calibration sets is an error, or with ``drop_duplicates`` left out of both; books that cannot be used
     (unreadable, too short for one snippet ...) are left out and recorded in ``skips``. ``beyond`` sets the
     comparison of the calibration books' mean snippet scores with the blind baseline; ``book_bootstrap_samples`` is
-    the number of resamples of the book-level interval."""
+    the number of resamples of the book-level interval (and of the debiased fraction's); ``alpha`` the level of the
+    per-book verdicts (``audit.book_verdicts``)."""
     from sklearn.metrics import roc_auc_score
 
     started = time.time()
@@ -259,6 +263,8 @@ def contamination_report(
         raise DocauditError(f"need at least one snippet of at least one word (got {snippets} of {snippet_words})")
     if not 0 < confidence < 1:
         raise DocauditError(f"confidence must be in (0, 1), got {confidence}")
+    if not 0 < alpha < 1:
+        raise DocauditError(f"--alpha must be in (0, 1), got {alpha}")
     check_range("--max-context", max_context, 2)
     check_range("--book-bootstrap", book_bootstrap_samples, 1)
     groups = {}
@@ -310,6 +316,11 @@ def contamination_report(
     for frame in (audited, calibration):
         frame["snippets_overlap"] = frame.n_words < snippets * snippet_words
     beyond_result, blind = _calibration_beyond_blind(groups, snip, method, beyond, seed)
+    blind_folds = min(beyond.folds, len(groups["member"]), len(groups["non-member"]))
+    verdicts, verdict_info = book_verdicts(
+        snip, groups, target_fpr, book_bootstrap_samples, confidence, seed, blind, blind_folds, alpha
+    )
+    audited = audited.merge(verdicts, on=["book", "file"])
     means = cal.groupby(["book", "file"], sort=False).score.mean()
     book_y = cal.groupby(["book", "file"], sort=False).role.first().eq("member").astype(int)
     book_auc = float(roc_auc_score(book_y, means)) if book_y.nunique() == 2 else None
@@ -342,6 +353,7 @@ def contamination_report(
         "threshold_warning": threshold_warning(tau),
         "overlap_warning": overlap_warning(pd.concat([audited, calibration]), snippets, snippet_words),
         "beyond_blind": beyond_result,
+        "verdicts": verdict_info,
         "n_books": len(groups["audited"]),
         "n_calibration_members": len(groups["member"]),
         "n_calibration_nonmembers": len(groups["non-member"]),

@@ -27,8 +27,10 @@ from docaudit.corpus.documents import (
 )
 from docaudit.errors import DocauditError
 from docaudit.methods import beyond_blind
-from docaudit.methods.blind import BlindFeatures, evaluate_blind, shift_warning
+from docaudit.methods.blind import BlindFeatures, evaluate_blind, fit_fold, fold_scores, shift_warning
+from docaudit.methods.conformal import cross_conformal_p
 from docaudit.methods.meta import classifier as meta_classifier
+from docaudit.methods.meta.folds import conformal_card, load_folds
 from docaudit.methods.meta.normalize import NORM_NEEDS, served_norms
 from docaudit.methods.meta.persistence import (
     CARD_NORMALIZE_CHARS_BEFORE_FIELD,
@@ -44,6 +46,7 @@ from docaudit.query.querier import (
     query_usable,
     queryable_documents,
 )
+from docaudit.verdicts import DEFAULT_ALPHA, run_verdicts, smallest_p
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +119,8 @@ def train(
         config.meta.seed,
     )
     estimator = meta_classifier.fit(stats, labels, config.meta)
+    conformal, blind_models = conformal_section(evaluation, folds, features, blind, stats, config.meta.seed)
+    pooled = bootstrap_ci(labels, evaluation.scores, seed=config.meta.seed)
     card = {
         "docaudit_version": __version__,
         **library_versions(),
@@ -137,15 +142,54 @@ def train(
         "configuration": meta_classifier.chosen(estimator),
         "fold_configurations": evaluation.configs,
         "metrics": evaluation.summary,
-        "pooled_bootstrap_95": {
-            k: v._asdict() for k, v in bootstrap_ci(labels, evaluation.scores, seed=config.meta.seed).items()
-        },
+        "pooled_bootstrap_95": {k: v._asdict() for k, v in pooled.items()},
+        "quality": QUALITY,
         "fold_aucs": [f.auc for f in evaluation.folds],
         "blind": blind_card(blind),
         "beyond_blind": compared,
-        "warning": shift_warning(blind["blind_auc"], evaluation.summary["auc_mean"]),
+        "warning": shift_warning(blind["blind_auc"], pooled["auc"].point),
+        "conformal": conformal,
     }
-    return TrainResult(evaluation.summary, evaluation, estimator, docs, skips.as_json(), card["configuration"], card)
+    return TrainResult(
+        evaluation.summary,
+        evaluation,
+        estimator,
+        docs,
+        skips.as_json(),
+        card["configuration"],
+        card,
+        extras={"fold_models": (evaluation.pipelines, blind_models)},
+    )
+
+
+# the one figure of a classifier's quality, used by its card, its shift warning and ``predict``
+QUALITY = "pooled out-of-fold AUC with a 95% stratified bootstrap interval over documents (pooled_bootstrap_95.auc)"
+
+
+def classifier_auc(card: dict) -> tuple[float, float, float]:
+    """A classifier's quality figure (``QUALITY``): its pooled out-of-fold AUC and 95% interval."""
+    auc = card["pooled_bootstrap_95"]["auc"]
+    return auc["point"], auc["lo"], auc["hi"]
+
+
+def conformal_section(evaluation, folds, features: BlindFeatures, blind: dict, stats, seed: int):
+    """What per-document p-values need from training (docs/methods.md, "Per-book p-values"): for each fold, the
+    scores its meta-classifier and its blind model (of the best blind kind, refit as evaluated) gave the
+    non-members that fold held out; the fewest tokens queried from a known non-member. Returns the card section
+    and the fold blind models."""
+    labels, kind = evaluation.labels, blind["best_kind"]
+    models = [fit_fold(features, kind, labels, train, seed) for train, _ in folds]
+    held_out = [test[labels[test] == 0] for _, test in folds]
+    section = {
+        "variant": "cross-conformal",
+        "n_nonmembers": int(sum(len(h) for h in held_out)),
+        "nonmember_scores": [evaluation.scores[h].tolist() for h in held_out],
+        "blind_kind": kind,
+        "blind_max_chars": features.max_chars,
+        "blind_nonmember_scores": [fold_scores(m, features, kind, h).tolist() for m, h in zip(models, held_out)],
+        "nonmember_tokens_min": int(min(stats[i].n_tokens for h in held_out for i in h)),
+    }
+    return section, models
 
 
 def blind_card(blind: dict) -> dict:
@@ -271,16 +315,26 @@ def predict(
     trust_remote_code: bool = False,
     use_card_backend: bool = False,
     user_settings: dict | None = None,
+    alpha: float = DEFAULT_ALPHA,
 ) -> list[dict]:
-    """Membership probability of each document under a saved meta-classifier, with the classifier's own evaluated
-    AUC and interval and how many of each document's tokens were queried. Without ``model``, the card's model is
-    used (with ``trust_remote_code`` only as given here; a server or hub model the card names only with
-    ``use_card_backend``, the user's ``user_settings`` replacing the card's: :func:`card_model`). A different model
-    than the classifier's is refused, a local
-    one before any of its files are loaded. Documents are cleaned as the classifier's training documents were (its
-    card's ``raw`` and ``normalize_chars``); those that cannot be used are left out and recorded in ``skips``."""
+    """The verdict on each document under a saved meta-classifier (docs/methods.md, "Per-book p-values"): its
+    cross-conformal p-value against the classifier's known non-members, the same from the blind baseline, the
+    Benjamini–Hochberg q-value over the documents of the run, and "evidence of membership", "no evidence of
+    membership" or "inconclusive" with the reason; beside them the classifier's score, its own evaluated AUC and how
+    many of each document's tokens were queried. Without ``model``, the card's model is used (with
+    ``trust_remote_code`` only as given here; a server or hub model the card names only with ``use_card_backend``,
+    the user's ``user_settings`` replacing the card's: :func:`card_model`). A different model than the classifier's
+    is refused, a local one before any of its files are loaded. Documents are cleaned as the classifier's training
+    documents were (its card's ``raw`` and ``normalize_chars``); those that cannot be used are left out and
+    recorded in ``skips``."""
     skips = Skips() if skips is None else skips
-    pipe, card = load_classifier(Path(classifier_dir or DEFAULT_CLASSIFIER))
+    if not 0 < alpha < 1:
+        raise DocauditError(f"--alpha must be in (0, 1), got {alpha}")
+    directory = Path(classifier_dir or DEFAULT_CLASSIFIER)
+    pipe, card = load_classifier(directory)
+    conformal = conformal_card(card, directory)
+    if conformal is not None:
+        fold_pipes, blind_models = load_folds(directory, conformal["blind_kind"], len(conformal["nonmember_scores"]))
     if model is None:
         model = card_model(card, trust_remote_code, use_card_backend, user_settings)
     if model is not None:
@@ -314,22 +368,86 @@ def predict(
     query = served_query(QueryConfig(**card["query"]), lm)
     querier = open_querier(lm, query)
     docs = [docs[i] for i in queryable_documents(querier, docs, skips)]
+    if not docs:
+        return []
     docs, stats = query_usable(querier, docs, skips, progress)
-    probs = pipe.predict_proba(meta_classifier.as_documents(stats))[:, 1]
-    auc = card["pooled_bootstrap_95"]["auc"]
+    if not docs:
+        return []
+    X = meta_classifier.as_documents(stats)
+    scores = pipe.predict_proba(X)[:, 1]
+    p_model = p_blind = [None] * len(docs)
+    if conformal is not None:
+        kind = conformal["blind_kind"]
+        features = BlindFeatures([d.text for d in docs], conformal["blind_max_chars"])
+        try:
+            p_model = cross_conformal_p(
+                [f.predict_proba(X)[:, 1] for f in fold_pipes], conformal["nonmember_scores"]
+            ).tolist()
+            p_blind = cross_conformal_p(
+                [fold_scores(b, features, kind) for b in blind_models], conformal["blind_nonmember_scores"]
+            ).tolist()
+        except (ValueError, IndexError, TypeError, AttributeError) as e:
+            raise DocauditError(f"cannot score with the fold models in {directory}: {type(e).__name__}: {e}") from e
+    reasons = [inconclusive_reasons(card, conformal, s.n_tokens, pb, alpha) for s, pb in zip(stats, p_blind)]
+    n_nonmembers = None if conformal is None else sum(map(len, conformal["nonmember_scores"]))
+    verdicts = run_verdicts(p_model, reasons, n_nonmembers, alpha)
+    auc, lo, hi = classifier_auc(card)
     return [
         {
             "file": d.path,
-            "membership_probability": float(p),
-            "prediction": "member" if p >= 0.5 else "non-member",
+            **v.as_dict(),
+            "p_value_blind": pb,
+            "membership_score": float(score),
             "n_tokens": s.n_tokens,
             "n_tokens_total": total_tokens(lm, query, d.text, s.n_tokens),
             **({"floored_logprobs": s.floored} if lm.config.backend == "openai" else {}),
-            "classifier_auc": auc["point"],
-            "classifier_auc_ci": [auc["lo"], auc["hi"]],
+            "n_known_nonmembers": n_nonmembers,
+            "smallest_p": None if n_nonmembers is None else smallest_p(n_nonmembers),
+            "alpha": alpha,
+            "classifier_auc": auc,
+            "classifier_auc_ci": [lo, hi],
         }
-        for d, s, p in zip(docs, stats, probs)
+        for d, s, score, v, pb in zip(docs, stats, scores, verdicts, p_blind)
     ]
+
+
+RETRAIN = (
+    "this classifier was saved without the fold models that per-document p-values need: train it again with "
+    "`docaudit train` (the same options) to get them"
+)
+
+
+def inconclusive_reasons(
+    card: dict, conformal: dict | None, n_tokens: int, p_blind: float | None, alpha: float
+) -> list[str]:
+    """Why a document's p-value under this classifier cannot be read as evidence either way (empty: it can)."""
+    if conformal is None:
+        return [RETRAIN]
+    reasons = []
+    auc, lo, hi = classifier_auc(card)
+    if lo <= 0.5 <= hi:
+        reasons.append(
+            f"the classifier's own AUC {auc:.3f} (95% interval {lo:.3f}-{hi:.3f}) includes 0.5: on its own "
+            "evaluation it does not tell members from non-members better than chance"
+        )
+    blind = card.get("blind")
+    if isinstance(blind, dict) and shift_warning(blind.get("blind_auc"), auc):
+        reasons.append(
+            f"its blind baseline (no language model) told its training sets apart with AUC "
+            f"{blind['blind_auc']:.3f} ({blind.get('best_kind')}) against the classifier's {auc:.3f}: the sets differ "
+            "by their text alone (era, formatting), so the classifier's scores may reflect that, not training"
+        )
+    if p_blind is not None and p_blind < alpha:
+        reasons.append(
+            f"the blind baseline already separates this document from the known non-members (p_value_blind "
+            f"{p_blind:.3g} < {alpha:g}): it differs from them by its text alone"
+        )
+    if n_tokens < conformal["nonmember_tokens_min"]:
+        reasons.append(
+            f"too few tokens queried: {n_tokens}, fewer than the {conformal['nonmember_tokens_min']} of every known "
+            "non-member it is compared with"
+        )
+    return reasons
 
 
 def total_tokens(lm: LoadedModel, query: QueryConfig, text: str, n_queried: int) -> int:

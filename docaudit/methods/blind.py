@@ -307,3 +307,16 @@ def shift_warning(blind_auc: float | None, best_membership_auc: float | None = N
         f"formatting), so a membership AUC on them is not evidence that the model was trained on the members. "
         f"Compare against this baseline, or use sets where membership was assigned at random."
     )
+
+
+def fit_fold(features: BlindFeatures, kind: str, labels, train, seed: int = 0) -> Pipeline:
+    """The ``kind`` pipeline without its stateless first step, fit on the texts ``train`` (the model
+    ``BlindFeatures.scores`` fits), kept to score other texts later with :func:`fold_scores`."""
+    y = np.asarray(labels).astype(int)
+    return make_pipeline(kind, seed)[1:].fit(features.matrix(kind)[train], _check_labels(y[train]))
+
+
+def fold_scores(model: Pipeline, features: BlindFeatures, kind: str, rows=None) -> np.ndarray:
+    """Member-likeness of the texts of ``features`` (those at ``rows``, or all) under a :func:`fit_fold` model."""
+    X = features.matrix(kind)
+    return _member_scores(model, X if rows is None else X[rows])

@@ -9,6 +9,7 @@ from docaudit.corpus.documents import (
 )
 from docaudit.io import atomic_write_text
 from docaudit.methods.meta import classifier as meta_classifier
+from docaudit.methods.meta.folds import save_folds
 from docaudit.methods.meta.persistence import (
     CARD_NORMALIZE_CHARS_BEFORE_FIELD,
     save_classifier,
@@ -20,7 +21,7 @@ from docaudit.report.tables import format_beyond_blind, format_query, format_sum
 
 def out_of_fold_predictions(documents, evaluation: meta_classifier.Evaluation):
     """One row per training document: its id, file, label, the fold whose test chunk held it and the membership
-    probability the classifier trained without that chunk gave it."""
+    score the classifier trained without that chunk gave it."""
     import pandas as pd
 
     return pd.DataFrame(
@@ -29,7 +30,7 @@ def out_of_fold_predictions(documents, evaluation: meta_classifier.Evaluation):
             "file": [d.path for d in documents],
             "label": evaluation.labels.astype(int),
             "fold": evaluation.fold_of,
-            "membership_probability": evaluation.scores,
+            "membership_score": evaluation.scores,
         }
     )
 
@@ -41,11 +42,15 @@ def save_model_dir(
     evaluation: meta_classifier.Evaluation,
     overwrite: bool = False,
     documents=None,
+    fold_models: tuple | None = None,
 ) -> None:
-    """Write classifier, card, ROC CSV/PNG and, given the ``documents``, the out-of-fold predictions
-    (``predictions.csv``) into a temporary directory, then swap it into place."""
+    """Write classifier, card, ROC CSV/PNG, given the ``documents`` the out-of-fold predictions
+    (``predictions.csv``) and, given ``fold_models`` (each fold's meta-classifier and blind model), the models
+    per-document p-values need, into a temporary directory, then swap it into place."""
     with staged_dir(out, "classifier", overwrite) as tmp:
         save_classifier(tmp, estimator, card)
+        if fold_models is not None:
+            save_folds(tmp, *fold_models)
         if documents is not None:
             out_of_fold_predictions(documents, evaluation).to_csv(tmp / "predictions.csv", index=False)
         curves = {
@@ -97,11 +102,16 @@ def model_card_markdown(card: dict) -> str:
         f"- text: {text_cleaning(card)}",
         f"- selection: norm={m['norm']}, features={m['features']}; "
         f"chosen per fold: {', '.join(card['fold_configurations'])}",
-        f"- {m['folds']}-fold chunks: {format_summary(card['metrics'])}",
-        "- pooled out-of-fold AUC {point:.3f} (95% bootstrap interval over documents {lo:.3f}–{hi:.3f})".format(
-            **card["pooled_bootstrap_95"]["auc"]
-        ),
+        f"- {m['folds']}-fold chunks (spread over folds): {format_summary(card['metrics'])}",
+        "- quality: pooled out-of-fold AUC {point:.3f} (95% bootstrap interval over documents {lo:.3f}–{hi:.3f}), "
+        "the figure predict and the shift warning use".format(**card["pooled_bootstrap_95"]["auc"]),
     ]
+    if card.get("conformal"):
+        n = card["conformal"]["n_nonmembers"]
+        lines.append(
+            f"- per-document p-values: cross-conformal against the {n} known non-members (smallest attainable "
+            f"1/{n + 1} = {1 / (n + 1):.3g}); blind p-values from the {card['conformal']['blind_kind']} baseline"
+        )
     if chance_level(card):
         lines.append(
             "- the interval includes 0.5: on its own evaluation this classifier does not detect membership "

@@ -88,6 +88,7 @@ def _books_table(frame, confidence: float, label: bool = False) -> dict:
         *(["Class"] if label else []),
         "Book",
         "Contamination rate",
+        *([f"Debiased fraction ({level} interval)"] if "debiased_fraction" in frame else []),
         *([f"Book-level {level} interval"] if "book_ci_low" in frame else []),
         f"Wilson {level} interval (snippets independent)",
         "Snippets over threshold",
@@ -102,6 +103,7 @@ def _books_table(frame, confidence: float, label: bool = False) -> dict:
                 *([r.label] if label else []),
                 r.book,
                 percent(r.contamination_rate),
+                *([debiased_cell(r)] if "debiased_fraction" in frame else []),
                 *([interval(r.book_ci_low, r.book_ci_high)] if "book_ci_low" in frame else []),
                 interval(r.ci_low, r.ci_high),
                 f"{r.n_above} of {r.n_snippets}",
@@ -111,6 +113,32 @@ def _books_table(frame, confidence: float, label: bool = False) -> dict:
             ]
         )
     return {"headers": headers, "rows": rows, "text": {0, 1} if label else {0}}
+
+
+def debiased_cell(row) -> str:
+    """A book's debiased fraction with its interval, or why there is none."""
+    value = row.debiased_fraction
+    if value is None or value != value:
+        return "n/a (TPR not above FPR)"
+    return f"{percent(value)} ({interval(row.debiased_ci_low, row.debiased_ci_high)})"
+
+
+def verdict_items(books, info: dict) -> list[dict]:
+    """Per audited book: its verdict line, then the numbers it rests on."""
+    from docaudit.report.verdicts import verdict_line
+
+    def num(v):
+        return "n/a" if v is None or v != v else f"{v:.3g}"
+
+    return [
+        {
+            "book": r.book,
+            "line": verdict_line(r._asdict()),
+            "numbers": f"p-value {num(r.p_value)}, q-value {num(r.q_value)}, blind p-value {num(r.p_value_blind)}; "
+            f"contamination rate {percent(r.contamination_rate)}, debiased fraction {debiased_cell(r)}",
+        }
+        for r in books.itertuples(index=False)
+    ]
 
 
 def render_html(report: ContaminationReport, images: Path) -> str:
@@ -160,6 +188,15 @@ def render_html(report: ContaminationReport, images: Path) -> str:
         method=info["method_title"],
         model=info["model_identity"],
         warnings=report_warnings(info),
+        verdicts=verdict_items(report.books, info),
+        verdict_summary=(
+            f"Each book's p-value ranks its contamination rate among the {info['verdicts']['n_known_nonmembers']} "
+            "calibration non-members' rates (the smallest attainable is "
+            f"{info['verdicts']['smallest_p']:.3g}); evidence of membership when the Benjamini–Hochberg q-value over "
+            f"the {info['n_books']} audited books is below {info['verdicts']['alpha']:g} and the blind baseline does "
+            "not already separate the book. The debiased fraction is (rate − FPR) / (TPR − FPR) with TPR "
+            f"{percent(info['verdicts']['tpr'])} and FPR {percent(info['verdicts']['fpr'])} at the threshold."
+        ),
         reference=reference_ranges(report.calibration),
         snippets_per_book=info["snippets_per_book"],
         blind_auc=None if info.get("blind_auc") is None else f"{info['blind_auc']:.3f}",

@@ -10,7 +10,7 @@ configuration is chosen inside each training fold and the outer AUC measures the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -92,13 +92,15 @@ def _check_inner(labels, meta: MetaConfig) -> None:
 
 @dataclass
 class Evaluation:
-    """Out-of-fold results of k-fold chunk evaluation."""
+    """Out-of-fold results of k-fold chunk evaluation; ``pipelines``: each fold's fitted pipeline (the chosen one
+    under "auto"), kept so that new documents can be compared with the non-members that fold held out."""
 
     labels: np.ndarray
     scores: np.ndarray
     fold_of: np.ndarray
     folds: list[FoldMetrics]
     configs: list[str]
+    pipelines: list[Pipeline] = field(default_factory=list)
 
     @property
     def summary(self) -> dict:
@@ -117,7 +119,7 @@ def evaluate(
     labels = np.asarray(labels)
     folds = folds or chunk_folds(labels, meta.folds, meta.seed)
     X = as_documents(stats)
-    scores, fold_of, results, configs = np.zeros(len(labels)), np.zeros(len(labels), dtype=int), [], []
+    scores, fold_of, results, configs, pipelines = np.zeros(len(labels)), np.zeros(len(labels), dtype=int), [], [], []
     for i, (train, test) in enumerate(tqdm(folds, desc="folds", disable=not progress)):
         _check_inner(labels[train], meta)
         est = clone(build_estimator(meta)).fit(X[train], labels[train])
@@ -125,4 +127,5 @@ def evaluate(
         fold_of[test] = i
         results.append(fold_metrics(labels[test], scores[test]))
         configs.append(chosen(est))
-    return Evaluation(labels, scores, fold_of, results, configs)
+        pipelines.append(getattr(est, "best_estimator_", est))
+    return Evaluation(labels, scores, fold_of, results, configs, pipelines)

@@ -79,9 +79,10 @@ REQUIRED_CARD_FIELDS = {
 }
 
 
-def trusted_types() -> list[str]:
-    """The types outside skops' defaults that a docaudit classifier holds (passed to ``skops.io.loads``)."""
-    return sorted(set().union(*ALLOWED_NODES.values()) - _PLAIN - {"builtins.dict", "builtins.list", "builtins.tuple"})
+def trusted_types(allowed: dict = ALLOWED_NODES) -> list[str]:
+    """The types outside skops' defaults that a docaudit classifier holds (passed to ``skops.io.loads``);
+    ``allowed``: the allow-list of the file (the classifier's by default)."""
+    return sorted(set().union(*allowed.values()) - _PLAIN - {"builtins.dict", "builtins.list", "builtins.tuple"})
 
 
 def library_versions() -> dict:
@@ -134,8 +135,9 @@ def load_classifier(directory: Path) -> tuple[Pipeline, dict]:
     return pipe, card
 
 
-def untrusted_types(data: bytes, path: Path) -> set[str]:
-    """Every node of the skops file whose kind or type is outside ``ALLOWED_NODES``, read from its schema."""
+def untrusted_types(data: bytes, path: Path, allowed: dict = ALLOWED_NODES) -> set[str]:
+    """Every node of the skops file whose kind or type is outside ``allowed`` (the classifier's allow-list by
+    default), read from its schema."""
     if not data:
         raise DocauditError(f"cannot read classifier {path}: the file is empty")
     try:
@@ -151,7 +153,7 @@ def untrusted_types(data: bytes, path: Path) -> set[str]:
         elif isinstance(node, dict):
             if "__loader__" in node or "__class__" in node:
                 name = f"{node.get('__module__')}.{node.get('__class__')}"
-                if name not in ALLOWED_NODES.get(node.get("__loader__"), ()):
+                if name not in allowed.get(node.get("__loader__"), ()):
                     found.add(f"{name} ({node.get('__loader__')})")
             stack.extend(node.values())
     return found

@@ -1,0 +1,31 @@
+"""Conformal p-values: how a new document's score ranks among known non-members' scores (docs/methods.md,
+"Per-book p-values").
+
+Cross-conformal (Vovk 2015): the classifier of each of the k folds scores the document and is compared with the
+non-members that fold held out (scored by that same classifier, which never saw them). With ``n`` known non-members
+in all, ``p = (1 + number of held-out non-members scoring at least as high) / (n + 1)``, so the smallest attainable
+p-value is ``1 / (n + 1)``; ties count against the document (conservative). Scores: higher = more member-like.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from docaudit.errors import DocauditError
+
+
+def cross_conformal_p(book_scores, nonmember_scores) -> np.ndarray:
+    """One p-value per document. ``book_scores``: ``[k, n_documents]``, fold ``i``'s classifier's score of each
+    document; ``nonmember_scores``: ``k`` arrays, the scores fold ``i``'s classifier gave the non-members it held out.
+    H0: the document is exchangeable with the known non-members."""
+    book_scores = np.atleast_2d(np.asarray(book_scores, dtype=np.float64))
+    folds = [np.asarray(s, dtype=np.float64).ravel() for s in nonmember_scores]
+    if len(folds) != book_scores.shape[0]:
+        raise DocauditError(f"{book_scores.shape[0]} folds of document scores but {len(folds)} of non-member scores")
+    if not all(np.isfinite(s).all() for s in folds) or not np.isfinite(book_scores).all():
+        raise DocauditError("conformal scores contain NaN or infinite values")
+    n = sum(len(s) for s in folds)
+    if n == 0:
+        raise DocauditError("no known non-member scores to compare with")
+    at_least = sum((s[:, None] >= b[None, :]).sum(axis=0) for s, b in zip(folds, book_scores))
+    return (1.0 + at_least) / (n + 1.0)

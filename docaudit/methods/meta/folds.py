@@ -1,0 +1,133 @@
+"""The fold models a classifier keeps for per-document p-values (docs/methods.md, "Per-book p-values"): each
+fold's meta-classifier and each fold's blind model, saved as data beside the classifier and loaded with the same
+checks (an exact allow-list of types, then an exact shape), so loading never runs code from the file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from zipfile import ZIP_DEFLATED
+
+import numpy as np
+from sklearn.ensemble import RandomForestClassifier
+from sklearn.feature_extraction.text import TfidfTransformer
+from sklearn.linear_model import LogisticRegression
+from sklearn.naive_bayes import MultinomialNB
+from sklearn.pipeline import Pipeline
+from sklearn.tree import DecisionTreeClassifier
+
+from docaudit.errors import DocauditError
+from docaudit.io import atomic_write
+from docaudit.methods.blind import DocFreqSelector
+from docaudit.methods.meta.persistence import ALLOWED_NODES, check_pipeline, trusted_types, untrusted_types
+
+FOLDS_FILE = "folds.skops"
+
+# each blind kind's pipeline without its stateless first step (``methods.blind.fit_fold``)
+BLIND_TAILS = {
+    "tfidf": (("select", DocFreqSelector), ("tfidf", TfidfTransformer), ("clf", LogisticRegression)),
+    "nb": (("select", DocFreqSelector), ("clf", MultinomialNB)),
+    "dates": (("clf", RandomForestClassifier),),
+}
+
+BLIND_CLASSES = (DocFreqSelector, TfidfTransformer, LogisticRegression, MultinomialNB)
+FOLD_NODES = {
+    **ALLOWED_NODES,
+    "ObjectNode": ALLOWED_NODES["ObjectNode"] | {f"{c.__module__}.{c.__qualname__}" for c in BLIND_CLASSES},
+}
+
+
+def save_folds(directory: Path, meta: list[Pipeline], blind: list[Pipeline]) -> None:
+    """Write each fold's fitted meta-classifier pipeline and blind model (skops, no pickle) into ``directory``."""
+    import skops.io as sio
+
+    data = sio.dumps({"meta": list(meta), "blind": list(blind)}, compression=ZIP_DEFLATED)
+    atomic_write(Path(directory) / FOLDS_FILE, lambda f: f.write(data))
+
+
+def load_folds(directory: Path, blind_kind: str, k: int) -> tuple[list[Pipeline], list[Pipeline]]:
+    """The ``k`` fold meta-classifiers and ``k`` fold blind models of kind ``blind_kind`` saved in ``directory``,
+    refused unless every type in the file is allowed and every model has the expected shape."""
+    import skops.io as sio
+
+    path = Path(directory) / FOLDS_FILE
+    if not path.is_file():
+        raise DocauditError(f"no fold models in {directory} (expected {FOLDS_FILE})")
+    if blind_kind not in BLIND_TAILS:
+        raise DocauditError(f"classifier card in {directory}: unknown blind kind {blind_kind!r}")
+    data = path.read_bytes()
+    untrusted = untrusted_types(data, path, FOLD_NODES)
+    if untrusted:
+        raise DocauditError(
+            f"refusing to load {path}: it contains untrusted types {sorted(untrusted)} "
+            "(it holds only docaudit's fold models)"
+        )
+    try:
+        folds = sio.loads(data, trusted=trusted_types(FOLD_NODES))
+    except Exception as e:
+        raise DocauditError(f"cannot read fold models {path}: {type(e).__name__}: {e}") from e
+    ok = (
+        type(folds) is dict
+        and set(folds) == {"meta", "blind"}
+        and all(type(folds[key]) is list and len(folds[key]) == k for key in ("meta", "blind"))
+    )
+    if not ok:
+        raise DocauditError(f"refusing to load {path}: expected {k} fold meta-classifiers and {k} blind models")
+    for pipe in folds["meta"]:
+        check_pipeline(pipe, path)
+    for model in folds["blind"]:
+        check_blind(model, blind_kind, path)
+    return folds["meta"], folds["blind"]
+
+
+def check_blind(model: object, kind: str, path: Path) -> None:
+    """Refuse anything but a fitted blind model of ``kind``: its steps, in order, of exactly the expected classes."""
+    steps = getattr(model, "steps", None)
+    ok = (
+        type(model) is Pipeline
+        and isinstance(steps, list)
+        and getattr(model, "memory", None) is None
+        and [(name, type(step)) for name, step in steps] == list(BLIND_TAILS[kind])
+    )
+    if ok:
+        clf = steps[-1][1]
+        ok = isinstance(getattr(clf, "classes_", None), np.ndarray) and list(clf.classes_) == [0, 1]
+        if isinstance(clf, RandomForestClassifier):
+            trees = getattr(clf, "estimators_", None)
+            ok = ok and isinstance(trees, list) and len(trees) > 0
+            ok = ok and all(type(t) is DecisionTreeClassifier for t in trees)
+    if not ok:
+        raise DocauditError(
+            f"refusing to load {path}: not a docaudit blind model of kind {kind} (expected the steps "
+            f"{' -> '.join(f'{n} ({c.__name__})' for n, c in BLIND_TAILS[kind])})"
+        )
+
+
+def conformal_card(card: dict, directory: Path) -> dict | None:
+    """The card's ``conformal`` section, checked (it comes from a file): per fold the held-out non-members' scores
+    under the meta-classifier and under the blind model, the blind kind and its text cut, the fewest tokens of a
+    known non-member. None for a classifier saved before the section existed."""
+    section = card.get("conformal")
+    if section is None:
+        return None
+    where = f"classifier card in {directory}: conformal"
+
+    def score_lists(key):
+        lists = section.get(key) if isinstance(section, dict) else None
+        ok = isinstance(lists, list) and len(lists) >= 2
+        ok = ok and all(isinstance(s, list) and all(isinstance(v, (int, float)) for v in s) for s in lists)
+        if not ok or not np.isfinite(np.concatenate([np.asarray(s, dtype=float) for s in lists])).all():
+            raise DocauditError(f"{where}.{key} must be a list of per-fold lists of finite numbers")
+        return lists
+
+    meta, blind = score_lists("nonmember_scores"), score_lists("blind_nonmember_scores")
+    if [len(s) for s in meta] != [len(s) for s in blind] or sum(map(len, meta)) == 0:
+        raise DocauditError(f"{where}: the meta and blind non-member scores must hold the same non-members")
+    if section.get("blind_kind") not in BLIND_TAILS:
+        raise DocauditError(f"{where}.blind_kind must be one of {', '.join(BLIND_TAILS)}")
+    cut = section.get("blind_max_chars")
+    if cut is not None and (not isinstance(cut, int) or isinstance(cut, bool) or cut <= 0):
+        raise DocauditError(f"{where}.blind_max_chars must be a positive integer or null")
+    fewest = section.get("nonmember_tokens_min")
+    if not isinstance(fewest, int) or isinstance(fewest, bool) or fewest < 0:
+        raise DocauditError(f"{where}.nonmember_tokens_min must be a non-negative integer")
+    return section

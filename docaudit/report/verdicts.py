@@ -1,0 +1,68 @@
+"""Verdicts in words for the terminal: for each document the verdict line first, then the numbers it rests on."""
+
+from __future__ import annotations
+
+
+def _num(value, spec: str = ".3g") -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def verdict_line(row: dict) -> str:
+    """``verdict`` or ``inconclusive: reason``."""
+    return row["verdict"] + (f": {row['reason']}" if row.get("reason") else "")
+
+
+def format_predictions(rows: list[dict]) -> str:
+    """``predict``'s table: a header with the classifier's quality and its smallest attainable p-value, then per
+    document its file, its verdict line and its numbers (a skipped document: why)."""
+    lines = []
+    done = [r for r in rows if "verdict" in r]
+    if done:
+        first = done[0]
+        lo, hi = first["classifier_auc_ci"]
+        head = f"classifier AUC {first['classifier_auc']:.3f} (95% interval {lo:.3f}-{hi:.3f})"
+        if first["n_known_nonmembers"] is not None:
+            n = first["n_known_nonmembers"]
+            head += f"; {n} known non-members: smallest attainable p-value 1/{n + 1} = {first['smallest_p']:.3g}"
+        lines += [head + f"; alpha {first['alpha']:g} after Benjamini-Hochberg over {len(done)} document(s)", ""]
+    for row in rows:
+        lines.append(row["file"])
+        if "verdict" not in row:
+            lines += [f"  skipped: {row['skipped']}", ""]
+            continue
+        lines.append(f"  {verdict_line(row)}")
+        lines.append(
+            f"  p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  p_value_blind "
+            f"{_num(row['p_value_blind'])}  membership_score {row['membership_score']:.3f}  tokens "
+            f"{row['n_tokens']} of {row['n_tokens_total']}"
+        )
+        lines.append("")
+    return "\n".join(lines).rstrip("\n")
+
+
+def format_report_verdicts(books, info: dict) -> str:
+    """``report``'s verdicts: per book the verdict line first, then its p-, q- and blind p-value and its debiased
+    fraction beside the raw rate."""
+    v = info["verdicts"]
+    level = f"{info['confidence']:.0%}"
+    lines = [
+        f"verdicts (alpha {v['alpha']:g} after Benjamini-Hochberg over {len(books)} books; "
+        f"{v['n_known_nonmembers']} calibration non-members: smallest attainable p-value {v['smallest_p']:.3g}); "
+        f"debiased fraction = (rate - FPR {v['fpr']:.3f}) / (TPR {v['tpr']:.3f} - FPR)",
+        "",
+    ]
+    for row in books.to_dict(orient="records"):
+        debiased = (
+            "n/a (TPR not above FPR)"
+            if row["debiased_fraction"] is None or row["debiased_fraction"] != row["debiased_fraction"]
+            else f"{row['debiased_fraction']:.1%} ({level} {row['debiased_ci_low']:.1%} – "
+            f"{row['debiased_ci_high']:.1%})"
+        )
+        lines += [
+            row["book"],
+            f"  {verdict_line(row)}",
+            f"  p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  p_value_blind "
+            f"{_num(row['p_value_blind'])}  rate {row['contamination_rate']:.1%}  debiased {debiased}",
+            "",
+        ]
+    return "\n".join(lines).rstrip("\n")

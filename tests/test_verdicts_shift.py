@@ -1,0 +1,60 @@
+"""Where the truth is known: a model never trained on any of the books, PG-19 excerpts as "members" and post-2024
+excerpts as "non-members" (the sets differ by era, not by training). No held-out PG-19 excerpt may get "evidence of
+membership"; they come out "inconclusive" (the blind baseline separates them) or "no evidence"."""
+
+import json
+
+from click.testing import CliRunner
+from conftest import CORPUS
+
+from docaudit.cli import main
+from docaudit.verdicts import EVIDENCE, INCONCLUSIVE
+
+
+def excerpt(path, n_words=200):
+    words = path.read_text(encoding="utf-8").split()
+    return " ".join(words[len(words) // 2 : len(words) // 2 + n_words])
+
+
+def test_shifted_never_trained_books_get_no_evidence(tiny_gpt2, tmp_path):
+    sets = {}
+    for group, n in (("members", 30), ("nonmembers", 24)):
+        d = tmp_path / group
+        d.mkdir()
+        for path in sorted((CORPUS / group).glob("*.txt"))[:n]:
+            (d / path.name).write_text(excerpt(path), encoding="utf-8")
+        sets[group] = sorted(d.iterdir())
+    held = tmp_path / "held"
+    held.mkdir()
+    for path in sets["members"][24:]:
+        path.rename(held / path.name)
+    out = tmp_path / "clf"
+    fast = ["--context", "16", "--max-tokens", "64", "--trees", "30", "--bins", "20", "--norm", "max_tf"]
+    result = CliRunner().invoke(
+        main,
+        [
+            "train",
+            "--members",
+            str(tmp_path / "members"),
+            "--nonmembers",
+            str(tmp_path / "nonmembers"),
+            "--model",
+            str(tiny_gpt2),
+            *fast,
+            "--features",
+            "hist",
+            "--folds",
+            "3",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    result = CliRunner().invoke(main, ["predict", "--classifier", str(out), "--format", "json", str(held)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert len(rows) == 6 and rows[0]["smallest_p"] == 1 / 25
+    assert not any(row["verdict"] == EVIDENCE for row in rows), rows
+    # the blind baseline sees the shift: the reason is given, not a silent "no evidence"
+    blind = [row for row in rows if row["verdict"] == INCONCLUSIVE and "blind baseline" in row["reason"]]
+    assert blind, rows
