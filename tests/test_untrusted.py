@@ -99,7 +99,7 @@ def test_a_card_naming_a_server_needs_the_users_grant(trained, tokenizer, tiny_g
         )
         assert result.exit_code == 0, result.output
         row = json.loads(result.stdout)[0]
-        assert 0 <= row["membership_probability"] <= 1 and row["floored_logprobs"] == 0
+        assert 0 <= row["membership_score"] <= 1 and row["floored_logprobs"] == 0
         assert completions(server) > 0
         assert {auth for _, auth in server.seen} == {f"Bearer {MINE}"}  # the user's key, never the card's
         assert SECRET not in result.output
@@ -142,7 +142,7 @@ def test_in_a_batch_a_document_with_non_finite_values_is_a_named_skip(
     assert result.exit_code == 0, result.output
     rows = {Path(r["file"]).name: r for r in json.loads(result.stdout)}
     assert "answered the log-probability nan" in rows[books[0].name]["skipped"]
-    assert "membership_probability" in rows[books[1].name]
+    assert "membership_score" in rows[books[1].name]
     assert "skipped 1 document (non-finite statistics)" in result.stderr
     assert len(StatsCache().entries()) == 1  # only the usable document was cached
 
