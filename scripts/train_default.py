@@ -26,7 +26,7 @@ def sample(catalog: pd.DataFrame, corpus: Path, group: str, n: int, seed: int) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=Path(__file__).resolve().parents[1].parent / "shared" / "corpus")
+    parser.add_argument("--corpus", type=Path, default=Path("../shared/corpus"))
     parser.add_argument("--out", type=Path, default=DEFAULT_CLASSIFIER)
     parser.add_argument("--books", type=int, default=30, help="books per group")
     parser.add_argument("--max-tokens", type=int, default=512)
