@@ -61,44 +61,49 @@ def decide(
     return Verdict(EVIDENCE if decisive < alpha else NO_EVIDENCE, None, p_value, q_value)
 
 
-def smallest_p(n_nonmembers: int) -> float:
-    """The smallest p-value a conformal test against ``n_nonmembers`` known non-members can give: 1/(n+1)."""
-    return 1.0 / (n_nonmembers + 1)
+def smallest_p(n_nonmembers: int, factor: int = 1) -> float:
+    """The smallest p-value a conformal test against ``n_nonmembers`` known non-members can give: ``factor``/(n+1)
+    (``factor`` 2 for the cross-conformal p-values of ``predict``, doubled to stay valid: methods/conformal.py)."""
+    return min(1.0, factor / (n_nonmembers + 1))
 
 
-def nonmembers_needed(alpha: float = DEFAULT_ALPHA) -> int:
-    """The fewest known non-members whose smallest attainable p-value 1/(n+1) is below ``alpha``."""
-    n = max(1, int(np.floor(1.0 / alpha)) - 1)
-    while smallest_p(n) >= alpha:
+def nonmembers_needed(alpha: float = DEFAULT_ALPHA, factor: int = 1) -> int:
+    """The fewest known non-members whose smallest attainable p-value ``factor``/(n+1) is below ``alpha``."""
+    n = max(1, int(np.floor(factor / alpha)) - 1)
+    while smallest_p(n, factor) >= alpha:
         n += 1
     return n
 
 
-def too_few_nonmembers(p_values, i: int, n_nonmembers: int, alpha: float = DEFAULT_ALPHA) -> str | None:
+def too_few_nonmembers(
+    p_values, i: int, n_nonmembers: int, alpha: float = DEFAULT_ALPHA, factor: int = 1
+) -> str | None:
     """The reason no document of the run can get "evidence of membership" whatever its score: the smallest
-    attainable p-value 1/(n+1) is not below ``alpha``, and the Benjamini–Hochberg q-value of a document is never below
-    its p-value (it equals it at best, when every document has the smallest p-value); else None."""
-    if p_values[i] is None or smallest_p(n_nonmembers) < alpha:
+    attainable p-value ``factor``/(n+1) is not below ``alpha``, and the Benjamini–Hochberg q-value of a document is
+    never below its p-value (it equals it at best, when every document has the smallest p-value); else None."""
+    if p_values[i] is None or smallest_p(n_nonmembers, factor) < alpha:
         return None
     m = sum(v is not None for v in p_values)
     return (
-        f"too few known non-members: with {n_nonmembers} the smallest p-value is 1/{n_nonmembers + 1} = "
-        f"{smallest_p(n_nonmembers):.3g}, not below {alpha:g}, so no document can reach it, before or after the "
-        f"adjustment over {m} document{'s' if m != 1 else ''}; {nonmembers_needed(alpha)} would be needed"
+        f"too few known non-members: with {n_nonmembers} the smallest p-value is {factor}/{n_nonmembers + 1} = "
+        f"{smallest_p(n_nonmembers, factor):.3g}, not below {alpha:g}, so no document can reach it, before or after "
+        f"the adjustment over {m} document{'s' if m != 1 else ''}; {nonmembers_needed(alpha, factor)} would be needed"
     )
 
 
-def run_verdicts(p_values, reasons, n_nonmembers: int | None, alpha: float = DEFAULT_ALPHA) -> list[Verdict]:
+def run_verdicts(
+    p_values, reasons, n_nonmembers: int | None, alpha: float = DEFAULT_ALPHA, factor: int = 1
+) -> list[Verdict]:
     """The verdicts of a run's documents: q-values by Benjamini–Hochberg over the documents that have a p-value,
     then per document "inconclusive" when ``reasons[i]`` (a list of strings) is not empty or too few non-members
-    make "evidence" unreachable (``n_nonmembers``: the size of the null reference set, None when there is none),
-    otherwise ``decide``."""
+    make "evidence" unreachable (``n_nonmembers``: the size of the null reference set, None when there is none;
+    ``factor``: see :func:`smallest_p`), otherwise ``decide``."""
     p_values = list(p_values)
     q_values = bh_adjust(p_values)
     out = []
     for i, (p, q) in enumerate(zip(p_values, q_values)):
         why = list(reasons[i])
-        if n_nonmembers is not None and (few := too_few_nonmembers(p_values, i, n_nonmembers, alpha)):
+        if n_nonmembers is not None and (few := too_few_nonmembers(p_values, i, n_nonmembers, alpha, factor)):
             why.append(few)
         out.append(decide(p, q, alpha, inconclusive_reason="; ".join(why) or None))
     return out

@@ -20,7 +20,7 @@ from docaudit.verdicts import (
 )
 
 
-def slow_cross_conformal(book_scores, nonmember_scores):
+def slow_cross_conformal(book_scores, nonmember_scores, factor=2):
     out = []
     for b in range(len(book_scores[0])):
         count, n = 0, 0
@@ -29,7 +29,7 @@ def slow_cross_conformal(book_scores, nonmember_scores):
                 n += 1
                 if s >= book_scores[k][b]:
                     count += 1
-        out.append((1 + count) / (n + 1))
+        out.append(min(1.0, factor * (1 + count) / (n + 1)))
     return out
 
 
@@ -38,7 +38,8 @@ def test_cross_conformal_matches_a_slow_reference():
     folds = [rng.integers(0, 5, size=n).astype(float) / 4 for n in (3, 4, 5)]  # ties on purpose
     books = rng.integers(0, 5, size=(3, 7)).astype(float) / 4
     assert np.allclose(cross_conformal_p(books, folds), slow_cross_conformal(books, folds))
-    assert cross_conformal_p([[9.0], [9.0], [9.0]], folds)[0] == smallest_p(12) == 1 / 13
+    assert np.allclose(cross_conformal_p(books, folds, factor=1), slow_cross_conformal(books, folds, factor=1))
+    assert cross_conformal_p([[9.0], [9.0], [9.0]], folds)[0] == smallest_p(12, 2) == 2 / 13
     with pytest.raises(DocauditError, match="folds"):
         cross_conformal_p(books[:2], folds)
 
@@ -91,6 +92,10 @@ def test_too_few_nonmembers_says_how_many_would_be_needed():
     verdicts = run_verdicts([1 / 101, 0.5, 0.9], [[], [], []], n_nonmembers=100)
     assert [v.verdict for v in verdicts] == [EVIDENCE, NO_EVIDENCE, NO_EVIDENCE]
     assert verdicts[0].q_value == pytest.approx(3 / 101)
+    # predict's doubled cross-conformal p-values need twice as many: 2/(n+1) < 0.05 from n = 40 on
+    doubled = run_verdicts([2 / 21, 0.5, 0.9], [[], [], []], n_nonmembers=20, factor=2)
+    assert "2/21" in doubled[0].reason and "40 would be needed" in doubled[0].reason
+    assert nonmembers_needed(0.05, factor=2) == next(n for n in range(1, 1000) if 2 / (n + 1) < 0.05) == 40
     verdicts = run_verdicts([1 / 21, 0.5, 0.9], [[], [], []], n_nonmembers=20)
     assert [v.verdict for v in verdicts] == [NO_EVIDENCE] * 3  # q = 3/21 > 0.05: tested, nothing found
 

@@ -28,6 +28,7 @@ from docaudit.corpus.documents import (
 from docaudit.errors import DocauditError
 from docaudit.methods import beyond_blind
 from docaudit.methods.blind import BlindFeatures, evaluate_blind, fit_fold, fold_scores, shift_warning
+from docaudit.methods.conformal import FACTOR as conformal_factor
 from docaudit.methods.conformal import cross_conformal_p
 from docaudit.methods.meta import classifier as meta_classifier
 from docaudit.methods.meta.folds import conformal_card, load_folds
@@ -384,13 +385,13 @@ def predict(
                 [f.predict_proba(X)[:, 1] for f in fold_pipes], conformal["nonmember_scores"]
             ).tolist()
             p_blind = cross_conformal_p(
-                [fold_scores(b, features, kind) for b in blind_models], conformal["blind_nonmember_scores"]
+                [fold_scores(b, features, kind) for b in blind_models], conformal["blind_nonmember_scores"], factor=1
             ).tolist()
         except (ValueError, IndexError, TypeError, AttributeError) as e:
             raise DocauditError(f"cannot score with the fold models in {directory}: {type(e).__name__}: {e}") from e
     reasons = [inconclusive_reasons(card, conformal, s.n_tokens, pb, alpha) for s, pb in zip(stats, p_blind)]
     n_nonmembers = None if conformal is None else sum(map(len, conformal["nonmember_scores"]))
-    verdicts = run_verdicts(p_model, reasons, n_nonmembers, alpha)
+    verdicts = run_verdicts(p_model, reasons, n_nonmembers, alpha, conformal_factor)
     auc, lo, hi = classifier_auc(card)
     return [
         {
@@ -402,7 +403,7 @@ def predict(
             "n_tokens_total": total_tokens(lm, query, d.text, s.n_tokens),
             **({"floored_logprobs": s.floored} if lm.config.backend == "openai" else {}),
             "n_known_nonmembers": n_nonmembers,
-            "smallest_p": None if n_nonmembers is None else smallest_p(n_nonmembers),
+            "smallest_p": None if n_nonmembers is None else smallest_p(n_nonmembers, conformal_factor),
             "alpha": alpha,
             "classifier_auc": auc,
             "classifier_auc_ci": [lo, hi],

@@ -23,7 +23,7 @@ def format_predictions(rows: list[dict]) -> str:
         head = f"classifier AUC {first['classifier_auc']:.3f} (95% interval {lo:.3f}-{hi:.3f})"
         if first["n_known_nonmembers"] is not None:
             n = first["n_known_nonmembers"]
-            head += f"; {n} known non-members: smallest attainable p-value 1/{n + 1} = {first['smallest_p']:.3g}"
+            head += f"; {n} known non-members: smallest attainable p-value {first['smallest_p']:.3g}"
         lines += [head + f"; alpha {first['alpha']:g} after Benjamini-Hochberg over {len(done)} document(s)", ""]
     for row in rows:
         lines.append(row["file"])
