@@ -8,6 +8,7 @@ from docaudit.corpus.documents import (
     duplicates_note,
 )
 from docaudit.io import atomic_write_text
+from docaudit.methods.conformal import FACTOR
 from docaudit.methods.meta import classifier as meta_classifier
 from docaudit.methods.meta.folds import save_folds
 from docaudit.methods.meta.persistence import (
@@ -17,6 +18,7 @@ from docaudit.methods.meta.persistence import (
 from docaudit.outputs import staged_dir
 from docaudit.report.plots import plot_roc, roc_frame
 from docaudit.report.tables import format_beyond_blind, format_query, format_summary
+from docaudit.verdicts import smallest_p
 
 
 def out_of_fold_predictions(documents, evaluation: meta_classifier.Evaluation):
@@ -110,7 +112,8 @@ def model_card_markdown(card: dict) -> str:
         n = card["conformal"]["n_nonmembers"]
         lines.append(
             f"- per-document p-values: cross-conformal against the {n} known non-members (smallest attainable "
-            f"1/{n + 1} = {1 / (n + 1):.3g}); blind p-values from the {card['conformal']['blind_kind']} baseline"
+            f"{FACTOR}/{n + 1} = {smallest_p(n, FACTOR):.3g}, the cross-conformal p-value doubled); blind p-values "
+            f"from the {card['conformal']['blind_kind']} baseline"
         )
     if chance_level(card):
         lines.append(
