@@ -345,11 +345,13 @@ class SequenceConfig:
 
 @dataclass(frozen=True)
 class DatasetTestConfig:
-    """The dataset-level test: the detector scores combined (``methods``) and the random half splits whose
-    p-values are combined (``splits``)."""
+    """The dataset-level test: the detector scores combined (``methods``), the random half splits whose
+    p-values are combined (``splits``) and the model-free classifier of the blind p-value (``blind_kind``, chosen
+    before seeing any data: choosing the best kind afterwards would make its p-value too small)."""
 
     methods: tuple[str, ...] = ("loss", "zlib", "mink", "minkpp")
     splits: int = 10
+    blind_kind: str = "tfidf"
 
 
 @dataclass(frozen=True)
