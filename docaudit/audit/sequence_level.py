@@ -128,6 +128,13 @@ def evaluate_sequences(
         prefix_ids = [d.id for d in prefix_docs]
         text = recall_prefix if recall_prefix is not None else PREFIX_SEPARATOR.join(d.text for d in prefix_docs)
         scorer.config = detector = replace(detector, recall_prefix=text)
+    if "recall" in scorer.methods:
+        from docaudit.methods.detectors.recall import MISALIGNED, OVER_WINDOW, recall_problem
+
+        problems = [recall_problem(scorer, d.text) for d in docs]
+        for kind in (OVER_WINDOW, MISALIGNED):
+            keep = skips.select(docs, [p[1] if p and p[0] == kind else None for p in problems], kind)
+            docs, labels, problems = [docs[i] for i in keep], labels[keep], [problems[i] for i in keep]
     frequencies_from = set_reference_frequencies(scorer, docs, freq_corpus, raw, normalize_chars, progress, skips)
     rows = []
     queried = query_documents(scorer.target, docs, progress)  # on Ray workers inside ``scale_out``
