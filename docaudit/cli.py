@@ -287,6 +287,13 @@ def model_options(func):
             help="What runs the model: transformers (this process), llamacpp (a .gguf through llama.cpp, not "
             "dequantized) or openai (an OpenAI-compatible server: --api-base, or --model http://HOST:PORT/v1#NAME).",
         ),
+        click.option(
+            "--kv-cache",
+            type=click.Choice(["f32", "f16"]),
+            default=ModelConfig.kv_cache,
+            show_default=True,
+            help="llamacpp: precision of the K/V cache (f16 is faster, its log-probabilities differ by ~2e-3).",
+        ),
         click.option("--api-base", default=None, help="openai: the server's base URL, e.g. http://127.0.0.1:8000/v1."),
         click.option("--api-model", default=None, help="openai: the model name the server serves."),
         click.option(
@@ -517,6 +524,7 @@ def model_config(kw) -> ModelConfig:
         api_tokenizer=kw["api_tokenizer"],
         api_logprobs=kw["api_logprobs"],
         max_requests=kw["max_requests"],
+        kv_cache=kw.get("kv_cache", ModelConfig.kv_cache),
     )
 
 

@@ -85,7 +85,9 @@ class ModelConfig:
     (``api_logprobs="echo"``) or only the top ``api_top_n`` of a generated token, searched with ``logit_bias`` to
     within ``api_bias_tolerance`` nats (``"logit_bias"``); ``auto`` asks the server. ``api_concurrency`` requests at
     once, each with ``api_timeout`` seconds and ``api_retries`` retries (backoff from ``api_backoff`` seconds,
-    doubling); a run that would need more than ``max_requests`` requests stops before the first."""
+    doubling); a run that would need more than ``max_requests`` requests stops before the first. ``kv_cache``: the
+    precision of llama.cpp's K/V cache (``f32``, the default, agrees with the transformers backend to 1e-4 nats;
+    ``f16`` is faster and differs by about 2e-3 on a trained model; docs/benchmarks.md)."""
 
     model: str | None = None
     dtype: str = "float32"
@@ -106,6 +108,7 @@ class ModelConfig:
     api_retries: int = 3
     api_backoff: float = 1.0
     max_requests: int | None = None
+    kv_cache: str = "f32"
 
 
 @dataclass(frozen=True)
