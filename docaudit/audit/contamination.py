@@ -207,11 +207,11 @@ def _score_books(
         detector.prefetch(snippets, progress)
     rows = []
     for doc in tqdm(docs, desc=f"{role} books", unit="book", disable=not progress):
-        for i, (start, text) in enumerate(
-            tqdm(book_snippets(doc, n, words, seed), desc=doc.id, unit="snippet", leave=False, disable=not progress)
-        ):
-            stats = detector.target.stats(text)
-            score = detector.score(stats.logp, stats.mu, stats.sigma, text)[method]
+        drawn = book_snippets(doc, n, words, seed)
+        queried = detector.target.stats_local([(t, None) for _, t in drawn], progress=False)
+        scores = detector.score_many([(s.logp, s.mu, s.sigma, t) for s, (_, t) in zip(queried, drawn)])
+        for i, ((start, _), stats, row) in enumerate(zip(drawn, queried, scores)):
+            score = row[method]
             rows.append(
                 {
                     "role": role,

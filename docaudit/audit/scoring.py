@@ -31,8 +31,6 @@ def score_documents(
     (:func:`querier.excerpt`): its characters are the text scored, extra passes included. Documents that cannot be
     used are left out and recorded in ``skips`` (a ``data.Skips``). ``freq_corpus``: documents whose token
     frequencies calibrate DC-PDD (None: the scored documents' texts)."""
-    from tqdm.auto import tqdm
-
     from docaudit.audit.frequencies import set_reference_frequencies
     from docaudit.corpus.documents import Document, Skips, load_documents
     from docaudit.io import sha256_text
@@ -54,15 +52,8 @@ def score_documents(
     used = {"context": query.context, "stride": query.effective_stride}
     prefetch(detector.target, [(d.text, d.sha256) for d in docs], progress)
     detector.prefetch([d.text for d in docs], progress)
-    rows = []
-    for doc in tqdm(docs, desc="scoring", unit="doc", disable=not progress):
-        stats = detector.target.stats(doc.text, doc.sha256)
-        rows.append(
-            {
-                "file": doc.path,
-                "n_tokens": stats.n_tokens,
-                **used,
-                **detector.score(stats.logp, stats.mu, stats.sigma, doc.text, stats.targets),
-            }
-        )
-    return rows
+    queried = detector.target.stats_many([(d.text, d.sha256) for d in docs], len(docs), progress=progress)
+    scores = detector.score_many(
+        [(s.logp, s.mu, s.sigma, d.text, s.targets) for d, s in zip(docs, queried)], progress, "scoring"
+    )
+    return [{"file": d.path, "n_tokens": s.n_tokens, **used, **row} for d, s, row in zip(docs, queried, scores)]

@@ -131,29 +131,58 @@ class TransformersBackend(Backend):
         """Free the work buffers (they are otherwise kept for the next document)."""
         self.work.clear()
 
-    @torch.inference_mode()
     def compute(
         self, ids: np.ndarray, context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None = None
     ) -> TokenStats:
-        """Query the model over all windows of ``ids`` (no cache).
+        """Query the model over all windows of ``ids`` (no cache): :meth:`compute_many` of one document."""
+        return self.compute_many([ids], context, stride, bos, gp, batch_size)[0]
 
-        Windows of equal length go through the trunk together; the LM head and the reductions run on chunks of
-        at most ``chunk_rows`` scored positions, in float32 work buffers reused from chunk to chunk. Memory is
-        bounded by the batch and chunk sizes whatever the document's length; the only per-token results are four
-        float32 values, copied to the host once at the end (no host synchronization inside the loop)."""
+    @torch.inference_mode()
+    def compute_many(
+        self,
+        docs: list[np.ndarray],
+        context: int,
+        stride: int,
+        bos: int | None,
+        gp: bool,
+        batch_size: int | None = None,
+    ) -> list[TokenStats]:
+        """Query the model over all windows of several documents (no cache), the windows of all of them batched
+        together: many short texts (a detector's extra passes, report snippets) take a few forward passes, not one
+        each.
+
+        The windows, longest first, go through the trunk ``batch_size`` at a time, each right-padded to the
+        longest in its batch (causal attention: padding after a window changes none of its positions); the LM
+        head and the reductions run on chunks of at most ``chunk_rows`` scored positions, in float32 work buffers
+        reused from chunk to chunk. Memory is bounded by the batch and chunk sizes whatever the documents'
+        lengths; the only per-token results are four float32 values, copied to the host once at the end. GP sums
+        are per document, so with ``gp`` each document is queried on its own."""
+        if not docs:
+            return []
+        if gp and len(docs) > 1:
+            return [self.compute_many([ids], context, stride, bos, gp, batch_size)[0] for ids in docs]
         C, S = context, stride
-        spans = scored_spans(len(ids), C, S)
-        batches = list(_batches(spans, batch_size or self.batch_size(C)))
         shift = int(bos is not None)
+        windows = [(d, *span) for d, ids in enumerate(docs) for span in scored_spans(len(ids), C, S)]
+        windows.sort(key=lambda w: w[1] - w[3])  # longest first (stable: a document's windows stay in order)
+        first_row = np.cumsum([0] + [len(ids) - 1 for ids in docs])
+        size = batch_size or self.batch_size(C)
+        batches, index, dest, bounds = [], [], [], [0]
+        for lo in range(0, len(windows), size):
+            batch = windows[lo : lo + size]
+            length = batch[0][3] - batch[0][1] + shift
+            tokens = np.zeros((len(batch), length), dtype=np.int64)
+            if shift:
+                tokens[:, 0] = bos
+            for b, (d, s, f, e) in enumerate(batch):
+                tokens[b, shift : shift + e - s] = docs[d][s:e]
+                index.append(b * length + shift + np.arange(f - 1 - s, e - 1 - s))
+                dest.append(first_row[d] + np.arange(f - 1, e - 1))
+            batches.append(tokens)
+            bounds.append(bounds[-1] + sum(e - f for _, _, f, e in batch))
         # Indices of the scored positions in each batch's flattened [windows * length] trunk output, all moved to
         # the device in one copy before the loop.
-        index, bounds = [], [0]
-        for batch in batches:
-            length = batch[0][2] - batch[0][0] + shift
-            index += [b * length + shift + np.arange(f - 1 - s, e - 1 - s) for b, (s, f, e) in enumerate(batch)]
-            bounds.append(bounds[-1] + sum(e - f for _, f, e in batch))
         index_t = torch.as_tensor(np.concatenate(index), dtype=torch.long, device=self.device)
-        ids_t = torch.as_tensor(ids, dtype=torch.long, device=self.device)
         vocab = self.vocab_size
         gp_total = torch.zeros(vocab, dtype=torch.float64, device=self.device) if gp else None
         chunk = max(1, min(self.chunk_rows, max(b - a for a, b in zip(bounds, bounds[1:]))))
@@ -166,13 +195,11 @@ class TransformersBackend(Backend):
         # Per-token results, allocated once before the loop (long-lived small tensors allocated between the large
         # temporaries would fragment the heap and make memory grow with the document).
         results = torch.empty(bounds[-1], 4, dtype=torch.float32, device=self.device)
-        for batch, lo_b, hi_b in zip(batches, bounds, bounds[1:]):
-            windows = torch.stack([ids_t[s:e] for s, _, e in batch])
-            if shift:
-                windows = torch.nn.functional.pad(windows, (1, 0), value=bos)
+        for tokens, lo_b, hi_b in zip(batches, bounds, bounds[1:]):
+            windows_t = torch.as_tensor(tokens, device=self.device)
             rows_t = index_t[lo_b:hi_b]
-            hidden = self._trunk(windows).reshape(windows.numel(), -1)[rows_t]
-            targets = windows.reshape(-1)[rows_t + 1]
+            hidden = self._trunk(windows_t).reshape(windows_t.numel(), -1)[rows_t]
+            targets = windows_t.reshape(-1)[rows_t + 1]
             for lo in range(0, hi_b - lo_b, chunk):
                 h = hidden[lo : lo + chunk]
                 n = len(h)
@@ -182,7 +209,12 @@ class TransformersBackend(Backend):
                 if gp_total is not None:
                     gp_total += psum
         gp_sum = None if gp_total is None else gp_total.cpu().numpy()
-        return stats_from_rows(ids, results.cpu().numpy(), gp_sum, vocab, C, S)
+        rows = np.empty((bounds[-1], 4), dtype=np.float32)
+        rows[np.concatenate(dest)] = results.cpu().numpy()
+        return [
+            stats_from_rows(ids, rows[first_row[d] : first_row[d + 1]], gp_sum, vocab, C, S)
+            for d, ids in enumerate(docs)
+        ]
 
 
 def _batches(spans, batch_size):
