@@ -115,3 +115,25 @@ def test_extra_passes_are_batched(lms, one_thread):
     assert alone >= n_sequences * len(detector.passes) > len(calls)
     for m in detector.methods:
         np.testing.assert_allclose(batched.scores[m], [r[m] for r in rows], rtol=1e-5, atol=1e-6, err_msg=m)
+
+
+def test_onednn_head_equals_reference(lms, monkeypatch, one_thread):
+    """The pre-packed oneDNN head (used for large float32 heads on the CPU; forced here on a tiny one) gives the
+    reference's values, dense in and out where torch has oneDNN's pointwise linear."""
+    import torch
+
+    from docaudit.query.backends import transformers as backend
+
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("torch without oneDNN")
+    monkeypatch.setattr(backend, "ONEDNN_MIN_WEIGHT", 0)
+    lm = lms["llama"]
+    querier = Querier(lm, QueryConfig(context=16, stride=15))
+    head = querier.backend._head
+    assert head.packed is not None
+    assert head.dense_io == hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    ids = querier.token_ids(_texts(1, 800)[0], "0" * 64)[:45]
+    stats = querier.compute(ids)
+    ref, _ = naive_token_stats(lm.model, ids.tolist(), 16, 15, querier.bos)
+    for name in ("logp", "max_logp", "mu", "sigma"):
+        np.testing.assert_allclose(getattr(stats, name), ref[name], atol=1e-5, rtol=0, err_msg=name)

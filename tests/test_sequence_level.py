@@ -66,8 +66,8 @@ def test_k_sweep_equals_single_k_runs_from_one_query_pass(gpt2, wikimia, tmp_pat
             gpt2, QueryConfig(), ["mink", "minkpp"], DetectorConfig(k=k), cache=False, single_pass=config.max_context
         )
         scores = [single.score_text(t) for t in texts]
-        for m in ("mink", "minkpp"):
-            assert samples[f"{m}@{k:g}"].tolist() == pytest.approx([s[m] for s in scores], rel=1e-6)
+        for m in ("mink", "minkpp"):  # texts queried together (shared, padded batches): float32 rounding
+            assert samples[f"{m}@{k:g}"].tolist() == pytest.approx([s[m] for s in scores], rel=1e-5, abs=1e-7)
     assert samples["mink@0.2"].tolist() == samples["mink"].tolist()  # the default k is one of the sweep
     # every sweep column is reported
     swept = result["metrics"][result["metrics"]["k"].notna()]

@@ -33,14 +33,19 @@ LOGIT_ELEMENTS_PER_CHUNK = {"cpu": 1 << 25, "cuda": 1 << 27}
 class _Head:
     """The LM head applied to chunks of hidden states, writing float32 logits.
 
-    On the CPU a large plain float32 ``nn.Linear`` head runs through oneDNN with a pre-packed copy of its weight, which
-    measured 1.3-1.45x faster than the default BLAS for these shapes (docs/benchmarks.md); set
-    ``docaudit.query.querier.CPU_ONEDNN_HEAD = False`` to save the copy's memory. Otherwise the product is written into
-    the caller's buffer (no fresh [rows, vocab] allocation per chunk)."""
+    On the CPU a large plain float32 ``nn.Linear`` head runs through oneDNN with a pre-packed copy of its weight
+    (laid out for ``rows`` rows at a time), which measured 1.3-1.45x faster than the default BLAS for these shapes
+    (docs/benchmarks.md); its input and output are plain dense tensors where torch has oneDNN's pointwise linear
+    (no conversion of every ``[rows, vocab]`` output from oneDNN's own format, which took a third of the head's
+    time). Set ``docaudit.query.backends.transformers.CPU_ONEDNN_HEAD = False`` to save the copy's memory.
+    Otherwise the product is written into the caller's buffer (no fresh [rows, vocab] allocation per chunk)."""
 
-    def __init__(self, head: Callable, module: torch.nn.Module | None, cap: float | None, device: torch.device):
+    def __init__(
+        self, head: Callable, module: torch.nn.Module | None, cap: float | None, device: torch.device, rows: int = 128
+    ):
         self.head, self.cap = head, cap
         self.weight = self.packed = None
+        self.dense_io = False
         if (
             isinstance(module, torch.nn.Linear)
             and module.bias is None
@@ -55,12 +60,18 @@ class _Head:
                 and torch.backends.mkldnn.is_available()
             ):
                 try:
-                    self.packed = self.weight.detach().to_mkldnn()
-                except RuntimeError:
-                    self.packed = None
+                    if hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+                        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), rows)
+                        self.dense_io = True
+                    else:
+                        self.packed = self.weight.detach().to_mkldnn()
+                except (RuntimeError, AttributeError):
+                    self.packed, self.dense_io = None, False
 
     def __call__(self, hidden: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        if self.packed is not None and hidden.dtype == torch.float32:
+        if self.packed is not None and hidden.dtype == torch.float32 and self.dense_io:
+            z = torch.ops.mkldnn._linear_pointwise(hidden.contiguous(), self.packed, None, "none", [], "")
+        elif self.packed is not None and hidden.dtype == torch.float32:
             z = torch._C._nn.mkldnn_linear(hidden.contiguous().to_mkldnn(), self.packed, None).to_dense()
         elif self.weight is not None and hidden.dtype == torch.float32:
             z = torch.matmul(hidden, self.weight.t(), out=out)
@@ -120,7 +131,7 @@ class TransformersBackend(Backend):
         self.kind = "cuda" if device.type == "cuda" else "cpu"
         self.chunk_rows = max(1, LOGIT_ELEMENTS_PER_CHUNK[self.kind] // vocab_size)
         self._trunk, head_fn, module, cap = split_model(model)
-        self._head = _Head(head_fn, module, cap, device)
+        self._head = _Head(head_fn, module, cap, device, self.chunk_rows)
         self.work = WorkBuffers(device)
 
     def batch_size(self, context: int) -> int:
