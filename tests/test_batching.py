@@ -63,10 +63,11 @@ def test_compute_many_equals_naive_reference(lms, arch, one_thread):
 
 def test_extra_passes_are_batched(lms, one_thread):
     """``sequence_scores`` with the default methods queries each extra pass's texts of all sequences in
-    ceil(windows / batch) forward passes (one per sequence and pass before), with the scores of querying each
+    at most ceil(windows / batch) forward passes (one per sequence and pass before), none carrying more tokens than
+    ``batch`` full windows, with the scores of querying each
     sequence's extra passes on their own."""
     lm = lms["gpt2"]
-    detector = build_detector(lm, QueryConfig(context=32), cache=False)
+    detector = build_detector(lm, QueryConfig(context=32, batch_size=4), cache=False)
     assert {"lower", "pac"} <= set(detector.passes)
     texts = _texts(6, 600)
     stats = [detector.target.stats(t) for t in texts]
@@ -80,7 +81,7 @@ def test_extra_passes_are_batched(lms, one_thread):
         # the old path: each sequence's extra passes queried on their own
         counter.calls.clear()
         tokenizer, C, bs = lm.tokenizer, detector.target.query.context, detector.target.batch_size
-        expected, rows = 0, []
+        most, least, rows = 0, 0, []
         for d, w in zip(batched.doc, batched.window):
             start, first, end = scored_spans(stats[d].n_tokens, C, detector.target.stride)[w]
             text = tokenizer.decode(stats[d].token_ids[start:end].tolist(), clean_up_tokenization_spaces=False)
@@ -107,11 +108,12 @@ def test_extra_passes_are_batched(lms, one_thread):
                 ),
             )
         ]
-        windows = sum(
-            len(scored_spans(len(detector.target.token_ids(t, "")), C, detector.target.stride)) for t in derived
-        )
-        expected += math.ceil(windows / bs)
-    assert len(calls) == expected
+        lengths = [len(detector.target.token_ids(t, "")) for t in derived]
+        windows = sum(len(scored_spans(n, C, detector.target.stride)) for n in lengths)
+        most += math.ceil(windows / bs)  # batches of bs windows
+        least += math.ceil(sum(lengths) / (bs * C))  # every forward full
+    assert least <= len(calls) <= most
+    assert all(b * length <= bs * C for b, length in calls)  # no forward beyond bs full windows' tokens
     assert alone >= n_sequences * len(detector.passes) > len(calls)
     for m in detector.methods:
         np.testing.assert_allclose(batched.scores[m], [r[m] for r in rows], rtol=1e-5, atol=1e-6, err_msg=m)

@@ -67,3 +67,16 @@ def test_bench_gguf_preset_json(tmp_path):
     assert [p.name for p in cached] == ["llama-tiny-Q4_K_M.gguf"]  # no float32 or partial file left behind
     with open(cached[0], "rb") as f:
         assert f.read(4) == b"GGUF"
+
+
+def test_bench_commands_counts_passes(tmp_path):
+    """bench_commands.py runs commands end to end and counts the model's forward passes and their tokens."""
+    script = SCRIPT.parent / "bench_commands.py"
+    cmd = [sys.executable, str(script), "--tiny", "--scale", "0.1", "--commands", "score,sequence", "--json", "-"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    for name in ("querier", "score", "sequence"):
+        row = result[name]
+        assert row["forwards"] >= 1 and row["model_tokens"] >= row["forwards"] and row["tokens_per_s"] > 0, name
+    assert result["score"]["over_querier"] > 0 and "report" not in result

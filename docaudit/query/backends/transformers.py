@@ -162,8 +162,9 @@ class TransformersBackend(Backend):
         together: many short texts (a detector's extra passes, report snippets) take a few forward passes, not one
         each.
 
-        The windows, longest first, go through the trunk ``batch_size`` at a time, each right-padded to the
-        longest in its batch (causal attention: padding after a window changes none of its positions); the LM
+        The windows, longest first, go through the trunk in batches of at most ``batch_size`` full windows' tokens
+        (``batch_size`` windows of the context; more when shorter), each right-padded to the longest in its batch
+        (causal attention: padding after a window changes none of its positions); the LM
         head and the reductions run on chunks of at most ``chunk_rows`` scored positions, in float32 work buffers
         reused from chunk to chunk. Memory is bounded by the batch and chunk sizes whatever the documents'
         lengths; the only per-token results are four float32 values, copied to the host once at the end. GP sums
@@ -177,10 +178,14 @@ class TransformersBackend(Backend):
         windows = [(d, *span) for d, ids in enumerate(docs) for span in scored_spans(len(ids), C, S)]
         windows.sort(key=lambda w: w[1] - w[3])  # longest first (stable: a document's windows stay in order)
         first_row = np.cumsum([0] + [len(ids) - 1 for ids in docs])
-        size = batch_size or self.batch_size(C)
+        budget = (batch_size or self.batch_size(C)) * C  # tokens per forward pass: as many as full windows take
+        groups, lo = [], 0
+        while lo < len(windows):
+            n = max(1, budget // (windows[lo][3] - windows[lo][1]))  # the first window of a group is its longest
+            groups.append(windows[lo : lo + n])
+            lo += n
         batches, index, dest, bounds = [], [], [], [0]
-        for lo in range(0, len(windows), size):
-            batch = windows[lo : lo + size]
+        for batch in groups:
             length = batch[0][3] - batch[0][1] + shift
             tokens = np.zeros((len(batch), length), dtype=np.int64)
             if shift:
