@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_querier.py"
 
 
@@ -41,6 +43,8 @@ def test_bench_tiny_json(tmp_path):
 def test_bench_gguf_preset_json(tmp_path):
     """The tiny preset: a random-weight float32 GGUF built with the gguf package, quantized to Q4_K_M by llama.cpp's
     quantizer into the cache (once), then the llamacpp, transformers and ceiling variants on the same windows."""
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("gguf")
     out = tmp_path / "bench.json"
     cmd = [
         sys.executable,
