@@ -348,6 +348,13 @@ def model_options(func):
             help="What runs the model: transformers (this process), llamacpp (a .gguf through llama.cpp, not "
             "dequantized) or openai (an OpenAI-compatible server: --api-base, or --model http://HOST:PORT/v1#NAME).",
         ),
+        click.option(
+            "--kv-cache",
+            type=click.Choice(["f32", "f16"]),
+            default=ModelConfig.kv_cache,
+            show_default=True,
+            help="llamacpp: precision of the K/V cache (f16 is faster, its log-probabilities differ by ~2e-3).",
+        ),
         click.option("--api-base", default=None, help="openai: the server's base URL, e.g. http://127.0.0.1:8000/v1."),
         click.option("--api-model", default=None, help="openai: the model name the server serves."),
         click.option(
@@ -602,6 +609,7 @@ def model_config(kw) -> ModelConfig:
         api_timeout=kw["api_timeout"],
         api_retries=kw["api_retries"],
         api_document_timeout=kw["api_document_timeout"],
+        kv_cache=kw.get("kv_cache", ModelConfig.kv_cache),
     )
 
 
@@ -951,19 +959,28 @@ def lab(
     show_default=True,
     help="Random half splits whose p-values are combined.",
 )
+@click.option(
+    "--blind-kind",
+    type=click.Choice(["tfidf", "nb", "dates"]),
+    default=DatasetTestConfig.blind_kind,
+    show_default=True,
+    help="Model-free classifier of the texts whose p-value is reported beside the model's.",
+)
 @click.option("--seed", default=QueryConfig.seed, show_default=True)
 @cleaning_options
 @DROP_DUPLICATES
 @strict_option
 @format_option
 @friendly_errors
-def dataset_test(suspect, nonmembers, methods, splits, raw, normalize_chars, drop_duplicates, strict, fmt, **kw):
+def dataset_test(
+    suspect, nonmembers, methods, splits, blind_kind, raw, normalize_chars, drop_duplicates, strict, fmt, **kw
+):
     """Were the suspect documents, as a set, trained on? A dataset-level test in the style of Maini et al. 2024."""
     from dataclasses import asdict
 
     from docaudit import api
     from docaudit.corpus.documents import Skips
-    from docaudit.report.tables import format_query
+    from docaudit.report.tables import format_dataset_checks, format_query
 
     query, skips = query_config(kw), Skips(strict)
     result, scores = api.dataset_test(
@@ -978,6 +995,7 @@ def dataset_test(suspect, nonmembers, methods, splits, raw, normalize_chars, dro
         skips=skips,
         drop_duplicates=drop_duplicates,
         normalize_chars=normalize_chars,
+        blind_kind=blind_kind,
         ray=ray_config(kw),
         progress=show_progress(),
     )
@@ -995,6 +1013,7 @@ def dataset_test(suspect, nonmembers, methods, splits, raw, normalize_chars, dro
     )
     click.echo(f"p-value {result.p_value:.3g} (t = {result.statistic:.2f}, effect size d = {result.effect_size:.2f})")
     click.echo(result.meaning)
+    click.echo(format_dataset_checks(result))
 
 
 @main.group()

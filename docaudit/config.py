@@ -91,7 +91,9 @@ class ModelConfig:
     once, each with ``api_timeout`` seconds for the whole request (connection to last byte) and ``api_retries``
     retries (backoff from ``api_backoff`` seconds, doubling), all of one document's requests within
     ``api_document_timeout`` seconds (None: no bound beyond those); a run that would need more than ``max_requests``
-    requests stops before the first."""
+    requests stops before the first. ``kv_cache``: the precision of llama.cpp's K/V cache (``f32``, the default,
+    agrees with the transformers backend to 1e-4 nats; ``f16`` is faster and differs by about 2e-3 on a trained
+    model; docs/benchmarks.md)."""
 
     model: str | None = None
     dtype: str = "float32"
@@ -113,6 +115,7 @@ class ModelConfig:
     api_backoff: float = 1.0
     max_requests: int | None = None
     api_document_timeout: float | None = None
+    kv_cache: str = "f32"
 
     def __post_init__(self):
         check_range("--api-timeout", self.api_timeout, 0.001, API_TIMEOUT_MAX)
@@ -127,6 +130,8 @@ class ModelConfig:
                 raise DocauditError("--api-document-timeout inf is out of range: allowed a finite number of seconds")
         if self.max_requests is not None:
             check_range("--max-requests", self.max_requests, 1)
+        if self.kv_cache not in ("f32", "f16"):
+            raise DocauditError(f"--kv-cache must be f32 or f16, got {self.kv_cache!r}")
 
 
 @dataclass(frozen=True)
@@ -366,11 +371,13 @@ class SequenceConfig:
 
 @dataclass(frozen=True)
 class DatasetTestConfig:
-    """The dataset-level test: the detector scores combined (``methods``) and the random half splits whose
-    p-values are combined (``splits``)."""
+    """The dataset-level test: the detector scores combined (``methods``), the random half splits whose
+    p-values are combined (``splits``) and the model-free classifier of the blind p-value (``blind_kind``, chosen
+    before seeing any data: choosing the best kind afterwards would make its p-value too small)."""
 
     methods: tuple[str, ...] = ("loss", "zlib", "mink", "minkpp")
     splits: int = 10
+    blind_kind: str = "tfidf"
 
 
 @dataclass(frozen=True)

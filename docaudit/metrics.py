@@ -210,14 +210,16 @@ def paired_auc_difference_ci(labels, base, other, n_boot: int = 1000, alpha: flo
 
 class DeLong(NamedTuple):
     """DeLong's test of ``AUC(other) > AUC(base)`` on the same documents: both AUCs, their difference, its
-    standard error, the z statistic and the one-sided p-value."""
+    standard error, the z statistic and the one-sided p-value; ``p_value`` is None (and ``reason`` says why) when
+    the test has no variance estimate for a positive difference."""
 
     auc_base: float
     auc_other: float
     delta: float
     se: float
     z: float
-    p_value: float
+    p_value: float | None
+    reason: str | None = None
 
 
 def _midranks(x: np.ndarray) -> np.ndarray:
@@ -234,8 +236,10 @@ def delong_test(labels, base, other) -> DeLong:
     ``S = S10 / m + S01 / n`` with ``S10``, ``S01`` the covariance matrices of the two scores' placement values over
     the ``m`` members and ``n`` non-members. The difference's variance is ``S[0,0] + S[1,1] - 2 S[0,1]`` and
     ``z = delta / se`` is compared with the standard normal (one-sided, ``delta > 0``). Placement values come from
-    midranks (Sun and Xu 2014), O(N log N) instead of the definition's O(m n). A difference with zero variance
-    (both scores rank every pair alike) gives p = 1 when it is zero, 0 when it is positive."""
+    midranks (Sun and Xu 2014), O(N log N) instead of the definition's O(m n). With zero estimated variance (e.g.
+    a constant score against one that separates a handful of documents) the normal approximation says nothing: a
+    positive difference then gets no p-value (None, with the reason), and a difference of zero or less gets p = 1
+    (valid for any null distribution)."""
     from scipy.stats import norm
 
     labels, base, other = _paired_scores(labels, base, other)
@@ -251,10 +255,14 @@ def delong_test(labels, base, other) -> DeLong:
     cov = np.cov(v10) / m + np.cov(v01) / n
     delta = float(auc[1] - auc[0])
     var = float(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1])
-    if var <= 1e-15:
-        z = np.inf if delta > 0 else (-np.inf if delta < 0 else 0.0)
-        p = 0.0 if delta > 0 else 1.0
-    else:
+    se = float(np.sqrt(max(var, 0.0)))
+    if var > 1e-15:
         z = delta / np.sqrt(var)
-        p = float(norm.sf(z))
-    return DeLong(float(auc[0]), float(auc[1]), delta, float(np.sqrt(max(var, 0.0))), float(z), p)
+        return DeLong(float(auc[0]), float(auc[1]), delta, se, float(z), float(norm.sf(z)))
+    if delta <= 0:
+        return DeLong(float(auc[0]), float(auc[1]), delta, se, -np.inf if delta < 0 else 0.0, 1.0)
+    reason = (
+        f"DeLong's variance estimate of the AUC difference is zero ({m} members, {n} non-members): the test cannot "
+        "say whether a difference of this size could arise by chance"
+    )
+    return DeLong(float(auc[0]), float(auc[1]), delta, se, float("nan"), None, reason)

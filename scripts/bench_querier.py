@@ -20,6 +20,7 @@ Examples::
     python scripts/bench_querier.py                       # embedded Gemma-3-270M, a book from the shared corpus
     python scripts/bench_querier.py --tiny --json
     python scripts/bench_querier.py --variants querier --tiny --tokens 500000     # memory on a long document
+    python scripts/bench_querier.py --preset llama-1b --tokens 1024 --json bench-1b.json   # quantized 1B on CPU
     python scripts/bench_querier.py --llama7b-shaped --dtype bfloat16 --device cuda --peak-tflops 989
 """
 
@@ -31,8 +32,6 @@ import gc
 import json
 import math
 import os
-import platform
-import resource
 import shutil
 import statistics
 import sys
@@ -45,6 +44,16 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from bench.common import (  # noqa: E402
+    cpu_name,
+    default_documents,
+    peak_rss_mb,
+    read_documents,
+    reset_peak_rss,
+    rss_mb,
+)
+from bench.gguf_bench import GGUF_VARIANTS, print_preset, run_preset  # noqa: E402
+from bench.llama_gguf import PRESETS, build  # noqa: E402
 
 from docaudit.config import DTYPES, QUANTIZE, ModelConfig, QueryConfig
 from docaudit.query.backends.transformers import _batches
@@ -52,43 +61,7 @@ from docaudit.query.models import LoadedModel, load_model, resolve_device
 from docaudit.query.querier import Querier
 from docaudit.query.stats import scored_spans
 
-CORPUS = ROOT.parent / "shared" / "corpus"
 VARIANTS = ("forward", "querier", "naive")
-
-
-# ----------------------------------------------------------------------------------------------- memory
-def rss_mb() -> float:
-    """Current resident set size (MB)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        import psutil
-
-        return psutil.Process().memory_info().rss / 2**20
-
-
-def reset_peak_rss() -> bool:
-    """Reset the kernel's peak-RSS mark (Linux >= 4.0); False where that is not possible."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def peak_rss_mb() -> float:
-    """Peak resident set size since the last reset (VmHWM), else since the process started."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
 
 
 # ----------------------------------------------------------------------------------------------- models
@@ -167,27 +140,6 @@ def build_synthetic(kind: str, texts: list[str], args) -> LoadedModel:
     model.eval()
     cfg = ModelConfig(model=name, dtype=args.dtype, device=args.device)
     return LoadedModel(model, tokenizer, name, "synthetic", cfg, device)
-
-
-# ----------------------------------------------------------------------------------------------- documents
-def default_documents() -> list[Path]:
-    books = sorted((CORPUS / "members").glob("*.txt"))
-    if not books:
-        raise SystemExit(f"no documents: pass paths with --docs (the default corpus {CORPUS} is absent)")
-    return books
-
-
-def read_documents(paths: list[Path], chars_needed: int) -> list[str]:
-    """Cleaned texts of the documents, in order, until about ``chars_needed`` characters are collected."""
-    from docaudit.corpus.documents import load_document
-
-    texts, total = [], 0
-    for p in paths:
-        texts.append(load_document(p).text)
-        total += len(texts[-1])
-        if total >= chars_needed:
-            break
-    return texts
 
 
 def token_ids(querier: Querier, texts: list[str], n: int) -> np.ndarray:
@@ -312,8 +264,29 @@ def parse_args(argv=None):
         default=None,
         help="Peak dense TFLOP/s of the device at this precision, for model FLOP utilisation.",
     )
-    ap.add_argument("--json", action="store_true", help="Print one JSON object instead of the table.")
+    ap.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        default=None,
+        help="Print one JSON object instead of the table (to FILE when given).",
+    )
+    ap.add_argument(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=None,
+        help="A Llama-shaped random-weight GGUF built once into the cache (float32, then Q4_K_M by llama.cpp's "
+        "quantizer); variants llamacpp, transformers (float32 dequantization) and ceiling (raw llama.cpp forward).",
+    )
+    ap.add_argument(
+        "--gguf-variants",
+        default=",".join(GGUF_VARIANTS),
+        help="With --preset: a subset of llamacpp,transformers,ceiling.",
+    )
     args = ap.parse_args(argv)
+    args.gguf_variants = [v.strip() for v in args.gguf_variants.split(",") if v.strip()]
+    if unknown := set(args.gguf_variants) - set(GGUF_VARIANTS):
+        ap.error(f"unknown --gguf-variants: {', '.join(sorted(unknown))}")
     if args.tiny and args.llama7b_shaped:
         ap.error("--tiny and --llama7b-shaped are exclusive")
     args.variants = [v.strip() for v in args.variants.split(",") if v.strip()]
@@ -347,17 +320,6 @@ def matmul_params(model) -> int:
     return total
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def main(argv=None) -> dict:
     args = parse_args(argv)
     if args.threads:
@@ -369,6 +331,13 @@ def main(argv=None) -> dict:
 
     paths = args.docs or default_documents()
     texts = read_documents(paths, chars_needed=6 * args.tokens + 10_000)
+    if args.preset:
+        from docaudit.query.cache import cache_root
+
+        gguf = build(args.preset, cache_root(), texts)["q4_k_m"]
+        result = run_preset(gguf, texts, args)
+        emit(result, args.json, lambda: print_preset(result))
+        return result
     t0 = time.perf_counter()
     if args.tiny or args.llama7b_shaped:
         lm = build_synthetic("tiny" if args.tiny else "llama7b", texts[:4], args)
@@ -477,11 +446,19 @@ def main(argv=None) -> dict:
         result["peak_tflops"] = args.peak_tflops
         for v in tps:
             result[f"{v}_mfu"] = flops * tps[v] / (args.peak_tflops * 1e12)
-    if args.json:
+    emit(result, args.json, lambda: print_table(result, tps))
+    return result
+
+
+def emit(result: dict, json_to: str | None, table) -> None:
+    """The result as one JSON object (stdout for ``-``, else the file) or as a table."""
+    if json_to is None:
+        table()
+    elif json_to == "-":
         print(json.dumps(result))
     else:
-        print_table(result, tps)
-    return result
+        Path(json_to).write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {json_to}")
 
 
 def print_table(r: dict, tps: dict) -> None:

@@ -102,27 +102,57 @@ def test_train_then_predict_through_llamacpp(llama_pair, tmp_path):
     assert len(json.loads(predicted.stdout)) == 4
 
 
-def test_controlled_target_same_auc_through_llamacpp(tmp_path, one_thread):
-    """A Llama target trained on a random half of real book excerpts, audited with the loss through each backend:
-    the same membership AUC."""
+@pytest.fixture(scope="module")
+def trained_target(tmp_path_factory, one_thread):
+    """A Llama target trained on a random half of real book excerpts, as a Hugging Face folder and a float32 GGUF
+    file; its texts and membership labels."""
     from dataclasses import replace
 
     from labtarget import TINY, excerpts
-    from sklearn.metrics import roc_auc_score as auc
 
     from docaudit.lab.experiment import split_members
     from docaudit.lab.target import train_target
 
+    tmp = tmp_path_factory.mktemp("trained")
     texts = excerpts(16, 100)
     split = split_members(list(texts), seed=0)
     names = sorted(texts)
     members = [texts[n] for n in names if split[n] == 1]
-    model_dir = train_target(members, list(texts.values()), tmp_path / "t", replace(TINY, arch="llama"), progress=False)
-    gguf = write_gguf(model_dir, tmp_path / "target.gguf")
-    labels = np.array([split[n] for n in names])
+    model_dir = train_target(members, list(texts.values()), tmp / "t", replace(TINY, arch="llama"), progress=False)
+    gguf = write_gguf(model_dir, tmp / "target.gguf")
+    return model_dir, gguf, [texts[n] for n in names], np.array([split[n] for n in names])
+
+
+def test_controlled_target_same_auc_through_llamacpp(trained_target):
+    """A Llama target trained on a random half of real book excerpts, audited with the loss through each backend:
+    the same membership AUC."""
+    from sklearn.metrics import roc_auc_score as auc
+
+    model_dir, gguf, texts, labels = trained_target
     query = QueryConfig(context=32)
     aucs = []
     for config in (ModelConfig(model=str(model_dir), device="cpu"), ModelConfig(model=str(gguf), backend="llamacpp")):
         querier = Querier(load_model(config), query)
-        aucs.append(auc(labels, [float(querier.stats(texts[n]).logp.mean()) for n in names]))
+        aucs.append(auc(labels, [float(querier.stats(t).logp.mean()) for t in texts]))
     assert aucs[0] > 0.8 and abs(aucs[0] - aucs[1]) < 1e-9
+
+
+def test_float32_kv_cache_agrees_with_transformers_on_a_trained_model(trained_target):
+    """On a trained target (whose probabilities are far from uniform, unlike a random model's) the llama.cpp
+    backend's statistics agree with transformers' to 1e-4 nats with its default float32 K/V cache; a 16-bit
+    cache (``kv_cache="f16"``, llama.cpp's own default) moves them by more, and is its own cache entry."""
+    model_dir, gguf, texts, _ = trained_target
+    query = QueryConfig(context=32)
+    hf = Querier(load_model(ModelConfig(model=str(model_dir), device="cpu")), query)
+    cpp = Querier(load_model(ModelConfig(model=str(gguf), backend="llamacpp")), query)
+    half = Querier(load_model(ModelConfig(model=str(gguf), backend="llamacpp", kv_cache="f16")), query)
+    worst = {"f32": 0.0, "f16": 0.0}
+    for text in texts[:6]:
+        theirs = hf.stats(text)
+        for name, querier in (("f32", cpp), ("f16", half)):
+            ours = querier.stats(text)
+            assert np.array_equal(ours.token_ids, theirs.token_ids)
+            for stat in ("logp", "max_logp", "mu", "sigma"):
+                worst[name] = max(worst[name], float(np.abs(getattr(ours, stat) - getattr(theirs, stat)).max()))
+    assert worst["f32"] < 1e-4 < worst["f16"], worst
+    assert cpp.key("x") != half.key("x")

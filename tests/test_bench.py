@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_querier.py"
 
 
@@ -36,3 +38,49 @@ def test_bench_tiny_json(tmp_path):
     ):
         assert result[key] > 0, key
     assert result["querier_peak_rss_mb"] > 0 and result["naive_tokens"] >= 64
+
+
+def test_bench_gguf_preset_json(tmp_path):
+    """The tiny preset: a random-weight float32 GGUF built with the gguf package, quantized to Q4_K_M by llama.cpp's
+    quantizer into the cache (once), then the llamacpp, transformers and ceiling variants on the same windows."""
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("gguf")
+    out = tmp_path / "bench.json"
+    cmd = [
+        sys.executable,
+        str(SCRIPT),
+        "--preset",
+        "llama-tiny",
+        "--tokens",
+        "300",
+        "--repeats",
+        "1",
+        "--json",
+        str(out),
+    ]
+    env = {**__import__("os").environ, "DOCAUDIT_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["tokens"] == 300 and result["context"] == 128 and result["stride"] == 127
+    for variant in ("transformers", "llamacpp", "ceiling"):
+        assert result[variant]["tokens_per_s"] > 0 and result[variant]["peak_rss_mb"] > 0, variant
+    for variant in ("transformers", "llamacpp"):
+        assert result[variant]["over_ceiling"] > 0
+    cached = list((tmp_path / "cache" / "bench-models").iterdir())
+    assert [p.name for p in cached] == ["llama-tiny-Q4_K_M.gguf"]  # no float32 or partial file left behind
+    with open(cached[0], "rb") as f:
+        assert f.read(4) == b"GGUF"
+
+
+def test_bench_commands_counts_passes(tmp_path):
+    """bench_commands.py runs commands end to end and counts the model's forward passes and their tokens."""
+    script = SCRIPT.parent / "bench_commands.py"
+    cmd = [sys.executable, str(script), "--tiny", "--scale", "0.1", "--commands", "score,sequence", "--json", "-"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    for name in ("querier", "score", "sequence"):
+        row = result[name]
+        assert row["forwards"] >= 1 and row["model_tokens"] >= row["forwards"] and row["tokens_per_s"] > 0, name
+    assert result["score"]["over_querier"] > 0 and "report" not in result

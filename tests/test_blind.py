@@ -131,3 +131,17 @@ def test_shift_warning_thresholds():
     message = shift_warning(0.55, best_membership_auc=0.58)
     assert message is not None and "not evidence" in message and "0.580" in message
     assert shift_warning(0.55, best_membership_auc=0.70) is None
+
+
+def test_shift_warning_says_above_or_within_as_it_is():
+    """A blind AUC far above the best membership AUC is called "above", never "within"; one a little below it is
+    "within"; the report page lists the same sentence."""
+    from docaudit.report.contamination import report_warnings
+
+    above = shift_warning(0.95, best_membership_auc=0.70)
+    assert "0.250 above the best membership AUC 0.700" in above and "within" not in above
+    within = shift_warning(0.55, best_membership_auc=0.58)
+    assert "0.030 below, so within 0.05 of, the best membership AUC 0.580" in within and "above" not in within
+    equal = shift_warning(0.55, best_membership_auc=0.55)
+    assert "equal to the best membership AUC 0.550" in equal and "within" not in equal
+    assert report_warnings({"blind_warning": above}) == [above]

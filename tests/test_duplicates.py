@@ -119,5 +119,8 @@ def test_dataset_test(sets, tiny_gpt2):
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["n_suspect"] == 4 and report["n_nonmember"] == 4
+    assert 0 <= report["p_value_blind"] <= 1 and report["blind_kind"] == "tfidf"
+    assert report["verdict"]["verdict"] in ("evidence of membership", "no evidence of membership", "inconclusive")
+    assert report["self_check_p_value"] is None and "at least 8" in report["self_check_reason"]
     assert_dropped(report["duplicates_dropped"], sets)
     assert str(sets["copied"]) not in {row["file"] for row in report["scores"]}

@@ -68,6 +68,36 @@ def test_recall_equals_the_authors_computation(lab):
         assert det.score_text(x)["recall"] == pytest.approx(expected, **TOL)
 
 
+def test_recall_refuses_a_text_that_does_not_fit_one_window_with_its_prefix(lab):
+    """Prefix + text over the target's 63-token window would be scored over several windows, a different
+    statistic: refused with a one-line error (and named by ``recall_problem``), not computed."""
+    from docaudit.methods.detectors.recall import OVER_WINDOW, recall_problem
+
+    lm, members, nonmembers = lab
+    long_prefix = PREFIX_SEPARATOR.join(nonmembers[:4])
+    det = build_detector(lm, QueryConfig(), ["recall"], DetectorConfig(recall_prefix=long_prefix), single_pass=250)
+    n = len(ref.token_ids(lm.tokenizer, long_prefix + PREFIX_SEPARATOR + members[0]))
+    assert n > 63
+    assert recall_problem(det, members[0])[0] == OVER_WINDOW
+    with pytest.raises(DocauditError, match=f"are {n} tokens, more than the 63-token window"):
+        det.score_text(members[0])
+
+
+def test_recall_refuses_a_text_tokenized_differently_after_the_prefix(lab):
+    """A text starting with two spaces: the lab tokenizer merges the separator with them, so the joined text's
+    last tokens are not the text's own; ReCaLL refuses it instead of scoring other tokens."""
+    from docaudit.methods.detectors.recall import MISALIGNED, recall_problem
+
+    lm, members, nonmembers = lab
+    det = build_detector(lm, QueryConfig(), ["recall"], DetectorConfig(recall_prefix=nonmembers[0]), single_pass=250)
+    x = "  " + members[0]
+    own, joined = (ref.token_ids(lm.tokenizer, t) for t in (x, nonmembers[0] + PREFIX_SEPARATOR + x))
+    assert joined[len(joined) - len(own) :] != own
+    assert recall_problem(det, x)[0] == MISALIGNED and recall_problem(det, members[0]) is None
+    with pytest.raises(DocauditError, match="not its tokens alone"):
+        det.score_text(x)
+
+
 def test_missing_frequencies_or_prefix_are_one_line_errors(gpt2):
     with pytest.raises(DocauditError, match="'dcpdd' needs token frequencies"):
         build_detector(gpt2, QueryConfig(context=250), ["dcpdd"]).score_text(text())
@@ -80,9 +110,12 @@ def test_members_score_higher_on_a_target_that_memorized_them(lab):
     error shows as an AUC below 0.5. The prefix is one non-member, left out."""
     from sklearn.metrics import roc_auc_score
 
+    from docaudit.methods.detectors.recall import recall_problem
+
     lm, mem, non = lab
     prefix, non = non[0], non[1:]
     det = build_detector(lm, QueryConfig(), ["dcpdd", "recall"], DetectorConfig(recall_prefix=prefix), single_pass=250)
+    mem, non = ([t for t in texts if recall_problem(det, t) is None] for texts in (mem, non))  # one window each
     det.set_frequencies([(t, None) for t in mem + non])  # the evaluated texts, without their labels
     rows = [det.score_text(t) for t in mem + non]
     labels = [1] * len(mem) + [0] * len(non)

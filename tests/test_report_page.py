@@ -55,9 +55,11 @@ def test_page_reads_against_the_calibration_books(page):
     assert info["blind_auc"] is not None and f"AUC {info['blind_auc']:.3f}" in html
     assert ("distribution shift" in html) == ("distribution shift" in result.stderr) == bool(info["blind_warning"])
     # snippets overlap: 8 x 40 words is more than the ~250-word books (not the longer one)
-    assert "snippets overlap in 11 of 12 books" in html and "snippets overlap" in result.stderr
+    assert "11 of 12 books have fewer than 8 x 40 words" in html and "fewer non-overlapping" in result.stderr
     books = pd.read_csv(out / "report.csv")
-    assert (books.snippets_overlap == (books.n_words < 8 * 40)).all() and books.snippets_overlap.sum() == 3
+    assert not books.snippets_overlap.any() and (books.overlapping_snippets == 0).all()
+    assert ((books.n_snippets < 8) == (books.n_words < 8 * 40)).all() and (books.n_snippets < 8).sum() == 3
+    assert (books.n_snippets == np.minimum(8, books.n_words // 40)).all()
     assert (books.book_ci_low <= books.book_ci_high).all()
     assert ((books.book_ci_low >= 0) & (books.book_ci_high <= 1)).all()
     # provenance, on the page and in report.json

@@ -66,8 +66,8 @@ def test_k_sweep_equals_single_k_runs_from_one_query_pass(gpt2, wikimia, tmp_pat
             gpt2, QueryConfig(), ["mink", "minkpp"], DetectorConfig(k=k), cache=False, single_pass=config.max_context
         )
         scores = [single.score_text(t) for t in texts]
-        for m in ("mink", "minkpp"):
-            assert samples[f"{m}@{k:g}"].tolist() == pytest.approx([s[m] for s in scores], rel=1e-6)
+        for m in ("mink", "minkpp"):  # texts queried together (shared, padded batches): float32 rounding
+            assert samples[f"{m}@{k:g}"].tolist() == pytest.approx([s[m] for s in scores], rel=1e-5, abs=1e-7)
     assert samples["mink@0.2"].tolist() == samples["mink"].tolist()  # the default k is one of the sweep
     # every sweep column is reported
     swept = result["metrics"][result["metrics"]["k"].notna()]
@@ -92,12 +92,17 @@ def test_metrics_match_direct_computations(gpt2, wikimia):
 
 
 def test_recall_takes_its_prefix_from_the_nonmembers(gpt2, wikimia):
+    """The prefix shots are non-members left out; a text that does not fit the 256-token window with the prefix
+    is a named skip (ReCaLL over several windows would be another statistic), the others are scored."""
+    from docaudit.methods.detectors.recall import OVER_WINDOW
+
     path, _ = wikimia
-    config = SequenceConfig(n_boot=20, recall_shots=2)
+    config = SequenceConfig(n_boot=20, recall_shots=1)
     result = run(path, gpt2, ["recall", "dcpdd"], config)
     info = result["info"]
-    assert (info["n_members"], info["n_nonmembers"]) == (8, 6)
-    assert len(info["recall_prefix_ids"]) == 2
+    skipped = [s for s in info["skipped"] if s["kind"] == OVER_WINDOW]
+    assert skipped and info["n_members"] + info["n_nonmembers"] + len(skipped) == 15
+    assert len(info["recall_prefix_ids"]) == 1
     assert not set(info["recall_prefix_ids"]) & set(result["samples"]["id"])
     assert np.isfinite(result["samples"][["recall", "dcpdd"]].to_numpy()).all()
 

@@ -113,3 +113,70 @@ def test_dataset_test_on_a_trained_target():
     half = len(n) // 2
     null = dataset_test(n[:half], n[half:])
     assert null.p_value > 0.05
+
+
+def test_dataset_test_is_one_sided_in_the_member_direction():
+    """Suspects that are the *less* member-like set (a detector scores them lower) get a large p-value: a fitted
+    negative weight must not turn the difference into evidence."""
+    rng = np.random.default_rng(3)
+    nonmember = rng.normal(size=(40, 3))
+    reversed_set = rng.normal(size=(40, 3))
+    reversed_set[:, 0] -= 1.5
+    assert dataset_test(reversed_set, nonmember).p_value > 0.5
+    assert dataset_test(nonmember, reversed_set).p_value < 0.01  # the same sets the right way round
+
+
+def test_dataset_test_self_check_and_p_by_size():
+    """Maini et al.'s false-positive check is the same test on two halves of the known non-members, and the
+    p-value by number of suspects is the same test on random subsets of them (both recomputed here)."""
+    from docaudit.audit import dataset_level
+
+    rng = np.random.default_rng(4)
+    suspect, nonmember = rng.normal(size=(30, 2)), rng.normal(size=(24, 2))
+    suspect[:, 1] += 1.0
+    res = dataset_test(suspect, nonmember, seed=2)
+    check = np.random.default_rng([2, 1])
+    first, second = dataset_level._halves(24, check)
+    assert res.self_check_p_value == dataset_test(nonmember[first], nonmember[second], seed=2).p_value
+    assert res.self_check_p_value > 0.05 and res.self_check_reason is None
+    assert [row["n_suspect"] for row in res.p_by_size] == [5, 10, 20, 30]
+    chosen = check.choice(30, size=5, replace=False)
+    assert res.p_by_size[0]["p_value"] == dataset_test(suspect[chosen], nonmember, seed=2).p_value
+    assert res.p_by_size[-1]["p_value"] == res.p_value
+    few = dataset_test(suspect, nonmember[:6])
+    assert few.self_check_p_value is None and "at least 8" in few.self_check_reason
+
+
+def test_dataset_test_null_self_check_rate():
+    """Under the null the self-check's p-value falls below 0.05 at most at about the nominal rate."""
+    small = [
+        dataset_test(*(np.random.default_rng(200 + i).normal(size=(2, 8, 2))), seed=i, n_splits=1).self_check_p_value
+        for i in range(40)
+    ]
+    assert sum(p < 0.05 for p in small) <= 6  # 99th percentile of Binomial(40, 0.05)
+
+
+def _texts(n, years, rng):
+    words = "river stone lamp market winter letter garden window harbour bread".split()
+    return [" ".join(rng.choice(words, 120)) + f" written in {rng.choice(years)}" for _ in range(n)]
+
+
+def test_dataset_test_blind_p_value_and_verdict():
+    """Sets that differ as text (an era the dates give away): the blind p-value is small and the verdict is
+    inconclusive however small the model's p-value; sets alike as text: the model's p-value decides."""
+    from docaudit.methods.blind import BlindFeatures
+    from docaudit.verdicts import EVIDENCE, INCONCLUSIVE
+
+    rng = np.random.default_rng(5)
+    suspect, nonmember = rng.normal(size=(30, 2)), rng.normal(size=(30, 2))
+    suspect[:, 0] += 1.5
+    shifted = BlindFeatures(_texts(30, range(1990, 2020), rng) + _texts(30, range(1850, 1880), rng))
+    res = dataset_test(suspect, nonmember, blind=shifted, blind_kind="dates")
+    assert res.p_value < 0.01 and res.p_value_blind < 0.01
+    assert res.verdict["verdict"] == INCONCLUSIVE and "blind" in res.verdict["reason"]
+    assert res.rely_on.startswith("Rely on neither")
+    alike = BlindFeatures(_texts(60, range(1850, 2020), rng))
+    res = dataset_test(suspect, nonmember, blind=alike, blind_kind="dates")
+    assert res.p_value_blind > 0.05 and res.verdict["verdict"] == EVIDENCE
+    assert res.rely_on.startswith("Rely on the model's p-value")
+    assert dataset_test(suspect, nonmember).verdict["verdict"] == INCONCLUSIVE  # no texts, no blind test

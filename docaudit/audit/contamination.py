@@ -1,9 +1,11 @@
 """Per-book contamination rates (Min-K% Prob paper, sec. 5; docs/methods.md, "Contamination rate").
 
-1. Snippets: from each book, ``snippets`` random runs of ``snippet_words`` consecutive words (whitespace-separated;
-   the snippet is the book's text from the first word's start to the last word's end, so line breaks are kept).
-   Start words are drawn without replacement, seeded by the seed and the book's hash; a book with fewer possible
-   starts than ``snippets`` gives one snippet per start. Snippets of one book may overlap.
+1. Snippets: from each book, ``snippets`` random non-overlapping runs of ``snippet_words`` consecutive words
+   (whitespace-separated; the snippet is the book's text from the first word's start to the last word's end, so
+   line breaks are kept), drawn uniformly over all non-overlapping placements, seeded by the seed and the book's
+   hash. A book with fewer than ``snippets x snippet_words`` words gives as many as fit (a warning says how many
+   books and the rates rest on their actual count); snippets never share a word, and ``overlapping_snippets``
+   counts, from the drawn start words, any that would.
 2. Scoring: each snippet is its own text, queried through the cached querier in one window when it fits: the
    context is the model's maximum positions capped at ``max_context`` (2048 by default). A snippet with more
    tokens than that is scored over its windows (counted in ``info["snippets_over_context"]``).
@@ -11,15 +13,14 @@
    accuracy of "``score > tau`` is a member" (``scaling.accuracy_threshold``), or with ``target_fpr`` it is the
    lowest ``tau`` whose false-positive rate on the non-member snippets is at most that (``scaling.fpr_threshold``).
 4. Audit: a book's contamination rate is the share of its snippets scoring above ``tau``, with a Wilson score
-   interval for a binomial proportion at ``confidence`` (95% by default). The interval treats snippets as
-   independent draws and ``tau`` as fixed: it ignores the overlap of snippets and the calibration's own noise.
+   interval for a binomial proportion at ``confidence`` (95% by default). The interval treats the (disjoint)
+   snippets as independent draws and ``tau`` as fixed: it ignores the correlation of passages of one book and the
+   calibration's own noise.
    When the calibration snippets' AUC is below 0.60, ``info["warning"]`` says that the rates mostly reflect where
    the threshold falls rather than membership.
    Beside it, a book-level bootstrap interval (``book_ci_low``, ``book_ci_high``): each of ``book_bootstrap``
    resamples draws the calibration books of each class with replacement (so the threshold moves as it would with
-   other calibration books) and the audited book's snippets with replacement, and recomputes the rate. A book whose
-   ``snippets x snippet_words`` exceeds its words has overlapping snippets (``snippets_overlap``; a warning says how
-   many books): its snippets are not independent and the Wilson interval is too narrow.
+   other calibration books) and the audited book's snippets with replacement, and recomputes the rate.
 5. Beyond the blind baseline: on the calibration books, a book's mean snippet score is compared with a blind
    classifier of the books' texts (``methods.beyond_blind``, ``info["beyond_blind"]``): if the calibration sets
    differ by era or topic, a separation of their snippets is not evidence that the method detects training. The
@@ -73,15 +74,31 @@ def too_short(doc: Document, words: int) -> str | None:
     return f"too short for one snippet of {words} words (it has {n} words)" if n < words else None
 
 
+def snippet_starts(n_words: int, n: int, words: int, rng: np.random.Generator) -> np.ndarray:
+    """Start words of ``min(n, n_words // words)`` non-overlapping runs of ``words`` words among ``n_words``,
+    uniformly over all such placements: ``k`` sorted distinct draws ``p_i`` from ``n_words - k (words - 1)``
+    slots, and ``start_i = p_i + i (words - 1)``, so consecutive starts are at least ``words`` apart."""
+    k = min(n, n_words // words)
+    slots = np.sort(rng.choice(n_words - k * (words - 1), size=k, replace=False))
+    return slots + np.arange(k) * (words - 1)
+
+
 def book_snippets(doc: Document, n: int, words: int, seed: int = 0) -> list[tuple[int, str]]:
-    """``(start word, text)`` of up to ``n`` random snippets of ``words`` consecutive words of a book."""
+    """``(start word, text)`` of up to ``n`` random non-overlapping snippets of ``words`` consecutive words of a
+    book (fewer when the book has fewer than ``n x words`` words: as many as fit)."""
     spans = [m.span() for m in _WORD.finditer(doc.text)]
     if len(spans) < words:
         raise DocauditError(f"{doc.path}: {too_short(doc, words)}")
-    n_starts = len(spans) - words + 1
     rng = np.random.default_rng([seed, int(doc.sha256[:12], 16)])
-    starts = np.sort(rng.choice(n_starts, size=min(n, n_starts), replace=False))
+    starts = snippet_starts(len(spans), n, words, rng)
     return [(int(s), doc.text[spans[s][0] : spans[s + words - 1][1]]) for s in starts]
+
+
+def overlapping_snippets(starts, words: int) -> int:
+    """How many snippets (by their start words) share a word with another snippet."""
+    starts = np.sort(np.asarray(starts))
+    close = np.diff(starts) < words
+    return int((np.r_[close, False] | np.r_[False, close]).sum())
 
 
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -102,15 +119,24 @@ def word_count(doc: Document) -> int:
 
 
 def overlap_warning(books: pd.DataFrame, snippets: int, words: int) -> str | None:
-    """The warning when some books have fewer words than ``snippets x words`` (their snippets overlap)."""
-    overlapping = books[books.snippets_overlap]
-    if overlapping.empty:
-        return None
-    return (
-        f"WARNING: snippets overlap in {len(overlapping)} of {len(books)} books ({snippets} snippets x {words} words "
-        f"is more than the book's words, e.g. {overlapping.book.iloc[0]} with {overlapping.n_words.iloc[0]} words): "
-        "their snippets are not independent, so the Wilson interval is too narrow; read the book-level interval."
-    )
+    """The warning when some books gave fewer snippets than asked (fewer than ``snippets x words`` words: as many
+    non-overlapping snippets as fit), or, should any snippets overlap, how many."""
+    parts = []
+    short = books[books.n_snippets < snippets]
+    if not short.empty:
+        parts.append(
+            f"{len(short)} of {len(books)} books have fewer than {snippets} x {words} words and gave fewer "
+            f"non-overlapping snippets than the {snippets} asked (e.g. {short.book.iloc[0]}: "
+            f"{short.n_snippets.iloc[0]} snippets from {short.n_words.iloc[0]} words); their rates rest on fewer "
+            "snippets and their intervals are wider"
+        )
+    overlapping = int(books.overlapping_snippets.sum())
+    if overlapping:
+        parts.append(
+            f"{overlapping} snippets overlap another of their book: they are not independent, so the Wilson "
+            "interval is too narrow"
+        )
+    return f"WARNING: {'; '.join(parts)}." if parts else None
 
 
 def threshold_warning(tau: float) -> str | None:
@@ -183,11 +209,11 @@ def _score_books(
         detector.prefetch(snippets, progress)
     rows = []
     for doc in tqdm(docs, desc=f"{role} books", unit="book", disable=not progress):
-        for i, (start, text) in enumerate(
-            tqdm(book_snippets(doc, n, words, seed), desc=doc.id, unit="snippet", leave=False, disable=not progress)
-        ):
-            stats = detector.target.stats(text)
-            score = detector.score(stats.logp, stats.mu, stats.sigma, text)[method]
+        drawn = book_snippets(doc, n, words, seed)
+        queried = detector.target.stats_local([(t, None) for _, t in drawn], progress=False)
+        scores = detector.score_many([(s.logp, s.mu, s.sigma, t) for s, (_, t) in zip(queried, drawn)])
+        for i, ((start, _), stats, row) in enumerate(zip(drawn, queried, scores)):
+            score = row[method]
             rows.append(
                 {
                     "role": role,
@@ -313,8 +339,12 @@ def contamination_report(
         .sort_values("contamination_rate", ascending=False, kind="stable")
         .reset_index(drop=True)
     )
+    overlaps = snip.groupby(["book", "file"], sort=False).start_word.apply(
+        lambda starts: overlapping_snippets(starts, snippet_words)
+    )
     for frame in (audited, calibration):
-        frame["snippets_overlap"] = frame.n_words < snippets * snippet_words
+        frame["overlapping_snippets"] = [int(overlaps[(b, f)]) for b, f in zip(frame.book, frame.file)]
+        frame["snippets_overlap"] = frame.overlapping_snippets > 0
     beyond_result, blind = _calibration_beyond_blind(groups, snip, method, beyond, seed)
     blind_folds = min(beyond.folds, len(groups["member"]), len(groups["non-member"]))
     verdicts, verdict_info = book_verdicts(

@@ -4,10 +4,19 @@ Single documents are hard to call; a set of suspect documents can be tested toge
 known not to be in the training data, through several per-document detector scores at once:
 
 1. split the suspect set and the known non-member set each at random into halves A and B;
-2. on A, standardize the features and fit a logistic regression that separates suspect (1) from non-member (0);
+2. on A, standardize the features and fit a logistic regression that separates suspect (1) from non-member (0)
+   with every weight non-negative (a feature whose weight comes out negative is dropped and the rest refit; with
+   every weight dropped, the first feature alone is used);
 3. on B, compute the combined (linear) score of both sets and run a one-sided Welch t-test that the suspect mean
    is larger;
 4. repeat over ``n_splits`` random splits and combine the p-values as twice their median.
+
+One-sided in the member direction: every feature is oriented higher = more member-like (docaudit's detector
+scores are), and with non-negative weights the combined score is too, so only suspects that look *more*
+member-like than the non-members can give a small p-value; suspects that are the less member-like set give a large
+one. Maini et al.'s code (pratyushmaini/llm_dataset_inference, ``linear_di.py``) fits an unconstrained linear model
+and tests one-sided in whatever direction it learned, which tests "the sets differ", not "the suspects look
+trained on".
 
 Why twice the median: the split p-values are dependent (they share documents), so Fisher's method is not valid.
 For any dependence, ``n/r`` times the r-th smallest of n p-values is a valid p-value (Rüschendorf 1982; Meng
@@ -20,6 +29,21 @@ Validity of each split's p-value: the combining weights are fit on A only and B 
 the null hypothesis (suspect and non-member documents are exchangeable as seen through these scores) the
 combined scores of B's two groups have the same distribution; the Welch t-test then gives an approximately
 uniform p-value (exact only for normal scores; with a few documents per half it is an approximation).
+
+Beside the p-value, as Maini et al. report them:
+
+- ``self_check_p_value``: their false-positive check. The known non-members are split at random in two and the
+  same test is run with one half as "suspects"; both halves come from one distribution, so this p-value should be
+  large. A small one says the test is not to be trusted on these documents.
+- ``p_by_size``: the p-value with only ``k`` randomly chosen suspect documents, for growing ``k`` (all
+  non-members kept): how many suspects the test needs.
+- ``p_value_blind``: the same split test with a model-free classifier of the texts (``methods.blind``, kind
+  ``DatasetTestConfig.blind_kind``) fit on A in place of the detector scores. A small blind p-value says the sets
+  differ as text (era, topic, source), which makes the model's p-value unreadable as membership.
+
+The verdict (``docaudit.verdicts``): "evidence of membership" only when the model's p-value is below ``alpha``
+while the blind p-value is not (and the self-check passes); "inconclusive", with the reason, when the blind test
+already separates the sets, the self-check fails, or no blind test could be run.
 """
 
 from __future__ import annotations
@@ -30,8 +54,13 @@ import numpy as np
 
 from docaudit.config import DatasetTestConfig
 from docaudit.errors import DocauditError
+from docaudit.verdicts import DEFAULT_ALPHA, decide
 
 MIN_DOCS = 4
+
+SIZES = (5, 10, 20, 50, 100, 150, 200, 300, 400, 500, 600, 700, 800, 900, 1000)
+"""Numbers of suspect documents in the p-value-by-size table (Maini et al.'s ``p_sample_list`` from 5 on); the
+full set is always added."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +76,11 @@ class DatasetTestResult:
     - ``split_p_values``: the p-value of every split; ``bonferroni_p``: ``min(1, n_splits * min(split_p_values))``;
     - ``meaning``: what the p-value does and does not mean, in words;
     - ``duplicates_dropped``: documents found in both sets and left out (``data.separate_sets``), when scored from
-      files.
+      files;
+    - ``self_check_p_value`` (``self_check_reason`` when it could not run), ``p_by_size``, ``p_value_blind``
+      (``blind_reason`` when it could not run), ``blind_kind``: see the module notes;
+    - ``rely_on``: one sentence saying which p-value the user may rely on; ``verdict``: the verdict's fields
+      (``docaudit.verdicts.Verdict.as_dict``).
     """
 
     p_value: float
@@ -62,6 +95,14 @@ class DatasetTestResult:
     n_features: int
     meaning: str = field(repr=False)
     duplicates_dropped: dict | None = None
+    self_check_p_value: float | None = None
+    self_check_reason: str | None = None
+    p_by_size: tuple[dict, ...] = ()
+    p_value_blind: float | None = None
+    blind_reason: str | None = None
+    blind_kind: str | None = None
+    rely_on: str = ""
+    verdict: dict | None = None
 
 
 def _check(name: str, x) -> np.ndarray:
@@ -97,24 +138,103 @@ def _meaning(p: float, n_s: int, n_n: int, k: int) -> str:
     )
 
 
+def _one_split(zs: np.ndarray, zn: np.ndarray) -> tuple[float, float, float, float]:
+    """Welch's one-sided test that the suspects' half-B scores ``zs`` exceed the non-members' ``zn``: ``(p, t,
+    difference of means, Cohen's d)``."""
+    from scipy.stats import ttest_ind
+
+    diff = float(zs.mean() - zn.mean())
+    if np.ptp(np.r_[zs, zn]) == 0.0:  # no variation at all (e.g. constant features): no evidence
+        t, p = 0.0, 1.0
+    else:
+        res = ttest_ind(zs, zn, equal_var=False, alternative="greater")
+        t, p = float(res.statistic), float(res.pvalue)
+        if not np.isfinite(p):  # zero variance within both groups but a difference between them
+            t, p = (np.inf, 0.0) if diff > 0 else (-np.inf, 1.0)
+    pooled = np.sqrt((zs.var(ddof=1) + zn.var(ddof=1)) / 2.0)
+    d = diff / pooled if pooled > 0 else float(np.sign(diff) * np.inf) if diff else 0.0
+    return p, t, diff, d
+
+
+def _splits(n_s: int, n_n: int, n_splits: int, seed: int) -> list[tuple[np.ndarray, ...]]:
+    """``n_splits`` random ``(suspect A, suspect B, non-member A, non-member B)`` index halves."""
+    rng = np.random.default_rng(seed)
+    return [(*_halves(n_s, rng), *_halves(n_n, rng)) for _ in range(n_splits)]
+
+
+def _combine(ps: list[float]) -> float:
+    return float(min(1.0, 2.0 * np.median(ps))) if len(ps) > 1 else float(ps[0])
+
+
+def _feature_split(s: np.ndarray, n: np.ndarray, split, C: float) -> tuple[float, float, float, float]:
+    """One split of the detector-score test: non-negative logistic weights fit on half A, tested on half B."""
+    from sklearn.preprocessing import StandardScaler
+
+    from docaudit.methods.beyond_blind import nonnegative_logistic
+
+    sa, sb, na, nb = split
+    x_fit = np.concatenate([s[sa], n[na]])
+    y_fit = np.r_[np.ones(len(sa)), np.zeros(len(na))]
+    scaler = StandardScaler().fit(x_fit)
+    weights, bias = nonnegative_logistic(scaler.transform(x_fit), y_fit, C)
+    return _one_split(scaler.transform(s[sb]) @ weights + bias, scaler.transform(n[nb]) @ weights + bias)
+
+
+def _feature_test(s: np.ndarray, n: np.ndarray, seed: int, n_splits: int, C: float) -> list[tuple]:
+    return [_feature_split(s, n, split, C) for split in _splits(len(s), len(n), n_splits, seed)]
+
+
+def blind_p_value(blind, n_s: int, n_n: int, kind: str, seed: int, n_splits: int) -> float:
+    """The split test with a model-free classifier of kind ``kind`` fit on half A of the texts in place of the
+    detector scores. ``blind``: a :class:`docaudit.methods.blind.BlindFeatures` of the suspect texts followed by
+    the non-member texts."""
+    labels = np.r_[np.ones(n_s, int), np.zeros(n_n, int)]
+    ps = []
+    for sa, sb, na, nb in _splits(n_s, n_n, n_splits, seed):
+        train = np.r_[sa, n_s + na]
+        z = np.asarray(blind.scores(kind, labels, train, np.r_[sb, n_s + nb], seed), dtype=np.float64)
+        ps.append(_one_split(z[: len(sb)], z[len(sb) :])[0])
+    return _combine(ps)
+
+
+def rely_on(p_value: float, p_blind: float | None, alpha: float) -> str:
+    """One sentence: which of the two p-values the user may rely on."""
+    if p_blind is None:
+        return (
+            "No blind baseline was run, so neither p-value can be relied on as membership evidence: a difference "
+            "between the sets as text would give the model's p-value alone no meaning."
+        )
+    if p_blind < alpha:
+        return (
+            f"Rely on neither as membership evidence: the model-free test already tells the sets apart "
+            f"(p_blind = {p_blind:.3g} < {alpha}), so the model's p-value (p = {p_value:.3g}) may only reflect how the "
+            "sets differ as text."
+        )
+    return (
+        f"Rely on the model's p-value (p = {p_value:.3g}): the model-free test does not tell the sets apart "
+        f"(p_blind = {p_blind:.3g} >= {alpha}), though a difference it cannot see could still move the model's."
+    )
+
+
 def dataset_test(
     suspect: np.ndarray,
     nonmember: np.ndarray,
     seed: int = 0,
     n_splits: int = DatasetTestConfig.splits,
     C: float = 1.0,
+    blind=None,
+    blind_kind: str = DatasetTestConfig.blind_kind,
+    alpha: float = DEFAULT_ALPHA,
 ) -> DatasetTestResult:
     """Test whether the ``suspect`` documents score as more member-like than the known ``nonmember`` documents.
 
     ``suspect`` [n_s, k] and ``nonmember`` [n_n, k]: per-document detector scores, each column oriented so that
     higher = more member-like (a 1-d array is one feature). ``C`` is the inverse L2 regularisation strength of the
-    logistic regression that combines the features. See the module notes for the procedure and the combination
-    of the ``n_splits`` split p-values. Deterministic given ``seed``.
+    logistic regression that combines the features. ``blind``: the texts as a
+    :class:`docaudit.methods.blind.BlindFeatures` (suspects first) for the blind p-value, or None. See the module
+    notes for the procedure, the self-check, the p-value by size and the verdict at level ``alpha``.
+    Deterministic given ``seed``.
     """
-    from scipy.stats import ttest_ind
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.preprocessing import StandardScaler
-
     s, n = _check("suspect", suspect), _check("non-member", nonmember)
     if s.shape[1] != n.shape[1]:
         raise DocauditError(
@@ -122,31 +242,41 @@ def dataset_test(
         )
     if n_splits < 1:
         raise DocauditError(f"n_splits must be at least 1, got {n_splits}")
-    rng = np.random.default_rng(seed)
-    ps, ts, effects, ds = [], [], [], []
-    for _ in range(n_splits):
-        sa, sb = _halves(len(s), rng)
-        na, nb = _halves(len(n), rng)
-        x_fit = np.concatenate([s[sa], n[na]])
-        y_fit = np.r_[np.ones(len(sa)), np.zeros(len(na))]
-        scaler = StandardScaler().fit(x_fit)
-        clf = LogisticRegression(C=C, max_iter=1000).fit(scaler.transform(x_fit), y_fit)
-        zs = clf.decision_function(scaler.transform(s[sb]))
-        zn = clf.decision_function(scaler.transform(n[nb]))
-        diff = float(zs.mean() - zn.mean())
-        if np.ptp(np.r_[zs, zn]) == 0.0:  # no variation at all (e.g. constant features): no evidence
-            t, p = 0.0, 1.0
-        else:
-            res = ttest_ind(zs, zn, equal_var=False, alternative="greater")
-            t, p = float(res.statistic), float(res.pvalue)
-            if not np.isfinite(p):  # zero variance within both groups but a difference between them
-                t, p = (np.inf, 0.0) if diff > 0 else (-np.inf, 1.0)
-        pooled = np.sqrt((zs.var(ddof=1) + zn.var(ddof=1)) / 2.0)
-        ps.append(p)
-        ts.append(t)
-        effects.append(diff)
-        ds.append(diff / pooled if pooled > 0 else float(np.sign(diff) * np.inf) if diff else 0.0)
-    p_value = float(min(1.0, 2.0 * np.median(ps))) if n_splits > 1 else float(ps[0])
+    if blind is not None and len(blind) != len(s) + len(n):
+        raise DocauditError(f"{len(blind)} texts for {len(s)} suspect and {len(n)} non-member score rows")
+    ps, ts, effects, ds = (list(v) for v in zip(*_feature_test(s, n, seed, n_splits, C)))
+    p_value = _combine(ps)
+
+    rng = np.random.default_rng([seed, 1])
+    self_check, self_reason = None, None
+    if len(n) >= 2 * MIN_DOCS:
+        first, second = _halves(len(n), rng)
+        self_check = _combine([r[0] for r in _feature_test(n[first], n[second], seed, n_splits, C)])
+    else:
+        self_reason = f"the self-check splits the non-members in two and needs at least {2 * MIN_DOCS} of them"
+    sizes = [k for k in SIZES if MIN_DOCS <= k < len(s)] + [len(s)]
+    by_size = []
+    for k in sizes:
+        chosen = rng.choice(len(s), size=k, replace=False)
+        p_k = p_value if k == len(s) else _combine([r[0] for r in _feature_test(s[chosen], n, seed, n_splits, C)])
+        by_size.append({"n_suspect": k, "p_value": p_k})
+
+    p_blind, blind_reason = None, "no texts were given for the model-free (blind) test"
+    if blind is not None:
+        p_blind, blind_reason = blind_p_value(blind, len(s), len(n), blind_kind, seed, n_splits), None
+    reason = None
+    if p_blind is None:
+        reason = blind_reason
+    elif p_blind < alpha:
+        reason = (
+            f"the model-free (blind) test already tells the sets apart (p_blind = {p_blind:.3g} < {alpha}): they "
+            "differ as text, so the model's p-value cannot be read as membership"
+        )
+    elif self_check is not None and self_check < alpha:
+        reason = (
+            f"the self-check on two halves of the known non-members gives p = {self_check:.3g} < {alpha}: the test "
+            "is not calibrated on these documents"
+        )
     return DatasetTestResult(
         p_value=p_value,
         statistic=float(np.median(ts)),
@@ -159,6 +289,14 @@ def dataset_test(
         bonferroni_p=float(min(1.0, n_splits * min(ps))),
         n_features=s.shape[1],
         meaning=_meaning(p_value, len(s), len(n), s.shape[1]),
+        self_check_p_value=self_check,
+        self_check_reason=self_reason,
+        p_by_size=tuple(by_size),
+        p_value_blind=p_blind,
+        blind_reason=blind_reason,
+        blind_kind=blind_kind if blind is not None else None,
+        rely_on=rely_on(p_value, p_blind, alpha),
+        verdict=decide(p_value, None, alpha, inconclusive_reason=reason).as_dict(),
     )
 
 
@@ -175,11 +313,13 @@ def dataset_test_documents(
     skips=None,
     drop_duplicates: bool = False,
     normalize_chars: bool = False,
+    blind_kind: str = DatasetTestConfig.blind_kind,
 ) -> tuple[DatasetTestResult, list[dict]]:
     """Score both document sets with the detectors ``methods`` on the target model (one query pass each, cached)
     and run :func:`dataset_test` on the score matrices. A text in both sets is an error, or with
     ``drop_duplicates`` left out of both. Documents that cannot be used are left out and recorded in ``skips``
-    (a ``data.Skips``). Returns the result and the per-document scores."""
+    (a ``data.Skips``). The documents' texts give the blind p-value (a model-free classifier of kind
+    ``blind_kind``). Returns the result and the per-document scores."""
     from dataclasses import replace
 
     from docaudit.audit.scoring import score_documents
@@ -203,7 +343,17 @@ def dataset_test_documents(
     }
     suspect = score_documents(suspect_docs, lm, **kwargs)
     known = score_documents(known_docs, lm, **kwargs)
-    result = dataset_test(_score_matrix(suspect, methods), _score_matrix(known, methods), seed=seed, n_splits=n_splits)
+    from docaudit.methods.blind import BlindFeatures
+
+    text_of = {d.path: d.text for d in suspect_docs + known_docs}
+    result = dataset_test(
+        _score_matrix(suspect, methods),
+        _score_matrix(known, methods),
+        seed=seed,
+        n_splits=n_splits,
+        blind=BlindFeatures([text_of[row["file"]] for row in suspect + known]),
+        blind_kind=blind_kind,
+    )
     result = replace(result, duplicates_dropped=duplicates)
     return result, [{"set": "suspect", **r} for r in suspect] + [{"set": "nonmember", **r} for r in known]
 

@@ -35,8 +35,6 @@ def score_documents(
     (:func:`querier.excerpt`): its characters are the text scored, extra passes included. Documents that cannot be
     used are left out and recorded in ``skips`` (a ``data.Skips``). ``freq_corpus``: documents whose token
     frequencies calibrate DC-PDD (None: the scored documents' texts)."""
-    from tqdm.auto import tqdm
-
     from docaudit.audit.frequencies import set_reference_frequencies
     from docaudit.corpus.documents import Document, Skips, load_documents
     from docaudit.io import sha256_text
@@ -58,21 +56,23 @@ def score_documents(
     used = {"context": query.context, "stride": query.effective_stride}
     prefetch(detector.target, [(d.text, d.sha256) for d in docs], progress)
     detector.prefetch([d.text for d in docs], progress)
-    rows = []
-    for doc in tqdm(docs, desc="scoring", unit="doc", disable=not progress):
-        try:
-            stats = detector.target.stats(doc.text, doc.sha256)
-        except DocauditError as e:
-            raise DocauditError(f"{doc.path}: {e}") from e
+    queried = detector.target.stats_many(
+        [(d.text, d.sha256) for d in docs], len(docs), progress=progress, names=[str(d.path) for d in docs]
+    )
+    for d, stats in zip(docs, queried):
         if stats.floored:
-            log.warning("%s: %s", doc.path, floored_note(stats))
-        rows.append(
-            {
-                "file": doc.path,
-                "n_tokens": stats.n_tokens,
-                **used,
-                **({"floored_logprobs": stats.floored} if lm.config.backend == "openai" else {}),
-                **detector.score(stats.logp, stats.mu, stats.sigma, doc.text, stats.targets),
-            }
-        )
-    return rows
+            log.warning("%s: %s", d.path, floored_note(stats))
+    scores = detector.score_many(
+        [(s.logp, s.mu, s.sigma, d.text, s.targets) for d, s in zip(docs, queried)], progress, "scoring"
+    )
+    floored = lm.config.backend == "openai"
+    return [
+        {
+            "file": d.path,
+            "n_tokens": s.n_tokens,
+            **used,
+            **({"floored_logprobs": s.floored} if floored else {}),
+            **row,
+        }
+        for d, s, row in zip(docs, queried, scores)
+    ]

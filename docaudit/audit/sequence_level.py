@@ -103,7 +103,6 @@ def evaluate_sequences(
     chosen with ``config.seed`` and left out of the evaluation). Returns ``{"metrics": DataFrame, "samples":
     DataFrame, "info": dict}``: one metrics row per method (and swept ``k``) and bucket; one sample row per text
     with ``id``, ``label``, ``group``, ``file``, ``n_words``, ``n_tokens``, ``bucket`` and one column per score."""
-    from tqdm.auto import tqdm
 
     from docaudit.audit.frequencies import set_reference_frequencies
     from docaudit.corpus.documents import labelled_documents
@@ -128,10 +127,18 @@ def evaluate_sequences(
         prefix_ids = [d.id for d in prefix_docs]
         text = recall_prefix if recall_prefix is not None else PREFIX_SEPARATOR.join(d.text for d in prefix_docs)
         scorer.config = detector = replace(detector, recall_prefix=text)
+    if "recall" in scorer.methods:
+        from docaudit.methods.detectors.recall import MISALIGNED, OVER_WINDOW, recall_problem
+
+        problems = [recall_problem(scorer, d.text) for d in docs]
+        for kind in (OVER_WINDOW, MISALIGNED):
+            keep = skips.select(docs, [p[1] if p and p[0] == kind else None for p in problems], kind)
+            docs, labels, problems = [docs[i] for i in keep], labels[keep], [problems[i] for i in keep]
     frequencies_from = set_reference_frequencies(scorer, docs, freq_corpus, raw, normalize_chars, progress, skips)
     rows = []
     queried = query_documents(scorer.target, docs, progress)  # on Ray workers inside ``scale_out``
-    for doc, label, stats in tqdm(list(zip(docs, labels, queried)), desc="scoring", unit="text", disable=not progress):
+    scores = scorer.score_many([(s.logp, s.mu, s.sigma, d.text, s.targets) for d, s in zip(docs, queried)], progress)
+    for doc, label, stats, score in zip(docs, labels, queried, scores):
         n_words = len(doc.text.split())
         rows.append(
             {
@@ -142,7 +149,7 @@ def evaluate_sequences(
                 "n_words": n_words,
                 "n_tokens": stats.n_tokens,
                 "bucket": length_bucket(n_words, config.buckets),
-                **scorer.score(stats.logp, stats.mu, stats.sigma, doc.text, stats.targets),
+                **score,
                 **swept_scores(stats.logp, stats.mu, stats.sigma, detector, config.ks, scorer.methods),
             }
         )

@@ -16,8 +16,17 @@ answers it. On the same outer folds, each document gets three out-of-fold scores
   document's label reaches any of the fits that score it. Each score is standardized within the batch one fitted
   classifier scored (inner and outer classifiers differ in scale), and the weights are kept non-negative.
 
-``delta = AUC(combined) - AUC(blind)`` over the pooled out-of-fold scores asks whether the model's score carries
-evidence the blind score lacks. Its interval is a paired stratified bootstrap over documents (the same resamples
+The blind baseline the combined score is compared with is put through exactly the same treatment: a combiner on
+the blind score alone, fit on the same inner out-of-fold scores with the same standardization, non-negative
+weight and intercept, applied to the same standardized test scores (``baseline``). Comparing with the raw pooled
+blind scores instead would be comparing unlike scores: per-fold standardization removes fold-to-fold offsets of
+the blind classifier that lower the pooled blind AUC, so the difference would favour the combined score even when
+the model's score is noise. When the combiner gives the model's score weight 0 in every outer fold (including the
+fallback where every weight is dropped), the combined score *is* the baseline and the model adds nothing by
+construction; the verdict says so.
+
+``delta = AUC(combined) - AUC(baseline)`` over the pooled out-of-fold scores asks whether the model's score
+carries evidence the blind score lacks. Its interval is a paired stratified bootstrap over documents (the same resamples
 for both AUCs, :func:`docaudit.metrics.paired_auc_difference_ci`); its one-sided p-value for ``delta > 0`` is
 DeLong's test for two correlated ROC curves (:func:`docaudit.metrics.delong_test`), chosen because the AUC
 difference of two scores of the same documents is a difference of U-statistics whose variance DeLong et al. (1988)
@@ -45,10 +54,14 @@ classifier fit on the training documents only."""
 
 ADDS = "the model adds evidence beyond what text alone separates"
 NO_EVIDENCE = "no evidence beyond the blind baseline"
-TEST = "DeLong (1988), one-sided: AUC(combined) > AUC(blind)"
+NOTHING = (
+    "the model adds nothing beyond the blind baseline: the combiner gave the model's score weight 0 in every fold, "
+    "so the combined score is the blind baseline's"
+)
+TEST = "DeLong (1988), one-sided: AUC(combined) > AUC(blind baseline through the same combiner)"
 COMBINER = (
     "logistic regression on the (blind, model) scores, each standardized within the batch its classifier scored, "
-    "fit on inner out-of-fold scores"
+    "fit on inner out-of-fold scores; compared with the same combiner fit on the blind score alone"
 )
 
 
@@ -105,29 +118,36 @@ def out_of_fold(labels, folds, scorer: FoldScorer) -> np.ndarray:
 
 def combined_scores(
     labels, folds, blind: FoldScorer, model: FoldScorer, blind_oof, model_oof, inner_folds: int, seed: int = 0
-) -> np.ndarray:
-    """Out-of-fold scores of the combiner (module docstring): per outer fold, a logistic regression fit on the
-    training documents' inner out-of-fold (blind, model) scores, applied to the test documents' (blind, model)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Out-of-fold scores of the combiner (module docstring) and of its blind-only twin: per outer fold, a
+    non-negative logistic regression fit on the training documents' inner out-of-fold (blind, model) scores,
+    applied to the test documents' (blind, model); and the same fit on the blind column alone, applied to the test
+    documents' blind score. Returns ``(combined, baseline, model_weights)`` (the model's weight per outer fold)."""
     labels = np.asarray(labels).astype(int)
-    out = np.full(len(labels), np.nan)
+    combined, baseline = np.full(len(labels), np.nan), np.full(len(labels), np.nan)
+    model_weights = np.zeros(len(folds))
     for i, (train, test) in enumerate(folds):
         pairs = np.empty((len(train), 2))
         for inner_train, inner_test in chunk_folds(labels[train], inner_folds, seed):
             pairs[inner_test, 0] = standardized(blind(i, train[inner_train], train[inner_test]))
             pairs[inner_test, 1] = standardized(model(i, train[inner_train], train[inner_test]))
+        tested = np.column_stack([standardized(blind_oof[test]), standardized(model_oof[test])])
         weights, bias = nonnegative_logistic(pairs, labels[train])
-        out[test] = np.column_stack([standardized(blind_oof[test]), standardized(model_oof[test])]) @ weights + bias
-    return out
+        combined[test] = tested @ weights + bias
+        model_weights[i] = weights[1]
+        weight, bias = nonnegative_logistic(pairs[:, :1], labels[train])
+        baseline[test] = tested[:, :1] @ weight + bias
+    return combined, baseline, model_weights
 
 
-def nonnegative_logistic(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
+def nonnegative_logistic(X: np.ndarray, y: np.ndarray, C: float = 1.0) -> tuple[np.ndarray, float]:
     """Weights and intercept of a logistic regression whose weights are all >= 0: a score with a negative weight
     is dropped and the rest refit (every score is oriented higher = member, so a negative weight can only be
     small-sample noise, and it would let the combined score reward a score for pointing the wrong way). With every
-    weight dropped, the first column alone is kept with weight 1."""
+    weight dropped, the first column alone is kept with weight 1. ``C``: the inverse L2 regularisation strength."""
     keep = np.arange(X.shape[1])
     while len(keep):
-        fit = LogisticRegression().fit(X[:, keep], y)
+        fit = LogisticRegression(C=C).fit(X[:, keep], y)
         coef = fit.coef_[0]
         if (coef >= 0).all():
             weights = np.zeros(X.shape[1])
@@ -157,15 +177,24 @@ class BeyondBlind:
     model: np.ndarray
     combined: np.ndarray
     delta_ci: tuple[float, float]
-    p_value: float
+    p_value: float | None
     verdict: str
     info: dict
+    baseline: np.ndarray | None = None
 
     @property
     def aucs(self) -> dict[str, float]:
+        """``auc_blind``: the blind baseline as compared (through the blind-only combiner); ``auc_blind_raw``: the
+        blind classifier's pooled raw out-of-fold scores; ``auc_model``, ``auc_combined``."""
         from sklearn.metrics import roc_auc_score
 
-        return {f"auc_{k}": float(roc_auc_score(self.labels, getattr(self, k))) for k in ("blind", "model", "combined")}
+        baseline = self.blind if self.baseline is None else self.baseline
+        return {
+            "auc_blind": float(roc_auc_score(self.labels, baseline)),
+            "auc_blind_raw": float(roc_auc_score(self.labels, self.blind)),
+            "auc_model": float(roc_auc_score(self.labels, self.model)),
+            "auc_combined": float(roc_auc_score(self.labels, self.combined)),
+        }
 
     def as_json(self) -> dict:
         aucs = self.aucs
@@ -180,10 +209,12 @@ class BeyondBlind:
         }
 
 
-def verdict(delta_lo: float, p_value: float, p_level: float) -> str:
-    """The plain-language reading: the model adds evidence only when delta's interval lies above 0 and p is below
-    ``p_level``."""
-    return ADDS if delta_lo > 0 and p_value < p_level else NO_EVIDENCE
+def verdict(delta_lo: float, p_value: float | None, p_level: float, model_weighted: bool = True) -> str:
+    """The plain-language reading: the model adds nothing when the combiner never weighted its score; it adds
+    evidence only when delta's interval lies above 0 and p (when there is one) is below ``p_level``."""
+    if not model_weighted:
+        return NOTHING
+    return ADDS if delta_lo > 0 and p_value is not None and p_value < p_level else NO_EVIDENCE
 
 
 def beyond_blind(
@@ -208,11 +239,15 @@ def beyond_blind(
         raise DocauditError(f"cannot compare with the blind baseline: {reason}")
     blind_oof = out_of_fold(labels, folds, blind) if blind_oof is None else np.asarray(blind_oof, dtype=np.float64)
     model_oof = out_of_fold(labels, folds, model) if model_oof is None else np.asarray(model_oof, dtype=np.float64)
-    combined = combined_scores(labels, folds, blind, model, blind_oof, model_oof, config.inner_folds, seed)
-    ci = paired_auc_difference_ci(labels, blind_oof, combined, config.n_boot, 1 - config.confidence, seed)
-    test = delong_test(labels, blind_oof, combined)
+    combined, baseline, weights = combined_scores(
+        labels, folds, blind, model, blind_oof, model_oof, config.inner_folds, seed
+    )
+    ci = paired_auc_difference_ci(labels, baseline, combined, config.n_boot, 1 - config.confidence, seed)
+    test = delong_test(labels, baseline, combined)
     details = {
         "combiner": COMBINER,
+        "folds_model_weighted": int((weights > 0).sum()),
+        **({"p_value_reason": test.reason} if test.reason else {}),
         "folds": len(folds),
         "inner_folds": config.inner_folds,
         "n_members": int(labels.sum()),
@@ -227,8 +262,9 @@ def beyond_blind(
         combined,
         (ci.lo, ci.hi),
         test.p_value,
-        verdict(ci.lo, test.p_value, config.p_level),
+        verdict(ci.lo, test.p_value, config.p_level, bool((weights > 0).any())),
         (info or {}) | details,
+        baseline,
     )
 
 

@@ -290,15 +290,24 @@ def evaluate_blind(
 
 
 def shift_warning(blind_auc: float | None, best_membership_auc: float | None = None) -> str | None:
-    """The warning to print when the blind baseline separates the sets (AUC >= 0.60) or comes within 0.05 of the
-    best membership AUC; None otherwise."""
+    """The warning to print when the blind baseline separates the sets (AUC >= 0.60) or reaches within 0.05 of the
+    best membership AUC, or above it; None otherwise. Each reason is worded as it is: "above" when the blind AUC
+    exceeds the best membership AUC, "within" when it is below it by at most the margin."""
     if blind_auc is None or not np.isfinite(blind_auc):
         return None
     reasons = []
     if blind_auc >= BLIND_AUC_ALERT:
         reasons.append(f"AUC {blind_auc:.3f} >= {BLIND_AUC_ALERT:.2f}")
-    if best_membership_auc is not None and blind_auc >= best_membership_auc - BLIND_MARGIN:
-        reasons.append(f"within {BLIND_MARGIN:.2f} of the best membership AUC {best_membership_auc:.3f}")
+    if best_membership_auc is not None and np.isfinite(best_membership_auc):
+        gap = blind_auc - best_membership_auc
+        if gap > 0:
+            reasons.append(f"{gap:.3f} above the best membership AUC {best_membership_auc:.3f}")
+        elif gap == 0:
+            reasons.append(f"equal to the best membership AUC {best_membership_auc:.3f}")
+        elif gap >= -BLIND_MARGIN:
+            reasons.append(
+                f"{-gap:.3f} below, so within {BLIND_MARGIN:.2f} of, the best membership AUC {best_membership_auc:.3f}"
+            )
     if not reasons:
         return None
     return (

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
-from tqdm.auto import tqdm
 
 from docaudit.config import ScalingConfig
 from docaudit.errors import DocauditError
@@ -88,12 +87,14 @@ def sequence_scores(
 
     if detector.passes and active_pool() is not None:  # every extra pass on the Ray workers at once
         detector.prefetch([window_text(d, w) for d, w in plan], progress)
-    rows = []
-    for d, w in tqdm(plan, desc="scoring sequences", unit="seq", disable=not progress):
+
+    def sequence(d: int, w: int) -> tuple:
         s = stats[d]
         _, first, end = spans[d][w]
         part = slice(first - 1, end - 1)
-        rows.append(detector.score(s.logp[part], s.mu[part], s.sigma[part], window_text(d, w), s.targets[part]))
+        return s.logp[part], s.mu[part], s.sigma[part], window_text(d, w), s.targets[part]
+
+    rows = detector.score_many((sequence(d, w) for d, w in plan), progress, "scoring sequences")
     return SequenceScores(
         doc=np.array([d for d, _ in plan], dtype=int),
         window=np.array([w for _, w in plan], dtype=int),

@@ -162,6 +162,12 @@ _SNAP_CHARS = 256  # how far back a random start looks for it
 SHORT_TEXT_CHARS = 1024  # no tokenizer has a single token this long
 
 
+BLOCK_TOKENS = 16384  # tokens of the texts queried together by ``stats_many`` (their windows batched together)
+
+
+BLOCK_TEXTS = 512  # and at most this many texts
+
+
 @dataclass(frozen=True)
 class Excerpt:
     """The tokens queried for a document and the characters ``text[start:end]`` they come from."""
@@ -276,30 +282,14 @@ class Querier:
         """The cache key of a text's TokenStats under this model and query."""
         return stats_key({**self.lm.cache_identity(), **self.backend.identity()}, self.query.key(), text_sha256)
 
+    def _expect(self) -> dict:
+        """What a cached entry must match to be used."""
+        q = self.query
+        return {"context": q.context, "stride": self.stride, "vocab_size": self.lm.vocab_size, "gp": q.gp}
+
     def stats(self, text: str, text_sha256: str | None = None) -> TokenStats:
-        """TokenStats of one text, from the cache when present."""
-        sha = text_sha256 or sha256_text(text)
-        key = self.key(sha)
-        expect = {
-            "context": self.query.context,
-            "stride": self.stride,
-            "vocab_size": self.lm.vocab_size,
-            "gp": self.query.gp,
-        }
-        if self.cache is not None and (hit := self.cache.get(key, expect)) is not None:
-            return hit
-        ids = self.token_ids(text, sha)
-        if len(ids) < 2:
-            raise DocauditError(f"a document needs at least 2 tokens to be queried, this one has {len(ids)}")
-        result = self.compute(ids)
-        if (problem := result.nonfinite()) is not None:
-            raise NonFiniteStats(
-                f"the model gave non-finite statistics ({problem}): refused, and nothing was cached; check the model "
-                "or the server"
-            )
-        if self.cache is not None:
-            self.cache.put(key, result)
-        return result
+        """TokenStats of one text, from the cache when present (queried in this process)."""
+        return self.stats_local([(text, text_sha256)], progress=False)[0]
 
     def stats_many(
         self,
@@ -310,30 +300,92 @@ class Querier:
         names: list[str] | None = None,
         skip_nonfinite: bool = False,
     ) -> list[TokenStats]:
-        """TokenStats of several ``(text, sha256 or None)``; a progress bar counts documents and tokens. Inside
-        ``distributed.scale_out`` the documents the cache misses are queried on Ray workers. An error names the
-        document (from ``names``, when given); with ``skip_nonfinite`` (in this process) a document whose
-        statistics are not finite gets the reason, a string, in place of its TokenStats."""
+        """TokenStats of several ``(text, sha256 or None)``, cached ones from the cache; a progress bar counts
+        documents and tokens. The texts the cache misses are queried in blocks of up to ``BLOCK_TOKENS`` tokens
+        (at most ``BLOCK_TEXTS`` texts), the windows of a block batched together (:meth:`compute_many`), so many
+        short texts take a few forward passes. Inside ``distributed.scale_out`` they are queried on Ray workers.
+        An error names the document (from ``names``, when given); with ``skip_nonfinite`` (in this process) a
+        document whose statistics are not finite gets the reason, a string, in place of its TokenStats; nothing
+        non-finite is ever cached."""
         if (pool := active_pool()) is not None:
             return pool.stats_many(self, texts, total, desc, progress)
-        out = []
-        with tqdm(texts, total=total, desc=desc, unit="doc", disable=not progress) as bar:
-            tokens = 0
-            for i, (text, sha) in enumerate(bar):
-                try:
-                    out.append(self.stats(text, sha))
-                except NonFiniteStats as e:
-                    if not skip_nonfinite:
-                        raise DocauditError(f"{names[i]}: {e}" if names else str(e)) from e
-                    out.append(str(e))
+        return self.stats_local(texts, total, desc, progress, names, skip_nonfinite)
+
+    def stats_local(
+        self,
+        texts: Iterable[tuple[str, str | None]],
+        total: int | None = None,
+        desc: str = "querying",
+        progress: bool = True,
+        names: list[str] | None = None,
+        skip_nonfinite: bool = False,
+    ) -> list[TokenStats]:
+        """:meth:`stats_many` in this process (never on Ray workers)."""
+        out: list[TokenStats | str | None] = []
+        todo: list[tuple[int, str, np.ndarray]] = []
+        expect = self._expect()
+        tokens = 0
+
+        def named(i: int, e: DocauditError) -> DocauditError:
+            return DocauditError(f"{names[i]}: {e}") if names else e
+
+        def done(n: int, n_tokens: int) -> None:
+            nonlocal tokens
+            tokens += n_tokens
+            bar.update(n)
+            bar.set_postfix(tokens=tokens)
+
+        def computed(block: list[tuple[int, str, np.ndarray]]) -> list[TokenStats | DocauditError]:
+            """The block's results; when the block fails, each document again on its own, so the error is its own."""
+            try:
+                return self.compute_many([ids for _, _, ids in block])
+            except DocauditError as e:
+                if len(block) == 1:
+                    return [e]
+                return [r for item in block for r in computed([item])]
+
+        def flush() -> None:
+            for (i, key, _), result in zip(todo, computed(todo)):
+                if isinstance(result, TokenStats) and (problem := result.nonfinite()) is not None:
+                    result = NonFiniteStats(
+                        f"the model gave non-finite statistics ({problem}): refused, and nothing was cached; check "
+                        "the model or the server"
+                    )
+                if isinstance(result, NonFiniteStats) and skip_nonfinite:
+                    out[i] = str(result)
                     continue
-                except DocauditError as e:
-                    if names is None:
-                        raise
-                    raise DocauditError(f"{names[i]}: {e}") from e
-                tokens += out[-1].n_tokens
-                bar.set_postfix(tokens=tokens)
+                if isinstance(result, DocauditError):
+                    raise named(i, result) from result
+                if self.cache is not None:
+                    self.cache.put(key, result)
+                out[i] = result
+            done(len(todo), sum(len(ids) for _, _, ids in todo))
+            todo.clear()
+
+        with tqdm(total=total, desc=desc, unit="doc", disable=not progress) as bar:
+            for text, sha in texts:
+                key = self.key(sha or sha256_text(text))
+                hit = None if self.cache is None else self.cache.get(key, expect)
+                out.append(hit)
+                if hit is not None:
+                    done(1, hit.n_tokens)
+                    continue
+                ids = self.token_ids(text, sha or sha256_text(text))
+                if len(ids) < 2:
+                    raise named(
+                        len(out) - 1,
+                        DocauditError(f"a document needs at least 2 tokens to be queried, this one has {len(ids)}"),
+                    )
+                todo.append((len(out) - 1, key, ids))
+                if len(todo) >= BLOCK_TEXTS or sum(len(t[2]) for t in todo) >= BLOCK_TOKENS:
+                    flush()
+            flush()
         return out
+
+    def compute_many(self, docs: list[np.ndarray]) -> list[TokenStats]:
+        """Query the model over all windows of several token sequences (no cache), batched where the backend can."""
+        q = self.query
+        return self.backend.compute_many(docs, q.context, self.stride, self.bos, q.gp, q.batch_size)
 
     def compute(self, ids: np.ndarray) -> TokenStats:
         """Query the model over all windows of ``ids`` (no cache)."""

@@ -77,11 +77,35 @@ def format_beyond_blind(beyond: dict | None) -> str:
     if "unavailable" in beyond:
         return f"beyond the blind baseline: not computed ({beyond['unavailable']})"
     lo, hi = beyond["delta_ci"]
+    p = beyond["p_value"]
+    p_text = f"p = {p:.3g}" if p is not None else f"no p-value ({beyond.get('p_value_reason', 'not computed')})"
     return (
-        f"beyond the blind baseline (pooled out-of-fold AUC, {beyond['folds']} folds): blind ({beyond['blind_kind']}) "
-        f"{beyond['auc_blind']:.3f}, model ({beyond['model']}) {beyond['auc_model']:.3f}, blind + model "
-        f"{beyond['auc_combined']:.3f}\n  delta {beyond['delta']:+.3f} ({beyond['confidence']:.0%} paired bootstrap "
-        f"interval {lo:+.3f} to {hi:+.3f}), DeLong one-sided p = {beyond['p_value']:.3g}: {beyond['verdict']}"
+        f"beyond the blind baseline (pooled out-of-fold AUC, {beyond['folds']} folds; both through the same "
+        f"combiner): blind ({beyond['blind_kind']}) {beyond['auc_blind']:.3f}, model ({beyond['model']}) "
+        f"{beyond['auc_model']:.3f}, blind + model {beyond['auc_combined']:.3f}\n  delta {beyond['delta']:+.3f} "
+        f"({beyond['confidence']:.0%} paired bootstrap interval {lo:+.3f} to {hi:+.3f}), DeLong one-sided "
+        f"{p_text}: {beyond['verdict']}"
+    )
+
+
+def format_dataset_checks(result) -> str:
+    """The dataset test's checks beside its p-value (a ``DatasetTestResult``): the blind p-value and which p-value
+    to rely on, Maini et al.'s self-check, the p-value by number of suspects, and the verdict."""
+    blind = (
+        f"p = {result.p_value_blind:.3g} (model-free {result.blind_kind} classifier of the texts, same splits)"
+        if result.p_value_blind is not None
+        else f"not computed ({result.blind_reason})"
+    )
+    check = (
+        f"p = {result.self_check_p_value:.3g} (two halves of the known non-members; should be large)"
+        if result.self_check_p_value is not None
+        else f"not computed ({result.self_check_reason})"
+    )
+    sizes = "  ".join(f"{row['n_suspect']}: {row['p_value']:.3g}" for row in result.p_by_size)
+    verdict = result.verdict["verdict"] + (f" ({result.verdict['reason']})" if result.verdict["reason"] else "")
+    return (
+        f"blind baseline: {blind}\n{result.rely_on}\nself-check: {check}\n"
+        f"p-value by number of suspect documents: {sizes}\nverdict: {verdict}"
     )
 
 

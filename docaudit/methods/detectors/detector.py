@@ -3,10 +3,11 @@ cached queriers."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig
 from docaudit.errors import DocauditError
@@ -18,6 +19,8 @@ from docaudit.query.querier import (
     Querier,
     single_pass_context,
 )
+
+EXTRA_BLOCK = 256  # sequences whose extra passes are queried together
 
 
 class Detector:
@@ -56,11 +59,20 @@ class Detector:
 
     def extra(self, text: str) -> dict[str, list[np.ndarray]]:
         """The log-probabilities of every extra pass over ``text``."""
-        out = {}
+        return self.extras([text])[0]
+
+    def extras(self, texts: Sequence[str]) -> list[dict[str, list[np.ndarray]]]:
+        """The log-probabilities of every extra pass over each of ``texts``: the texts a pass derives from all of
+        them are queried together (``Querier.stats_many``, their windows batched), a few forward passes per pass
+        rather than one per text."""
+        out: list[dict[str, list[np.ndarray]]] = [{} for _ in texts]
         for name in self.passes:
             spec = PASSES[name]
             querier = self.ref if spec.model == "ref" else self.target
-            out[name] = [querier.stats(t).logp for t in spec.texts(self, text)]
+            derived = [spec.texts(self, text) for text in texts]
+            stats = iter(querier.stats_local([(t, None) for ts in derived for t in ts], progress=False))
+            for row, ts in zip(out, derived):
+                row[name] = [next(stats).logp for _ in ts]
         return out
 
     def prefetch(self, texts: Sequence[str], progress: bool = True) -> None:
@@ -79,13 +91,29 @@ class Detector:
         sigma: np.ndarray,
         text: str | None = None,
         targets: np.ndarray | None = None,
+        extra: dict[str, list[np.ndarray]] | None = None,
     ) -> dict[str, float]:
         """Scores of one sequence given the target's arrays over it (and its text when a method needs it; the
-        scored token ids for ``dcpdd``)."""
+        scored token ids for ``dcpdd``; its extra passes when already queried, :meth:`extras`)."""
         if text is None and self.needs_text:
             raise DocauditError(f"methods {', '.join(m for m in self.methods if METHODS[m].needs_text)} need the text")
-        view = View(logp, mu, sigma, text, self.extra(text) if self.passes else {}, targets, self.frequencies)
+        if extra is None:
+            extra = self.extra(text) if self.passes else {}
+        view = View(logp, mu, sigma, text, extra, targets, self.frequencies)
         return {m: float(METHODS[m].score(view, self.config)) for m in self.methods}
+
+    def score_many(self, sequences: Iterable[Sequence], progress: bool = False, desc: str = "scoring") -> list[dict]:
+        """:meth:`score` of each ``(logp, mu, sigma, text, targets)``, the extra passes of ``EXTRA_BLOCK``
+        sequences at a time queried together (:meth:`extras`)."""
+        sequences = list(sequences)
+        rows: list[dict] = []
+        with tqdm(total=len(sequences), desc=desc, unit="seq", disable=not progress) as bar:
+            for lo in range(0, len(sequences), EXTRA_BLOCK):
+                block = sequences[lo : lo + EXTRA_BLOCK]
+                extras = self.extras([seq[3] for seq in block]) if self.passes else [{}] * len(block)
+                rows += [self.score(*seq, extra=extra) for seq, extra in zip(block, extras)]
+                bar.update(len(block))
+        return rows
 
     def score_text(self, text: str, sha256: str | None = None) -> dict[str, float]:
         """Scores of a text over all its windows' tokens (one forward pass when it fits one window)."""

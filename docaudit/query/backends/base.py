@@ -104,3 +104,9 @@ class Backend:
         self, ids: np.ndarray, context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None
     ) -> TokenStats:
         raise NotImplementedError
+
+    def compute_many(
+        self, docs: list[np.ndarray], context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None
+    ) -> list[TokenStats]:
+        """TokenStats of several documents (``compute`` of each; a backend that can batches their windows)."""
+        return [self.compute(ids, context, stride, bos, gp, batch_size) for ids in docs]

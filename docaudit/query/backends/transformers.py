@@ -33,14 +33,19 @@ LOGIT_ELEMENTS_PER_CHUNK = {"cpu": 1 << 25, "cuda": 1 << 27}
 class _Head:
     """The LM head applied to chunks of hidden states, writing float32 logits.
 
-    On the CPU a large plain float32 ``nn.Linear`` head runs through oneDNN with a pre-packed copy of its weight, which
-    measured 1.3-1.45x faster than the default BLAS for these shapes (docs/benchmarks.md); set
-    ``docaudit.query.querier.CPU_ONEDNN_HEAD = False`` to save the copy's memory. Otherwise the product is written into
-    the caller's buffer (no fresh [rows, vocab] allocation per chunk)."""
+    On the CPU a large plain float32 ``nn.Linear`` head runs through oneDNN with a pre-packed copy of its weight
+    (laid out for ``rows`` rows at a time), which measured 1.3-1.45x faster than the default BLAS for these shapes
+    (docs/benchmarks.md); its input and output are plain dense tensors where torch has oneDNN's pointwise linear
+    (no conversion of every ``[rows, vocab]`` output from oneDNN's own format, which took a third of the head's
+    time). Set ``docaudit.query.backends.transformers.CPU_ONEDNN_HEAD = False`` to save the copy's memory.
+    Otherwise the product is written into the caller's buffer (no fresh [rows, vocab] allocation per chunk)."""
 
-    def __init__(self, head: Callable, module: torch.nn.Module | None, cap: float | None, device: torch.device):
+    def __init__(
+        self, head: Callable, module: torch.nn.Module | None, cap: float | None, device: torch.device, rows: int = 128
+    ):
         self.head, self.cap = head, cap
         self.weight = self.packed = None
+        self.dense_io = False
         if (
             isinstance(module, torch.nn.Linear)
             and module.bias is None
@@ -55,12 +60,18 @@ class _Head:
                 and torch.backends.mkldnn.is_available()
             ):
                 try:
-                    self.packed = self.weight.detach().to_mkldnn()
-                except RuntimeError:
-                    self.packed = None
+                    if hasattr(torch.ops.mkldnn, "_linear_pointwise"):
+                        self.packed = torch.ops.mkldnn._reorder_linear_weight(self.weight.detach(), rows)
+                        self.dense_io = True
+                    else:
+                        self.packed = self.weight.detach().to_mkldnn()
+                except (RuntimeError, AttributeError):
+                    self.packed, self.dense_io = None, False
 
     def __call__(self, hidden: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-        if self.packed is not None and hidden.dtype == torch.float32:
+        if self.packed is not None and hidden.dtype == torch.float32 and self.dense_io:
+            z = torch.ops.mkldnn._linear_pointwise(hidden.contiguous(), self.packed, None, "none", [], "")
+        elif self.packed is not None and hidden.dtype == torch.float32:
             z = torch._C._nn.mkldnn_linear(hidden.contiguous().to_mkldnn(), self.packed, None).to_dense()
         elif self.weight is not None and hidden.dtype == torch.float32:
             z = torch.matmul(hidden, self.weight.t(), out=out)
@@ -120,7 +131,7 @@ class TransformersBackend(Backend):
         self.kind = "cuda" if device.type == "cuda" else "cpu"
         self.chunk_rows = max(1, LOGIT_ELEMENTS_PER_CHUNK[self.kind] // vocab_size)
         self._trunk, head_fn, module, cap = split_model(model)
-        self._head = _Head(head_fn, module, cap, device)
+        self._head = _Head(head_fn, module, cap, device, self.chunk_rows)
         self.work = WorkBuffers(device)
 
     def batch_size(self, context: int) -> int:
@@ -131,29 +142,63 @@ class TransformersBackend(Backend):
         """Free the work buffers (they are otherwise kept for the next document)."""
         self.work.clear()
 
-    @torch.inference_mode()
     def compute(
         self, ids: np.ndarray, context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None = None
     ) -> TokenStats:
-        """Query the model over all windows of ``ids`` (no cache).
+        """Query the model over all windows of ``ids`` (no cache): :meth:`compute_many` of one document."""
+        return self.compute_many([ids], context, stride, bos, gp, batch_size)[0]
 
-        Windows of equal length go through the trunk together; the LM head and the reductions run on chunks of
-        at most ``chunk_rows`` scored positions, in float32 work buffers reused from chunk to chunk. Memory is
-        bounded by the batch and chunk sizes whatever the document's length; the only per-token results are four
-        float32 values, copied to the host once at the end (no host synchronization inside the loop)."""
+    @torch.inference_mode()
+    def compute_many(
+        self,
+        docs: list[np.ndarray],
+        context: int,
+        stride: int,
+        bos: int | None,
+        gp: bool,
+        batch_size: int | None = None,
+    ) -> list[TokenStats]:
+        """Query the model over all windows of several documents (no cache), the windows of all of them batched
+        together: many short texts (a detector's extra passes, report snippets) take a few forward passes, not one
+        each.
+
+        The windows, longest first, go through the trunk in batches of at most ``batch_size`` full windows' tokens
+        (``batch_size`` windows of the context; more when shorter), each right-padded to the longest in its batch
+        (causal attention: padding after a window changes none of its positions); the LM
+        head and the reductions run on chunks of at most ``chunk_rows`` scored positions, in float32 work buffers
+        reused from chunk to chunk. Memory is bounded by the batch and chunk sizes whatever the documents'
+        lengths; the only per-token results are four float32 values, copied to the host once at the end. GP sums
+        are per document, so with ``gp`` each document is queried on its own."""
+        if not docs:
+            return []
+        if gp and len(docs) > 1:
+            return [self.compute_many([ids], context, stride, bos, gp, batch_size)[0] for ids in docs]
         C, S = context, stride
-        spans = scored_spans(len(ids), C, S)
-        batches = list(_batches(spans, batch_size or self.batch_size(C)))
         shift = int(bos is not None)
+        windows = [(d, *span) for d, ids in enumerate(docs) for span in scored_spans(len(ids), C, S)]
+        windows.sort(key=lambda w: w[1] - w[3])  # longest first (stable: a document's windows stay in order)
+        first_row = np.cumsum([0] + [len(ids) - 1 for ids in docs])
+        budget = (batch_size or self.batch_size(C)) * C  # tokens per forward pass: as many as full windows take
+        groups, lo = [], 0
+        while lo < len(windows):
+            n = max(1, budget // (windows[lo][3] - windows[lo][1]))  # the first window of a group is its longest
+            groups.append(windows[lo : lo + n])
+            lo += n
+        batches, index, dest, bounds = [], [], [], [0]
+        for batch in groups:
+            length = batch[0][3] - batch[0][1] + shift
+            tokens = np.zeros((len(batch), length), dtype=np.int64)
+            if shift:
+                tokens[:, 0] = bos
+            for b, (d, s, f, e) in enumerate(batch):
+                tokens[b, shift : shift + e - s] = docs[d][s:e]
+                index.append(b * length + shift + np.arange(f - 1 - s, e - 1 - s))
+                dest.append(first_row[d] + np.arange(f - 1, e - 1))
+            batches.append(tokens)
+            bounds.append(bounds[-1] + sum(e - f for _, _, f, e in batch))
         # Indices of the scored positions in each batch's flattened [windows * length] trunk output, all moved to
         # the device in one copy before the loop.
-        index, bounds = [], [0]
-        for batch in batches:
-            length = batch[0][2] - batch[0][0] + shift
-            index += [b * length + shift + np.arange(f - 1 - s, e - 1 - s) for b, (s, f, e) in enumerate(batch)]
-            bounds.append(bounds[-1] + sum(e - f for _, f, e in batch))
         index_t = torch.as_tensor(np.concatenate(index), dtype=torch.long, device=self.device)
-        ids_t = torch.as_tensor(ids, dtype=torch.long, device=self.device)
         vocab = self.vocab_size
         gp_total = torch.zeros(vocab, dtype=torch.float64, device=self.device) if gp else None
         chunk = max(1, min(self.chunk_rows, max(b - a for a, b in zip(bounds, bounds[1:]))))
@@ -166,13 +211,11 @@ class TransformersBackend(Backend):
         # Per-token results, allocated once before the loop (long-lived small tensors allocated between the large
         # temporaries would fragment the heap and make memory grow with the document).
         results = torch.empty(bounds[-1], 4, dtype=torch.float32, device=self.device)
-        for batch, lo_b, hi_b in zip(batches, bounds, bounds[1:]):
-            windows = torch.stack([ids_t[s:e] for s, _, e in batch])
-            if shift:
-                windows = torch.nn.functional.pad(windows, (1, 0), value=bos)
+        for tokens, lo_b, hi_b in zip(batches, bounds, bounds[1:]):
+            windows_t = torch.as_tensor(tokens, device=self.device)
             rows_t = index_t[lo_b:hi_b]
-            hidden = self._trunk(windows).reshape(windows.numel(), -1)[rows_t]
-            targets = windows.reshape(-1)[rows_t + 1]
+            hidden = self._trunk(windows_t).reshape(windows_t.numel(), -1)[rows_t]
+            targets = windows_t.reshape(-1)[rows_t + 1]
             for lo in range(0, hi_b - lo_b, chunk):
                 h = hidden[lo : lo + chunk]
                 n = len(h)
@@ -182,7 +225,12 @@ class TransformersBackend(Backend):
                 if gp_total is not None:
                     gp_total += psum
         gp_sum = None if gp_total is None else gp_total.cpu().numpy()
-        return stats_from_rows(ids, results.cpu().numpy(), gp_sum, vocab, C, S)
+        rows = np.empty((bounds[-1], 4), dtype=np.float32)
+        rows[np.concatenate(dest)] = results.cpu().numpy()
+        return [
+            stats_from_rows(ids, rows[first_row[d] : first_row[d + 1]], gp_sum, vocab, C, S)
+            for d, ids in enumerate(docs)
+        ]
 
 
 def _batches(spans, batch_size):

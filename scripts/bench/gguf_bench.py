@@ -1,0 +1,160 @@
+"""The querier on a quantized Llama-shaped GGUF against its limit (``bench_querier.py --preset``).
+
+Variants, each in its own process (so that its peak resident memory is its own), on the same token ids, context
+and stride:
+
+- ``llamacpp``: docaudit's llama.cpp backend on the Q4_K_M file (every statistic of every position);
+- ``transformers``: docaudit's transformers backend on the float32 dequantization of the same file;
+- ``ceiling``: llama.cpp's raw forward over the same windows, all positions' logits and nothing else.
+
+A variant process prints one JSON object: ``tokens_per_s`` (median over ``repeats``) and ``peak_rss_mb`` (the
+process's high-water mark: model and querying together)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench.common import cpu_name, peak_rss_mb  # noqa: E402
+
+GGUF_VARIANTS = ("llamacpp", "transformers", "ceiling")
+
+
+def _querier(gguf: Path, backend: str, context: int, stride: int | None):
+    from docaudit.config import ModelConfig, QueryConfig
+    from docaudit.query.models import load_model
+    from docaudit.query.querier import Querier
+
+    lm = load_model(ModelConfig(model=str(gguf), backend=backend))
+    return Querier(lm, QueryConfig(context=context, stride=stride, gp=False), cache=None)
+
+
+def run_variant(variant: str, gguf: Path, ids: np.ndarray, context: int, stride: int | None, repeats: int) -> dict:
+    """Time one variant in this process (a warm-up window first)."""
+    from docaudit.query.stats import scored_spans
+
+    querier = _querier(gguf, "transformers" if variant == "transformers" else "llamacpp", context, stride)
+    if variant == "ceiling":
+        backend, bos = querier.backend, querier.bos
+        spans = scored_spans(len(ids), context, querier.stride)
+        windows = [[bos] * (bos is not None) + ids[s:e].tolist() for s, _, e in spans]
+
+        def run(_ids):
+            for window in windows if len(_ids) == len(ids) else windows[:1]:
+                backend._decode(window)
+    else:
+
+        def run(_ids):
+            querier.compute(_ids)
+
+    run(ids[: context + 1])
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        run(ids)
+        times.append(time.perf_counter() - t)
+    return {
+        "tokens_per_s": (len(ids) - 1) / statistics.median(times),
+        "seconds": [round(t, 4) for t in times],
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "threads": _threads(),
+    }
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def token_ids(gguf: Path, texts: list[str], n: int) -> np.ndarray:
+    """The first ``n`` tokens of the texts under the GGUF's tokenizer (without special tokens)."""
+    from docaudit.io import sha256_file
+    from docaudit.query.backends.llamacpp import gguf_tokenizer
+
+    tokenizer = gguf_tokenizer(gguf, sha256_file(gguf))
+    parts, have = [], 0
+    for text in texts:
+        parts.append(np.asarray(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int32))
+        have += len(parts[-1])
+        if have >= n:
+            break
+    return np.concatenate(parts)[:n]
+
+
+def run_preset(gguf: Path, texts: list[str], args) -> dict:
+    """Every variant in its own process on the same ids; ratios to the ceiling and between the backends."""
+    ids = token_ids(gguf, texts, args.tokens)
+    out = {
+        "model": gguf.name,
+        "preset": args.preset,
+        "file_mb": round(gguf.stat().st_size / 2**20, 1),
+        "tokens": int(len(ids)),
+        "context": args.context,
+        "stride": args.stride or args.context - 1,
+        "repeats": args.repeats,
+        "cpu": cpu_name(),
+        "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+    }
+    with tempfile.TemporaryDirectory(prefix="docaudit-bench-") as tmp:
+        np.save(Path(tmp) / "ids.npy", ids)
+        for v in args.gguf_variants:
+            cmd = [sys.executable, __file__, v, str(gguf), str(Path(tmp) / "ids.npy"), str(args.context)]
+            cmd += [str(args.stride or args.context - 1), str(args.repeats)]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"variant {v} failed:\n{done.stderr[-3000:]}")
+            out[v] = json.loads(done.stdout.strip().splitlines()[-1])
+    out["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
+    if "ceiling" in out:
+        for v in ("llamacpp", "transformers"):
+            if v in out:
+                out[v]["over_ceiling"] = out[v]["tokens_per_s"] / out["ceiling"]["tokens_per_s"]
+    if {"llamacpp", "transformers"} <= out.keys():
+        out["llamacpp_over_transformers"] = out["llamacpp"]["tokens_per_s"] / out["transformers"]["tokens_per_s"]
+        out["llamacpp_memory_share"] = out["llamacpp"]["peak_rss_mb"] / out["transformers"]["peak_rss_mb"]
+    return out
+
+
+def print_preset(r: dict) -> None:
+    print(f"model   {r['model']} ({r['file_mb']} MB), {r['cpu']}, load {r['loadavg_before']} -> {r['loadavg_after']}")
+    print(f"tokens  {r['tokens']}  C={r['context']} S={r['stride']}  {r['repeats']} repeats")
+    print(f"{'variant':<14}{'tokens/s':>10}{'peak RSS MB':>13}{'/ ceiling':>11}")
+    for v in GGUF_VARIANTS:
+        if v in r:
+            ratio = r[v].get("over_ceiling")
+            print(
+                f"{v:<14}{r[v]['tokens_per_s']:>10.1f}{r[v]['peak_rss_mb']:>13.0f}"
+                + (f"{ratio:>11.2f}" if ratio else "")
+            )
+    if "llamacpp_over_transformers" in r:
+        print(
+            f"llama.cpp / transformers: {r['llamacpp_over_transformers']:.2f}x the speed at "
+            f"{r['llamacpp_memory_share']:.2f} of the peak memory"
+        )
+
+
+def _variant_main() -> None:
+    ap = argparse.ArgumentParser()
+    for name in ("variant", "gguf", "ids", "context", "stride", "repeats"):
+        ap.add_argument(name)
+    a = ap.parse_args()
+    ids = np.load(a.ids)
+    print(json.dumps(run_variant(a.variant, Path(a.gguf), ids, int(a.context), int(a.stride), int(a.repeats))))
+
+
+if __name__ == "__main__":
+    _variant_main()
