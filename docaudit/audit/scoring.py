@@ -6,7 +6,6 @@ import logging
 from dataclasses import replace
 
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig
-from docaudit.errors import DocauditError
 from docaudit.methods.detectors.detector import build_detector
 from docaudit.methods.detectors.neighborhood import MaskedNeighbors
 from docaudit.query.models import LoadedModel, load_model
