@@ -29,18 +29,26 @@ def scores(n: int, shift: float, rng: np.random.Generator) -> np.ndarray:
     return x
 
 
-def run(n: int, repetitions: int, seed: int = 0, level: float = 0.05) -> dict:
+def run(n: int, repetitions: int, seed: int = 0, level: float = 0.05, report_every: int | None = None) -> dict:
+    """The rates over ``repetitions`` simulated pairs of sets of ``n``; with ``report_every``, the running result
+    is printed every that many repetitions."""
     null, reversed_p, self_check = [], [], []
     for r in range(repetitions):
+        if report_every and r and r % report_every == 0:
+            print(json.dumps(summary(n, null, reversed_p, self_check, level)), flush=True)
         rng = np.random.default_rng([seed, n, r])
         nonmember = scores(n, 0.0, rng)
         res = dataset_test(scores(n, 0.0, rng), nonmember, seed=r)
         null.append(res.p_value)
         self_check.append(res.self_check_p_value)
         reversed_p.append(dataset_test(scores(n, -1.0, rng), nonmember, seed=r).p_value)
+    return summary(n, null, reversed_p, self_check, level)
+
+
+def summary(n, null, reversed_p, self_check, level) -> dict:
     return {
         "n_per_set": n,
-        "repetitions": repetitions,
+        "repetitions": len(null),
         "null_rate_p_below_level": float(np.mean(np.array(null) < level)),
         "self_check_rate_p_below_level": float(np.mean(np.array(self_check) < level)),
         "reversed_median_p": float(np.median(reversed_p)),
@@ -56,7 +64,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     for n in (int(v) for v in args.sizes.split(",")):
-        print(json.dumps(run(n, args.repetitions, args.seed)), flush=True)
+        print(json.dumps(run(n, args.repetitions, args.seed, report_every=10)), flush=True)
 
 
 if __name__ == "__main__":
