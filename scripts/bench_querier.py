@@ -247,6 +247,9 @@ def parse_args(argv=None):
         default="transformers",
         help="What runs the model (llamacpp: the .gguf in process; only the querier variant).",
     )
+    ap.add_argument(
+        "--kv-cache", choices=("f32", "f16"), default="f32", help="llamacpp: precision of the K/V cache (default f32)."
+    )
     ap.add_argument("--dtype", choices=DTYPES, default="float32")
     ap.add_argument("--quantize", choices=QUANTIZE, default=None)
     ap.add_argument("--device", default="auto")
@@ -344,7 +347,12 @@ def main(argv=None) -> dict:
     else:
         lm = load_model(
             ModelConfig(
-                model=args.model, dtype=args.dtype, device=args.device, quantize=args.quantize, backend=args.backend
+                model=args.model,
+                dtype=args.dtype,
+                device=args.device,
+                quantize=args.quantize,
+                backend=args.backend,
+                kv_cache=args.kv_cache,
             )
         )
     load_s = time.perf_counter() - t0
@@ -405,6 +413,7 @@ def main(argv=None) -> dict:
     result = {
         "model": lm.identity,
         "backend": args.backend,
+        "kv_cache": args.kv_cache if args.backend == "llamacpp" else None,
         "device": str(device) if device.type != "cpu" else f"cpu ({cpu_name()}, {torch.get_num_threads()} threads)",
         "dtype": args.dtype,
         "quantize": args.quantize,

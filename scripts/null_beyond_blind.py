@@ -45,12 +45,23 @@ def shifted_texts(n: int, shift: float, rng: np.random.Generator) -> tuple[list[
     return [" ".join(f"w{w}" for w in row) for row in draws], labels
 
 
-def run(n: int, repetitions: int, seed: int = 0, shift: float = 0.12, kind: str = "tfidf", n_boot: int = 200) -> dict:
-    """The rate of "adds evidence" (and of p < level alone) over ``repetitions`` null data sets of ``n`` + ``n``."""
+def run(
+    n: int,
+    repetitions: int,
+    seed: int = 0,
+    shift: float = 0.12,
+    kind: str = "tfidf",
+    n_boot: int = 200,
+    report_every: int | None = None,
+) -> dict:
+    """The rate of "adds evidence" (and of p < level alone) over ``repetitions`` null data sets of ``n`` + ``n``;
+    with ``report_every``, the running result is printed every that many repetitions."""
     config = BeyondBlindConfig(n_boot=n_boot)
     adds, small_p, blind_aucs = 0, 0, []
     started = time.time()
     for r in range(repetitions):
+        if report_every and r and r % report_every == 0:
+            print(json.dumps(summary(n, r, adds, small_p, blind_aucs, config, kind, started)), flush=True)
         rng = np.random.default_rng([seed, n, r])
         texts, labels = shifted_texts(n, shift, rng)
         noise = rng.normal(size=2 * n)
@@ -62,6 +73,10 @@ def run(n: int, repetitions: int, seed: int = 0, shift: float = 0.12, kind: str 
         adds += out["verdict"] == bb.ADDS
         small_p += out["p_value"] is not None and out["p_value"] < config.p_level
         blind_aucs.append(out["auc_blind_raw"])
+    return summary(n, repetitions, adds, small_p, blind_aucs, config, kind, started)
+
+
+def summary(n, repetitions, adds, small_p, blind_aucs, config, kind, started) -> dict:
     return {
         "n_per_class": n,
         "repetitions": repetitions,
@@ -82,7 +97,7 @@ def main() -> None:
     parser.add_argument("--kind", default="tfidf")
     args = parser.parse_args()
     for n in (int(v) for v in args.sizes.split(",")):
-        print(json.dumps(run(n, args.repetitions, args.seed, kind=args.kind)), flush=True)
+        print(json.dumps(run(n, args.repetitions, args.seed, kind=args.kind, report_every=10)), flush=True)
 
 
 if __name__ == "__main__":

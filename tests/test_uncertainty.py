@@ -180,3 +180,15 @@ def test_dataset_test_blind_p_value_and_verdict():
     assert res.p_value_blind > 0.05 and res.verdict["verdict"] == EVIDENCE
     assert res.rely_on.startswith("Rely on the model's p-value")
     assert dataset_test(suspect, nonmember).verdict["verdict"] == INCONCLUSIVE  # no texts, no blind test
+
+
+def test_dataset_test_text_output_names_every_check():
+    from docaudit.report.tables import format_dataset_checks
+
+    rng = np.random.default_rng(6)
+    res = dataset_test(rng.normal(size=(12, 2)) + [1.0, 0.0], rng.normal(size=(12, 2)), n_splits=3)
+    text = format_dataset_checks(res)
+    assert "blind baseline: not computed (no texts were given" in text and res.rely_on in text
+    assert f"self-check: p = {res.self_check_p_value:.3g}" in text
+    assert "p-value by number of suspect documents: 5: " in text and f"12: {res.p_value:.3g}" in text
+    assert text.splitlines()[-1] == f"verdict: inconclusive ({res.verdict['reason']})"
