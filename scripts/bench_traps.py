@@ -1,0 +1,155 @@
+"""Copyright traps on a tiny target trained from scratch: detection against copies and trap length, and the null.
+
+For each trap length, the embedded Gemma-3-270M generates the sequences once (timed); for each number of copies,
+``docaudit lab`` (``run_lab`` with ``traps``) splits a pool of real book excerpts at random, plants each document's
+traps, trains a tiny GPT-2 from scratch on the trapped members and tests every document. The members' share of
+p < 0.05 is the power; the never-trained non-members' share is the level (at most 5% expected). Results go to
+``--out`` (results.json, table.md, traps.png). Run: ``python scripts/bench_traps.py --out /tmp/bench-traps``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from docaudit.config import ModelConfig, TargetConfig, TrapConfig
+from docaudit.lab.experiment import run_lab
+from docaudit.query.generate import generate_sequences
+from docaudit.query.models import load_model
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+
+
+def excerpt(path: Path, n_chars: int) -> str:
+    """``n_chars`` characters from the middle of a book, starting and ending at a paragraph break."""
+    text = path.read_text(encoding="utf-8").replace("\r\n", "\n")
+    start = text.find("\n\n", len(text) // 2) + 2
+    end = text.rfind("\n\n", start, start + n_chars)
+    return text[start : end if end > start else start + n_chars]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--corpus", type=Path, default=CORPUS)
+    parser.add_argument("--docs", type=int, default=12)
+    parser.add_argument("--per-doc", type=int, default=5)
+    parser.add_argument("--lengths", default="25,50,100")
+    parser.add_argument("--copies", default="1,10,100")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--chars", type=int, default=4000)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    pool = args.out / "pool"
+    pool.mkdir(exist_ok=True)
+    for p in sorted((args.corpus / "members").glob("*.txt"))[: args.docs]:
+        (pool / p.name).write_text(excerpt(p, args.chars), encoding="utf-8")
+    target = TargetConfig(
+        layers=2,
+        width=128,
+        heads=4,
+        positions=128,
+        vocab_size=2048,
+        epochs=args.epochs,
+        batch_size=16,
+        doc_tokens=1024,
+        seed=0,
+    )
+    t0 = time.perf_counter()
+    generator = load_model(ModelConfig())
+    load_s = time.perf_counter() - t0
+    results_path = args.out / "results.json"
+    results = json.loads(results_path.read_text()) if results_path.exists() else {"runs": [], "generation": {}}
+    results["generator_load_s"] = round(load_s, 1)
+    done = {(r["tokens"], r["copies"]) for r in results["runs"]}
+    for tokens in [int(x) for x in args.lengths.split(",")]:
+        config = TrapConfig(tokens=tokens, per_document=args.per_doc, copies=1)
+        t0 = time.perf_counter()
+        made = generate_sequences(generator, 2 * args.per_doc * args.docs, config, progress=True)
+        results["generation"][str(tokens)] = {
+            "seconds": round(time.perf_counter() - t0, 1),
+            "candidates": made.candidates,
+            "rejected": dict(made.rejected),
+            "perplexity_median": float(np.median([s.perplexity for s in made.sequences])),
+        }
+        for copies in [int(x) for x in args.copies.split(",")]:
+            if (tokens, copies) in done:
+                continue
+            traps = TrapConfig(tokens=tokens, per_document=args.per_doc, copies=copies)
+            t0 = time.perf_counter()
+            res = run_lab(
+                pool,
+                args.out / f"lab-L{tokens}-c{copies}",
+                target,
+                traps=traps,
+                generator=ModelConfig(),
+                trap_sequences=made.sequences,
+                overwrite=True,
+            )
+            rates = res.rates()
+            results["runs"].append(
+                {
+                    "tokens": tokens,
+                    "copies": copies,
+                    "epochs": args.epochs,
+                    "seconds": round(time.perf_counter() - t0, 1),
+                    "steps": res.seconds,
+                    "trained_tokens": res.trained_tokens,
+                    "rates": rates,
+                    "member_p": [r["p_value"] for r in res.detection.rows if r["trained"]],
+                    "nonmember_p": [r["p_value"] for r in res.detection.rows if not r["trained"]],
+                }
+            )
+            results_path.write_text(json.dumps(results, indent=1))
+            print(tokens, copies, json.dumps(rates), res.seconds, flush=True)
+    write_table(results, args.out)
+
+
+def write_table(results: dict, out: Path) -> None:
+    """table.md and traps.png from results.json."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = [
+        "| trap tokens | copies | trained docs: p<0.05 | AUC loss | never-trained docs: p<0.05 | AUC loss | "
+        "train s | total s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results["runs"]:
+        m, n = r["rates"]["members"], r["rates"]["nonmembers"]
+        lines.append(
+            f"| {r['tokens']} | {r['copies']} | {m['p_below_alpha']:.0%} ({m['documents']}) | "
+            f"{m['auc_loss']:.2f} | {n['p_below_alpha']:.0%} ({n['documents']}) | {n['auc_loss']:.2f} | "
+            f"{r['steps']['train']:.0f} | {r['seconds']:.0f} |"
+        )
+    null = [p for r in results["runs"] for p in r["nonmember_p"]]
+    lines.append("")
+    lines.append(f"null: p < 0.05 in {sum(p < 0.05 for p in null)} of {len(null)} never-trained documents")
+    (out / "table.md").write_text("\n".join(lines) + "\n")
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for tokens in sorted({r["tokens"] for r in results["runs"]}):
+        runs = sorted((r for r in results["runs"] if r["tokens"] == tokens), key=lambda r: r["copies"])
+        ax.plot(
+            [r["copies"] for r in runs],
+            [r["rates"]["members"]["auc_loss"] for r in runs],
+            "o-",
+            label=f"{tokens} tokens",
+        )
+    ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+    ax.set_xscale("log")
+    ax.set_xlabel("copies of each trap")
+    ax.set_ylabel("mean AUC traps vs controls (loss)")
+    ax.set_title("Tiny GPT-2 from scratch, trained documents")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "traps.png", dpi=120)
+
+
+if __name__ == "__main__":
+    main()
