@@ -11,17 +11,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from docaudit.config import ModelConfig, TargetConfig, TrapConfig
 from docaudit.lab.experiment import run_lab
 from docaudit.query.generate import generate_sequences
 from docaudit.query.models import load_model
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPUS = Path(os.environ.get("DOCAUDIT_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
 
 
 def excerpt(path: Path, n_chars: int) -> str:
@@ -41,8 +43,15 @@ def main() -> None:
     parser.add_argument("--lengths", default="25,50,100")
     parser.add_argument("--copies", default="1,10,100")
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--chars", type=int, default=4000)
+    parser.add_argument("--chars", type=int, default=3000)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--generator",
+        default="tiny",
+        help="'tiny': a small GPT-2 trained here on other books (fast); 'gemma': the embedded Gemma; or a model path.",
+    )
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     pool = args.out / "pool"
     pool.mkdir(exist_ok=True)
@@ -50,20 +59,28 @@ def main() -> None:
         (pool / p.name).write_text(excerpt(p, args.chars), encoding="utf-8")
     target = TargetConfig(
         layers=2,
-        width=128,
+        width=64,
         heads=4,
-        positions=128,
-        vocab_size=2048,
+        positions=64,
+        vocab_size=1024,
         epochs=args.epochs,
         batch_size=16,
-        doc_tokens=1024,
+        doc_tokens=256,
         seed=0,
     )
     t0 = time.perf_counter()
-    generator = load_model(ModelConfig())
+    generator_config = ModelConfig(
+        model=train_generator(args)
+        if args.generator == "tiny"
+        else None
+        if args.generator == "gemma"
+        else args.generator
+    )
+    generator = load_model(generator_config)
     load_s = time.perf_counter() - t0
     results_path = args.out / "results.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {"runs": [], "generation": {}}
+    results["generator"] = args.generator
     results["generator_load_s"] = round(load_s, 1)
     done = {(r["tokens"], r["copies"]) for r in results["runs"]}
     for tokens in [int(x) for x in args.lengths.split(",")]:
@@ -107,6 +124,18 @@ def main() -> None:
             results_path.write_text(json.dumps(results, indent=1))
             print(tokens, copies, json.dumps(rates), res.seconds, flush=True)
     write_table(results, args.out)
+
+
+def train_generator(args) -> str:
+    """A small GPT-2 (2 layers, width 128) trained from scratch on 20 other books' excerpts (the corpus's
+    non-members, never in the pool): a generator of English-like traps that runs fast on a CPU."""
+    from docaudit.lab.target import train_target
+
+    texts = [excerpt(p, 6000) for p in sorted((args.corpus / "nonmembers").glob("*.txt"))[:20]]
+    config = TargetConfig(
+        layers=2, width=128, heads=4, positions=64, vocab_size=1024, epochs=3, batch_size=16, doc_tokens=None, seed=1
+    )
+    return str(train_target(texts, texts, args.out / "generator", config))
 
 
 def write_table(results: dict, out: Path) -> None:

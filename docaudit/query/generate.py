@@ -1,16 +1,19 @@
 """Sampling trap sequences from a local causal language model (the generator).
 
 Follows the authors' ``src/scripts/gen_traps.py`` (``computationalprivacy/copyright-traps``,
-``gen_single_unit_buckets``): sequences of exactly ``tokens`` tokens are sampled from the BOS token alone at each
-temperature of a cycle (``--temp-min 0.5`` to ``--temp-max 4`` by 0.5 there), their perplexity under the generator
-is ``exp`` of the mean negative log-likelihood of the ``tokens`` sampled tokens given the BOS (``utils.py``
-``compute_perplexity``), and a candidate is kept when
+``gen_single_unit_buckets``): sequences are sampled from the BOS token alone at each temperature of a cycle
+(``--temp-min 0.5`` to ``--temp-max 4`` by 0.5 there), their perplexity under the generator is ``exp`` of the mean
+negative log-likelihood of their tokens given the BOS (``utils.py`` ``compute_perplexity``), and a candidate is
+kept when
 
-- its perplexity lies in the asked range (the authors keep ``int(ppl)`` in ``[min, max]`` and fill integer
-  buckets evenly; docaudit records each sequence's perplexity instead of balancing buckets);
-- it survives the retokenization check (the authors' ``--retokenize``: decoded to text and encoded again, it
-  gives back the same ids); docaudit also asks that the ids survive inside a document, as a paragraph between
-  blank lines, that the text has no special token, no broken character and no leading or trailing whitespace;
+- it survives the retokenization check. The authors (``--retokenize``) decode the sampled ids to text, encode it
+  again and drop the sample unless the ids come back unchanged. A small generator rarely samples the tokenizer's
+  own split of a long text, so docaudit samples a quarter more tokens than asked, encodes their text again and
+  takes its first ``tokens`` ids, which must then come back unchanged (alone, and inside a document as a paragraph
+  between blank lines); the text must hold no special token, no broken character and no leading or trailing
+  whitespace. The trap's ids are thus the ones any reader of the text gets;
+- its perplexity (of those ids) lies in the asked range (the authors keep ``int(ppl)`` in ``[min, max]`` and fill
+  integer buckets evenly; docaudit records each sequence's perplexity instead of balancing buckets);
 - the Jaccard similarity of its token-id set to every sequence kept so far is at most the threshold (the authors'
   ``is_duplicate`` with ``--jaccard-threshold 0.2``), so no two traps teach each other.
 
@@ -56,9 +59,9 @@ def retokenizes(tokenizer, ids: list[int]) -> str | None:
         return None
     if list(tokenizer(text, add_special_tokens=False).input_ids) != list(ids):
         return None
-    prefix = tokenizer("Text.\n\n", add_special_tokens=False).input_ids
-    within = tokenizer("Text.\n\n" + text + "\n\nText.", add_special_tokens=False).input_ids
-    if list(within[len(prefix) : len(prefix) + len(ids)]) != list(ids):
+    within = list(tokenizer("Text.\n\n" + text + "\n\nText.", add_special_tokens=False).input_ids)
+    ids = list(ids)
+    if not any(within[i : i + len(ids)] == ids for i in range(len(within) - len(ids) + 1)):
         return None
     return text
 
@@ -99,6 +102,7 @@ def generate_sequences(lm: LoadedModel, n: int, config: TrapConfig, progress: bo
                         f"(rejected: {dict(out.rejected)}); widen the perplexity range or lower the number of traps"
                     )
                 start = torch.full((config.batch_size, 1), bos, dtype=torch.long, device=lm.device)
+                extra = config.tokens // 4 + 2
                 sampled = model.generate(
                     start,
                     attention_mask=torch.ones_like(start),
@@ -106,18 +110,27 @@ def generate_sequences(lm: LoadedModel, n: int, config: TrapConfig, progress: bo
                     temperature=float(temperature),
                     top_k=0,
                     top_p=1.0,
-                    max_new_tokens=config.tokens,
-                    min_new_tokens=config.tokens,
+                    max_new_tokens=config.tokens + extra,
+                    min_new_tokens=config.tokens + extra,
                     pad_token_id=pad,
-                )[:, 1 : 1 + config.tokens]
-                ppl = perplexities(model, sampled, bos)
-                for row, p in zip(sampled.cpu().tolist(), ppl):
+                )[:, 1:]
+                candidates = []
+                for row in sampled.cpu().tolist():
                     out.candidates += 1
-                    kept = _check(tok, row, float(p), config, kept_sets)
-                    if isinstance(kept, str):
-                        out.rejected[kept] += 1
+                    ids = canonical_prefix(tok, row, config.tokens)
+                    text = None if ids is None else retokenizes(tok, ids)
+                    if text is None:
+                        out.rejected["retokenization"] += 1
+                    else:
+                        candidates.append((text, ids))
+                if not candidates:
+                    continue
+                ppl = perplexities(model, torch.tensor([ids for _, ids in candidates], device=lm.device), bos)
+                for (text, ids), p in zip(candidates, ppl):
+                    reason = _rejects(ids, float(p), config, kept_sets)
+                    if reason is not None:
+                        out.rejected[reason] += 1
                         continue
-                    text, ids = kept
                     kept_sets.append(set(ids))
                     out.sequences.append(TrapSequence(text, ids, float(p)))
                     bar.update()
@@ -128,16 +141,21 @@ def generate_sequences(lm: LoadedModel, n: int, config: TrapConfig, progress: bo
     return out
 
 
-def _check(tok, ids: list[int], ppl: float, config: TrapConfig, kept_sets: list[set]):
-    """``(text, ids)`` for a kept candidate, else the name of the check that rejected it."""
-    if len(ids) != config.tokens:
-        return "too short"
+def canonical_prefix(tokenizer, sampled: list[int], n: int) -> list[int] | None:
+    """The first ``n`` ids of the sampled text encoded again (the ids the text has wherever it is read), or None
+    when the sample holds a special token or its text has fewer than ``n`` tokens."""
+    if set(sampled) & set(tokenizer.all_special_ids):
+        return None
+    text = tokenizer.decode(sampled, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    ids = list(tokenizer(text, add_special_tokens=False).input_ids)[:n]
+    return ids if len(ids) == n else None
+
+
+def _rejects(ids: list[int], ppl: float, config: TrapConfig, kept_sets: list[set]) -> str | None:
+    """The name of the check that rejects a candidate, or None to keep it."""
     if not math.isfinite(ppl) or not config.min_perplexity <= ppl < config.max_perplexity:
         return "perplexity out of range"
-    text = retokenizes(tok, ids)
-    if text is None:
-        return "retokenization"
     own = set(ids)
     if any(jaccard(own, other) > config.jaccard for other in kept_sets):
         return "near duplicate"
-    return text, ids
+    return None
