@@ -10,6 +10,8 @@ p < 0.05 is the power; the never-trained non-members' share is the level (at mos
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import json
 import os
 import time
@@ -45,6 +47,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--chars", type=int, default=3000)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--seeds", default="0", help="Repetitions: seeds of the split, the target and the planting.")
     parser.add_argument(
         "--generator",
         default="tiny",
@@ -82,7 +85,7 @@ def main() -> None:
     results = json.loads(results_path.read_text()) if results_path.exists() else {"runs": [], "generation": {}}
     results["generator"] = args.generator
     results["generator_load_s"] = round(load_s, 1)
-    done = {(r["tokens"], r["copies"]) for r in results["runs"]}
+    done = {(r["tokens"], r["copies"], r.get("seed", 0)) for r in results["runs"]}
     for tokens in [int(x) for x in args.lengths.split(",")]:
         config = TrapConfig(tokens=tokens, per_document=args.per_doc, copies=1)
         t0 = time.perf_counter()
@@ -93,17 +96,19 @@ def main() -> None:
             "rejected": dict(made.rejected),
             "perplexity_median": float(np.median([s.perplexity for s in made.sequences])),
         }
-        for copies in [int(x) for x in args.copies.split(",")]:
-            if (tokens, copies) in done:
+        for copies, seed in itertools.product(
+            [int(x) for x in args.copies.split(",")], [int(x) for x in args.seeds.split(",")]
+        ):
+            if (tokens, copies, seed) in done:
                 continue
-            traps = TrapConfig(tokens=tokens, per_document=args.per_doc, copies=copies)
+            traps = TrapConfig(tokens=tokens, per_document=args.per_doc, copies=copies, seed=seed)
             t0 = time.perf_counter()
             res = run_lab(
                 pool,
-                args.out / f"lab-L{tokens}-c{copies}",
-                target,
+                args.out / f"lab-L{tokens}-c{copies}-s{seed}",
+                dataclasses.replace(target, seed=seed),
                 traps=traps,
-                generator=ModelConfig(),
+                generator=generator_config,
                 trap_sequences=made.sequences,
                 overwrite=True,
             )
@@ -112,6 +117,7 @@ def main() -> None:
                 {
                     "tokens": tokens,
                     "copies": copies,
+                    "seed": seed,
                     "epochs": args.epochs,
                     "seconds": round(time.perf_counter() - t0, 1),
                     "steps": res.seconds,
