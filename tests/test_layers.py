@@ -20,6 +20,7 @@ LAYERS = {
     "io": 0,
     "outputs": 0,
     "metrics": 0,
+    "verdicts": 0,
     "corpus": 1,
     "query": 2,
     "methods": 3,
