@@ -112,6 +112,13 @@ def test_traps_make_writes_copies_and_a_complete_registry(tmp_path, generator):
     assert not any(
         "registry" in p.name or p.suffix == ".json" and p.name != ".docaudit-output.json" for p in out.iterdir()
     )
+    # detect: a row per document with its p-value and verdict (JSON), the same rows and the pooled one (CSV)
+    detect = ["traps", "detect", "--registry", str(reg), "--model", str(generator), "--reference-model", str(generator)]
+    rows = json.loads(CliRunner().invoke(main, [*detect, "--format", "json"]).output)["documents"]
+    assert [r["document"] for r in rows] == [d.id for d in registry.documents]
+    assert all(0 < r["p_value"] <= 1 and r["auc_ref"] == 0.5 and r["verdict"] for r in rows)  # the same model twice
+    csv = CliRunner().invoke(main, [*detect, "--format", "csv"]).output.splitlines()
+    assert csv[0].startswith("document,n_traps,n_controls,auc_loss,auc_minkpp,auc_ref,p_value") and len(csv) == 5
     # a second run refuses to overwrite the registry; a registry inside --out is refused
     base = ["traps", "make", str(docs), "--generator", str(generator), "--tokens", "4", "--jaccard", "0.5"]
     again = CliRunner().invoke(main, [*base, "--out", str(tmp_path / "other"), "--registry", str(reg)])
