@@ -139,9 +139,9 @@ def train_generator(args) -> str:
 
     texts = [excerpt(p, 6000) for p in sorted((args.corpus / "nonmembers").glob("*.txt"))[:20]]
     config = TargetConfig(
-        layers=2, width=128, heads=4, positions=64, vocab_size=1024, epochs=3, batch_size=16, doc_tokens=None, seed=1
+        layers=2, width=128, heads=4, positions=160, vocab_size=1024, epochs=3, batch_size=16, doc_tokens=None, seed=1
     )
-    return str(train_target(texts, texts, args.out / "generator", config))
+    return str(train_target(texts, texts, args.out / "generator-160", config))
 
 
 def write_table(results: dict, out: Path) -> None:

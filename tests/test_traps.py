@@ -186,3 +186,11 @@ def test_lab_detects_traps_in_trained_documents_only(tmp_path, generator, one_th
     registry = read_registry(tmp_path / "lab" / "traps-registry.json")
     members = {p.name for p in (tmp_path / "lab").iterdir()}
     assert "traps.csv" in members and len(registry.documents) == 6
+
+
+def test_traps_longer_than_the_generator_takes_are_refused(tmp_path, generator):
+    docs = _docs(tmp_path, 1)
+    args = ["traps", "make", str(docs), "--generator", str(generator), "--out", str(tmp_path / "o")]
+    r = CliRunner().invoke(main, [*args, "--registry", str(tmp_path / "r.json"), "--tokens", "250"])
+    assert r.exit_code != 0 and r.output.startswith("error: --tokens 250 is too long for the generator")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "r.json").exists()

@@ -86,6 +86,13 @@ def generate_sequences(lm: LoadedModel, n: int, config: TrapConfig, progress: bo
     bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
     if bos is None:
         raise DocauditError("the generator's tokenizer has no BOS or EOS token to start sequences from")
+    extra = config.tokens // 4 + 2  # sampled beyond config.tokens, for the retokenization check
+    if lm.max_positions is not None and config.tokens + extra + 1 > lm.max_positions:
+        raise DocauditError(
+            f"--tokens {config.tokens} is too long for the generator: it takes {lm.max_positions} positions, "
+            f"enough for at most {max(t for t in range(1, lm.max_positions) if t + t // 4 + 3 <= lm.max_positions)} "
+            "tokens"
+        )
     model = lm.model
     model.eval()
     torch.manual_seed(config.seed)
@@ -102,7 +109,6 @@ def generate_sequences(lm: LoadedModel, n: int, config: TrapConfig, progress: bo
                         f"(rejected: {dict(out.rejected)}); widen the perplexity range or lower the number of traps"
                     )
                 start = torch.full((config.batch_size, 1), bos, dtype=torch.long, device=lm.device)
-                extra = config.tokens // 4 + 2
                 sampled = model.generate(
                     start,
                     attention_mask=torch.ones_like(start),
