@@ -129,6 +129,8 @@ def main() -> None:
             )
             results_path.write_text(json.dumps(results, indent=1))
             print(tokens, copies, json.dumps(rates), res.seconds, flush=True)
+    results["perplexity"] = perplexity_table(args.out)
+    results_path.write_text(json.dumps(results, indent=1))
     write_table(results, args.out)
 
 
@@ -144,6 +146,37 @@ def train_generator(args) -> str:
     return str(train_target(texts, texts, args.out / "generator-160", config))
 
 
+def perplexity_table(out: Path) -> list[dict]:
+    """AUC of traps vs controls (loss) on the trained documents by tercile of the generator's perplexity (within
+    each trap length), in the runs with 10 copies: each lab's target and registry scored again (``detect_traps``)."""
+    import pandas as pd
+
+    from docaudit.audit.traps import detect_traps, mann_whitney
+    from docaudit.corpus.traps import read_registry
+
+    rows = []
+    for lab in sorted(out.glob("lab-L*-c10-s0")):
+        det = detect_traps(read_registry(lab / "traps-registry.json"), ModelConfig(model=str(lab / "target/model")))
+        summary = json.loads((lab / "traps.json").read_text())
+        trained = {r["document"] for r in summary["detection"]["documents"] if r["trained"]}
+        data = pd.DataFrame(det.scores)
+        data = data[data.document.isin(trained)].copy()
+        data["tercile"] = pd.qcut(data.perplexity, 3, labels=["low", "middle", "high"])
+        for tercile, g in data.groupby("tercile", observed=True):
+            auc, _ = mann_whitney(g[g.kind == "trap"].loss, g[g.kind == "control"].loss)
+            rows.append(
+                {
+                    "tokens": summary["traps"]["tokens"],
+                    "perplexity": str(tercile),
+                    "range": f"{g.perplexity.min():.0f}-{g.perplexity.max():.0f}",
+                    "auc_loss": auc,
+                    "traps": int((g.kind == "trap").sum()),
+                    "controls": int((g.kind == "control").sum()),
+                }
+            )
+    return rows
+
+
 def write_table(results: dict, out: Path) -> None:
     """table.md and traps.png from results.json."""
     import matplotlib
@@ -152,24 +185,30 @@ def write_table(results: dict, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     lines = [
-        "| trap tokens | copies | trained docs: p<0.05 | AUC loss | never-trained docs: p<0.05 | AUC loss | "
+        "| trap tokens | copies | seed | trained docs: p<0.05 | AUC loss | never-trained docs: p<0.05 | AUC loss | "
         "train s | total s |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results["runs"]:
         m, n = r["rates"]["members"], r["rates"]["nonmembers"]
         lines.append(
-            f"| {r['tokens']} | {r['copies']} | {m['p_below_alpha']:.0%} ({m['documents']}) | "
+            f"| {r['tokens']} | {r['copies']} | {r.get('seed', 0)} | {m['p_below_alpha']:.0%} ({m['documents']}) | "
             f"{m['auc_loss']:.2f} | {n['p_below_alpha']:.0%} ({n['documents']}) | {n['auc_loss']:.2f} | "
             f"{r['steps']['train']:.0f} | {r['seconds']:.0f} |"
         )
     null = [p for r in results["runs"] for p in r["nonmember_p"]]
     lines.append("")
     lines.append(f"null: p < 0.05 in {sum(p < 0.05 for p in null)} of {len(null)} never-trained documents")
+    lines += ["", "| trap tokens | generator perplexity | range | AUC loss (trained docs, 10 copies) | traps |"]
+    lines += ["|---|---|---|---|---|"]
+    for r in results.get("perplexity", []):
+        lines.append(f"| {r['tokens']} | {r['perplexity']} | {r['range']} | {r['auc_loss']:.2f} | {r['traps']} |")
     (out / "table.md").write_text("\n".join(lines) + "\n")
     fig, ax = plt.subplots(figsize=(5, 3.5))
     for tokens in sorted({r["tokens"] for r in results["runs"]}):
-        runs = sorted((r for r in results["runs"] if r["tokens"] == tokens), key=lambda r: r["copies"])
+        runs = sorted(
+            (r for r in results["runs"] if r["tokens"] == tokens and r.get("seed", 0) == 0), key=lambda r: r["copies"]
+        )
         ax.plot(
             [r["copies"] for r in runs],
             [r["rates"]["members"]["auc_loss"] for r in runs],

@@ -123,7 +123,7 @@ SCORES = ("loss", "minkpp", "ref")
 @dataclass
 class TrapDetection:
     """Per document and overall: the AUC of traps vs controls per score, the p-value of the primary score and the
-    verdict. ``scores``: every sequence's scores (document, kind, text, score per method)."""
+    verdict. ``scores``: every sequence's scores (document, kind, text, generator perplexity, score per method)."""
 
     primary: str
     rows: list[dict]
@@ -175,7 +175,7 @@ def detect_traps(
                     if det.target.too_short(s.text) is not None:
                         raise DocauditError(f"{d.id}: a {kind} of fewer than 2 tokens under this model")
                     got = det.score_text(s.text)
-                    scores.append({"document": d.id, "kind": kind, "text": s.text, **got})
+                    scores.append({"document": d.id, "kind": kind, "text": s.text, "perplexity": s.perplexity, **got})
                     for m in methods:
                         per[kind][m].append(got[m])
                         pooled[kind][m].append(got[m])
