@@ -51,6 +51,11 @@ def test_retokenization_check_rejects_ids_that_do_not_come_back():
     split = [i for ch in "the weather" for i in tok(ch, add_special_tokens=False).input_ids]
     assert split != canonical and retokenizes(tok, split) is None
     assert retokenizes(tok, tok(" the", add_special_tokens=False).input_ids) is None  # leading space
+    # a blank line is one token alone but two before a word (byte-level pre-tokenization): the check finds the ids
+    paragraphs = make_tokenizer(["one paragraph.\n\nthe weather\n\n" * 50], 300)
+    assert paragraphs("Text.\n\n", add_special_tokens=False).input_ids[-1] == paragraphs.convert_tokens_to_ids("ĊĊ")
+    ids = paragraphs("the weather", add_special_tokens=False).input_ids
+    assert retokenizes(paragraphs, ids) == "the weather"
 
 
 def test_generated_sequences_pass_every_check(generator):
