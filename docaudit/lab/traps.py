@@ -12,7 +12,6 @@ tokenizer is trained on the untrapped texts, so it carries no trace of the traps
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 import time
 from dataclasses import dataclass
@@ -132,8 +131,3 @@ def run_trap_lab(
     atomic_write_text(out / "traps.json", json_text(result.summary()))
     atomic_write_text(out / "traps.csv", pd.DataFrame([*detection.rows, detection.overall]).to_csv(index=False))
     return result
-
-
-def read_trap_lab(out) -> dict:
-    """The summary a trap experiment wrote (``traps.json``)."""
-    return json.loads((pathlib.Path(out) / "traps.json").read_text())
