@@ -202,9 +202,13 @@ def traps_make(
     return plan
 
 
-def traps_detect(registry: Path, model: ModelConfig = ModelConfig(), ref_model=None, alpha: float = 0.05, **options):
+def traps_detect(
+    registry: Path, model: ModelConfig = ModelConfig(), ref_model=None, alpha: float | None = None, **options
+):
     """Test ``model`` for the traps of a registry (``audit.traps.detect_traps`` takes ``options``)."""
     from docaudit.audit.traps import detect_traps
+    from docaudit.config import TrapConfig
     from docaudit.corpus.traps import read_registry
 
+    alpha = TrapConfig.alpha if alpha is None else alpha
     return detect_traps(read_registry(registry), model, ref_model, alpha=alpha, **options)

@@ -343,7 +343,7 @@ class TrapConfig:
         check_range("--jaccard", self.jaccard, 0.0, 1.0)
         if not self.temperatures or any(not t > 0 for t in self.temperatures):
             raise DocauditError("trap generation temperatures must be positive")
-        check_range("--generate-batch", self.batch_size, 1)
+        check_range("trap generation batch_size", self.batch_size, 1)
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,7 @@ def detect_traps(
     model: ModelConfig | LoadedModel,
     ref_model: ModelConfig | LoadedModel | None = None,
     detector: DetectorConfig = DetectorConfig(),
-    alpha: float = 0.05,
+    alpha: float = TrapConfig.alpha,
     progress: bool = False,
     documents: Sequence[str] | None = None,
 ) -> TrapDetection:
