@@ -184,3 +184,39 @@ def data_check(
 def lab(corpus, out: Path, overwrite: bool = False, base_model: str | None = None, **options):
     """The randomized controlled experiment (``lab.experiment.run_lab`` takes ``options``), resumable in ``out``."""
     return run_lab(corpus, Path(out), base_model=base_model, overwrite=overwrite, **options)
+
+
+def traps_make(
+    docs,
+    out: Path,
+    registry: Path,
+    generator: ModelConfig = ModelConfig(),
+    config=None,
+    overwrite: bool = False,
+    progress: bool = False,
+):
+    """Plant copyright traps (``audit.traps.make_traps``) in each document of ``docs`` (read verbatim) and write the
+    trapped copies to ``out`` and the private registry to ``registry``; the originals are only read."""
+    from docaudit.audit.traps import make_traps
+    from docaudit.config import TrapConfig
+    from docaudit.report.traps import check_registry_path, write_trapped
+
+    inputs = _inputs(docs, generator)
+    prepare_output(out, "traps", overwrite, inputs)
+    check_registry_path(registry, out, overwrite)
+    documents = load_documents(docs, raw=True, progress=progress)
+    plan = make_traps(documents, generator, config or TrapConfig(), progress)
+    write_trapped(plan, Path(out), Path(registry), overwrite, inputs)
+    return plan
+
+
+def traps_detect(
+    registry: Path, model: ModelConfig = ModelConfig(), ref_model=None, alpha: float | None = None, **options
+):
+    """Test ``model`` for the traps of a registry (``audit.traps.detect_traps`` takes ``options``)."""
+    from docaudit.audit.traps import detect_traps
+    from docaudit.config import TrapConfig
+    from docaudit.corpus.traps import read_registry
+
+    alpha = TrapConfig.alpha if alpha is None else alpha
+    return detect_traps(read_registry(registry), model, ref_model, alpha=alpha, **options)

@@ -32,6 +32,7 @@ from docaudit.config import (
     SequenceConfig,
     TargetConfig,
     TrainConfig,
+    TrapConfig,
 )
 from docaudit.corpus.documents import duplicates_note
 from docaudit.errors import DocauditError
@@ -886,6 +887,15 @@ def predict(documents, classifier, alpha, strict, fmt, use_card_backend, **kw):
     "--extra-quantize", "quantize_list", default="", help="Also evaluate at these quantizations, e.g. int8,int4."
 )
 @click.option("--extra-dtypes", "dtype_list", default="", help="Also evaluate at these dtypes, e.g. bfloat16,float16.")
+@click.option(
+    "--trap-copies",
+    default=None,
+    type=int,
+    help="Train on members with copyright traps planted this many times each, and test every document for them.",
+)
+@click.option("--trap-tokens", default=TrapConfig.tokens, show_default=True, help="With --trap-copies: trap length.")
+@click.option("--traps-per-doc", default=TrapConfig.per_document, show_default=True, help="With --trap-copies.")
+@click.option("--generator", default=None, help="With --trap-copies: the trap generator (default embedded Gemma).")
 @normalize_chars_option
 @ray_options
 @format_option
@@ -900,6 +910,17 @@ def lab(
 
     precisions = [p for p in f"{dtype_list},{quantize_list}".split(",") if p]
     ray = ray_config({k: target.pop(k) for k in ("ray_local", "ray_workers", "ray_address")})
+    trap = {k: target.pop(k) for k in ("trap_copies", "trap_tokens", "traps_per_doc", "generator")}
+    traps = (
+        None
+        if trap["trap_copies"] is None
+        else TrapConfig(
+            tokens=trap["trap_tokens"],
+            per_document=trap["traps_per_doc"],
+            copies=trap["trap_copies"],
+            seed=target["seed"],
+        )
+    )
     result = api.lab(
         corpus,
         Path(out),
@@ -911,10 +932,15 @@ def lab(
         precisions=precisions,
         max_docs=docs,
         normalize_chars=normalize_chars,
+        traps=traps,
+        generator=ModelConfig(model=trap["generator"]),
         ray=ray,
         progress=show_progress(),
     )
     summary = result.summary()
+    if traps is not None:
+        _echo_trap_lab(result, fmt)
+        return
     if fmt == "json":
         echo_json(summary)
         return
@@ -939,6 +965,24 @@ def lab(
             index=["method", "level"], columns="precision", values="auc_mean", sort=False
         )
         click.echo("\nAUC per query precision:\n" + table.to_string(float_format="%.3f"))
+
+
+def _echo_trap_lab(result, fmt) -> None:
+    """What ``lab --trap-copies`` prints: the detection table with a ``trained`` column, and the rates."""
+    from docaudit.report.traps import detection_table, format_detection
+
+    if fmt == "json":
+        echo_json(result.summary())
+    elif fmt == "csv":
+        echo_csv(detection_table(result.detection))
+    else:
+        click.echo(format_detection(result.detection))
+        rates = result.rates()
+        click.echo(
+            f"p < {result.config.alpha}: {rates['members']['p_below_alpha']:.0%} of the {rates['members']['documents']}"
+            f" trained documents, {rates['nonmembers']['p_below_alpha']:.0%} of the "
+            f"{rates['nonmembers']['documents']} never-trained ones (their share is the test's level)"
+        )
 
 
 @main.command("dataset-test")
@@ -1055,6 +1099,102 @@ def data_check(set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates,
         )
     else:
         click.echo(format_check(result))
+
+
+@main.group()
+def traps():
+    """Copyright traps: plant detectable sequences in documents before publishing them, test a model later."""
+
+
+@traps.command("make")
+@click.argument("documents", nargs=-1, required=True, type=click.Path())
+@click.option("--out", required=True, type=click.Path(), help="New folder for the trapped copies (to publish).")
+@click.option(
+    "--registry", required=True, type=click.Path(), help="File for the PRIVATE registry (never inside --out)."
+)
+@click.option(
+    "--generator", default=None, help="Model generating the traps (forms of --model; default embedded Gemma)."
+)
+@click.option("--device", default=ModelConfig.device, show_default=True, help="cpu, cuda … (auto: CUDA when present).")
+@click.option("--tokens", default=TrapConfig.tokens, show_default=True, help="Trap length in generator tokens.")
+@click.option("--traps-per-doc", default=TrapConfig.per_document, show_default=True, help="Traps (and controls) each.")
+@click.option("--copies", default=TrapConfig.copies, show_default=True, help="Copies of each trap in its document.")
+@click.option("--min-perplexity", default=TrapConfig.min_perplexity, show_default=True)
+@click.option("--max-perplexity", default=TrapConfig.max_perplexity, show_default=True)
+@click.option("--jaccard", default=TrapConfig.jaccard, show_default=True, help="Near-duplicate threshold.")
+@click.option("--seed", default=TrapConfig.seed, show_default=True)
+@click.option("--overwrite", is_flag=True, help="Replace an earlier trap output at --out and its registry.")
+@format_option
+@friendly_errors
+def traps_make(documents, out, registry, generator, device, overwrite, fmt, **kw):
+    """Generate traps and controls, plant the traps at random paragraph boundaries of copies of DOCUMENTS."""
+    from docaudit import api
+    from docaudit.config import TrapConfig
+
+    config = TrapConfig(
+        tokens=kw["tokens"],
+        per_document=kw["traps_per_doc"],
+        copies=kw["copies"],
+        min_perplexity=kw["min_perplexity"],
+        max_perplexity=kw["max_perplexity"],
+        jaccard=kw["jaccard"],
+        seed=kw["seed"],
+    )
+    plan = api.traps_make(
+        list(documents),
+        Path(out),
+        Path(registry),
+        ModelConfig(model=generator, device=device),
+        config,
+        overwrite,
+        show_progress(),
+    )
+    rows = [
+        {
+            "document": d.id,
+            "output": str(Path(out) / d.output),
+            "output_sha256": d.output_sha256,
+            "traps": len(d.traps),
+            "copies": len(d.traps[0].positions),
+            "controls": len(d.controls),
+        }
+        for d in plan.registry.documents
+    ]
+    if fmt == "json":
+        echo_json(
+            {"registry": str(registry), "documents": rows, "candidates": plan.candidates, "rejected": plan.rejected}
+        )
+    elif fmt == "csv":
+        echo_csv(rows)
+    else:
+        click.echo(
+            f"planted {config.per_document} traps x {config.copies} copies of {config.tokens} tokens in each of "
+            f"{len(rows)} documents, written to {out} (originals untouched); {plan.candidates} candidates generated, "
+            f"rejected: {plan.rejected or 'none'}"
+        )
+        click.echo(f"registry: {registry} -- PRIVATE, do not publish it (it names the traps and the controls)")
+
+
+@traps.command("detect")
+@click.option("--registry", required=True, type=click.Path(), help="The private registry of traps make.")
+@model_options
+@click.option("--reference-model", default=None, help="Reference model for the ratio score (forms of --model).")
+@click.option("--alpha", default=TrapConfig.alpha, show_default=True, help="Level of the verdict.")
+@format_option
+@friendly_errors
+def traps_detect(registry, reference_model, alpha, fmt, **kw):
+    """Test a model for the traps of a registry: AUC traps vs controls and an exact one-sided p-value per document."""
+    from docaudit import api
+    from docaudit.report.traps import detection_table, format_detection
+
+    kw["ref_model"] = reference_model
+    result = api.traps_detect(Path(registry), model_config(kw), ref_config(kw), alpha=alpha, progress=show_progress())
+    if fmt == "json":
+        echo_json(result.as_json())
+    elif fmt == "csv":
+        echo_csv(detection_table(result))
+    else:
+        click.echo(format_detection(result))
 
 
 def detector_options(func):

@@ -336,6 +336,43 @@ class TargetConfig:
 
 
 @dataclass(frozen=True)
+class TrapConfig:
+    """Copyright traps (Meeus et al. 2024, "Copyright Traps for Large Language Models"): per document,
+    ``per_document`` synthetic sequences of ``tokens`` generator tokens are published ``copies`` times each, and as
+    many control sequences from the same generator are kept private. Candidates are sampled from the generator's BOS
+    at each of ``temperatures`` in turn (pure sampling: no top-k, no top-p), kept when their perplexity under the
+    generator lies in ``[min_perplexity, max_perplexity)``, when they survive the retokenization check, and when the
+    Jaccard similarity of their token sets to every trap kept so far is at most ``jaccard``; generation gives up
+    after ``max_candidates`` candidates. ``alpha`` is the level of the verdict."""
+
+    tokens: int = 50
+    per_document: int = 8
+    copies: int = 10
+    min_perplexity: float = 1.0
+    max_perplexity: float = 1000.0
+    jaccard: float = 0.2
+    temperatures: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
+    batch_size: int = 16
+    max_candidates: int = 20000
+    seed: int = 0
+    alpha: float = 0.05
+
+    def __post_init__(self):
+        check_range("--trap-tokens", self.tokens, 2)
+        check_range("--traps-per-doc", self.per_document, 1)
+        check_range("--copies", self.copies, 1)
+        check_range("--min-perplexity", self.min_perplexity, 1.0)
+        if not self.max_perplexity > self.min_perplexity:
+            raise DocauditError(
+                f"--max-perplexity {self.max_perplexity} must be above --min-perplexity {self.min_perplexity}"
+            )
+        check_range("--jaccard", self.jaccard, 0.0, 1.0)
+        if not self.temperatures or any(not t > 0 for t in self.temperatures):
+            raise DocauditError("trap generation temperatures must be positive")
+        check_range("trap generation batch_size", self.batch_size, 1)
+
+
+@dataclass(frozen=True)
 class ContaminationConfig:
     """Per-book contamination rates (Min-K% Prob paper, sec. 5): ``snippets`` random snippets of ``snippet_words``
     words per book, scored by ``method`` in one window of up to ``max_context`` tokens; the threshold maximizes

@@ -11,16 +11,18 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from docaudit import __version__
-from docaudit.config import ModelConfig, QueryConfig, TargetConfig
+from docaudit.config import ModelConfig, QueryConfig, TargetConfig, TrapConfig
 from docaudit.corpus.documents import Document
 from docaudit.errors import DocauditError
 from docaudit.io import atomic_write_text, sha256_text
 from docaudit.lab.target import leading_token_ids, train_target
+from docaudit.lab.traps import TRAP_ENTRIES
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.query.querier import open_querier, single_pass_context
 
 if TYPE_CHECKING:
     from docaudit.audit.evaluation import MethodsEvaluation
+    from docaudit.lab.traps import TrapLabResult
 
 
 def split_members(ids: list[str], seed: int, member_fraction: float = 0.5) -> dict[str, int]:
@@ -113,7 +115,8 @@ class LabResult:
         }
 
 
-LAB_ENTRIES = ("target", "members", "nonmembers", "evaluation", "lab.json")  # what run_lab writes in its folder
+# what run_lab writes in its folder (with traps: the target and the trap files)
+LAB_ENTRIES = ("target", "members", "nonmembers", "evaluation", "lab.json", *TRAP_ENTRIES)
 
 
 def _trained_documents(directory: pathlib.Path, texts: dict[str, str]) -> list[Document]:
@@ -139,7 +142,10 @@ def run_lab(
     progress: bool = False,
     overwrite: bool = False,
     normalize_chars: bool = False,
-) -> LabResult:
+    traps: TrapConfig | None = None,
+    generator: ModelConfig | None = None,
+    trap_sequences=None,
+) -> LabResult | TrapLabResult:
     """A randomized controlled membership experiment. Split the documents of ``corpus`` at random (seeded) into
     members and non-members, train ``target`` on the members (resumable), then evaluate the meta-classifier, the
     detectors and the blind baseline with the true labels on exactly the text the target was trained on: each
@@ -149,7 +155,9 @@ def run_lab(
     the same target at those precisions for the paper's Table-5 comparison. ``out`` is a new or empty folder or an
     earlier lab, resumed, or with ``overwrite`` discarded first (``outputs.prepare_output``). ``normalize_chars``
     cleans the pool with character normalization (:func:`docaudit.corpus.cleaning.clean_text`); the trained text
-    is evaluated as it is, so it is never cleaned twice."""
+    is evaluated as it is, so it is never cleaned twice. With ``traps``, the members are trained on with copyright
+    traps from ``generator`` planted in them, and every document is tested for its traps instead of evaluating the
+    detectors (:mod:`docaudit.lab.traps`; ``trap_sequences``: sequences generated before, reused)."""
     from docaudit.audit.evaluation import evaluate_methods
     from docaudit.corpus.documents import load_documents
     from docaudit.outputs import discard_output, prepare_output, write_marker
@@ -166,6 +174,12 @@ def run_lab(
         docs = [docs[i] for i in sorted(rng.choice(len(docs), size=min(max_docs, len(docs)), replace=False))]
     texts = {d.id: d.text for d in docs}
     split = split_members(list(texts), seed=target.seed)
+    if traps is not None:
+        from docaudit.lab.traps import run_trap_lab
+
+        return run_trap_lab(
+            texts, split, out, target, base_model, traps, generator or ModelConfig(), trap_sequences, progress
+        )
     members = [texts[b] for b in sorted(texts) if split[b]]
     model_dir = train_target(members, list(texts.values()), out / "target", target, base_model, progress)
 

@@ -1,0 +1,198 @@
+"""Copyright traps, end to end: plant them in documents before publication, and test a model for them later.
+
+``make_traps`` draws ``2 * per_document`` sequences per document from a generator (``query.generate``) and plants
+half of them, chosen at random, in the document (``corpus.traps.plant``); the other half are the controls, never
+published. ``detect_traps`` scores every trap and control on its own with docaudit's detectors (one forward pass
+each: the authors score each sequence alone, ``src/utils.py`` ``compute_perplexity_df``):
+
+- ``loss``: the mean log-probability of the sequence's tokens (higher = more member-like);
+- ``minkpp``: Min-K%++ (Zhang et al. 2024);
+- ``ref`` (with a reference model): ``L_ref - L_target``, the log of the authors' *ratio* attack (target
+  perplexity over reference perplexity, lower = member: ``ratio_auc`` labels members 0), so the AUCs agree.
+
+Per document, and over all documents pooled, it gives the AUC of traps against controls for each score and a
+one-sided Mann–Whitney p-value for one score fixed in advance (``ref`` when a reference model is given, else
+``loss``): under "the model never saw these traps" the traps and controls are exchangeable, because which were
+published was decided at random, so the test's level is exact without any model of the scores. Verdicts use
+:mod:`docaudit.verdicts` with Benjamini–Hochberg q-values over the documents.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import mannwhitneyu
+
+from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, TrapConfig
+from docaudit.corpus.traps import TrappedDocument, TrapRegistry, TrapSequence, plant
+from docaudit.errors import DocauditError
+from docaudit.query.models import LoadedModel, load_model
+from docaudit.verdicts import Verdict, bh_adjust, decide
+
+EXACT_MAX = 50  # Mann–Whitney's exact null distribution for samples up to this size on each side (and no ties)
+
+
+def mann_whitney(traps: Sequence[float], controls: Sequence[float]) -> tuple[float, float]:
+    """``(AUC, p)``: the AUC of traps against controls (``U / (n_traps * n_controls)``, ties counted one half) and the
+    one-sided p-value of "traps score higher". Exact (scipy's ``method="exact"``) when each side has at most
+    ``EXACT_MAX`` values and there are no ties; otherwise the normal approximation with tie correction."""
+    x, y = np.asarray(traps, dtype=float), np.asarray(controls, dtype=float)
+    ties = len(np.unique(np.concatenate([x, y]))) < len(x) + len(y)
+    method = "exact" if max(len(x), len(y)) <= EXACT_MAX and not ties else "asymptotic"
+    res = mannwhitneyu(x, y, alternative="greater", method=method)
+    return float(res.statistic) / (len(x) * len(y)), float(res.pvalue)
+
+
+def smallest_p(n_traps: int, n_controls: int) -> float:
+    """The smallest one-sided p-value the exact test can give: ``1 / C(n_traps + n_controls, n_traps)``."""
+    return 1.0 / math.comb(n_traps + n_controls, n_traps)
+
+
+@dataclass
+class TrapPlan:
+    """What ``make_traps`` made: the trapped text of each document (by output name) and the registry."""
+
+    texts: dict[str, str]
+    registry: TrapRegistry
+    rejected: dict = field(default_factory=dict)
+    candidates: int = 0
+
+
+def make_traps(
+    docs,
+    generator: ModelConfig | LoadedModel,
+    config: TrapConfig,
+    progress: bool = False,
+    sequences: Sequence[TrapSequence] | None = None,
+) -> TrapPlan:
+    """Generate ``2 * config.per_document`` sequences per document and plant a random half of them (seeded by
+    ``config.seed``) in each; ``docs`` are :class:`docaudit.corpus.documents.Document` read verbatim. Each output is
+    named after its source file (``<id>.txt`` when two sources share a name). ``sequences``: sequences generated
+    before by ``generator`` with ``config`` (``query.generate.generate_sequences``), used instead of new ones (the
+    first ``2 * per_document * len(docs)``), so that experiments can vary the copies over the same sequences."""
+    from dataclasses import asdict
+    from datetime import datetime, timezone
+
+    from docaudit import __version__
+    from docaudit.query.generate import Generated, generate_sequences
+
+    if not docs:
+        raise DocauditError("no documents to plant traps in")
+    lm = generator if isinstance(generator, LoadedModel) else load_model(generator)
+    k = 2 * config.per_document
+    if sequences is None:
+        made = generate_sequences(lm, k * len(docs), config, progress)
+    elif len(sequences) < k * len(docs):
+        raise DocauditError(f"{k * len(docs)} sequences needed for {len(docs)} documents, {len(sequences)} given")
+    else:
+        made = Generated(list(sequences[: k * len(docs)]))
+    rng = np.random.default_rng(config.seed)
+    names = [Path(d.path).name or f"{d.id}.txt" for d in docs]
+    if len(set(names)) < len(names):
+        names = [f"{d.id}.txt" for d in docs]
+    if len(set(names)) < len(names):
+        raise DocauditError("two documents have the same name; give each document a distinct file name")
+    texts, entries = {}, []
+    order = rng.permutation(len(made.sequences))
+    for j, (doc, name) in enumerate(zip(docs, names)):
+        own = [made.sequences[i] for i in order[j * k : (j + 1) * k]]
+        texts[name], entry = plant(doc.id, doc.path, doc.text, own, config.per_document, config.copies, rng, name)
+        entries.append(entry)
+    registry = TrapRegistry(
+        generator={
+            "model": lm.config.model or "embedded Gemma-3-270M",
+            "identity": lm.identity,
+            "tokenizer": lm.tokenizer_hash,
+        },
+        seed=config.seed,
+        config=asdict(config),
+        documents=entries,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        docaudit_version=__version__,
+    )
+    return TrapPlan(texts, registry, dict(made.rejected), made.candidates)
+
+
+SCORES = ("loss", "minkpp", "ref")
+
+
+@dataclass
+class TrapDetection:
+    """Per document and overall: the AUC of traps vs controls per score, the p-value of the primary score and the
+    verdict. ``scores``: every sequence's scores (document, kind, text, generator perplexity, score per method)."""
+
+    primary: str
+    rows: list[dict]
+    overall: dict
+    scores: list[dict]
+
+    def as_json(self) -> dict:
+        return {"primary_score": self.primary, "overall": self.overall, "documents": self.rows}
+
+
+def _summary(trap_scores: dict, control_scores: dict, methods: Sequence[str], primary: str) -> dict:
+    row = {"n_traps": len(trap_scores[primary]), "n_controls": len(control_scores[primary])}
+    for m in methods:
+        row[f"auc_{m}"] = mann_whitney(trap_scores[m], control_scores[m])[0]
+    row["p_value"] = mann_whitney(trap_scores[primary], control_scores[primary])[1]
+    return row
+
+
+def detect_traps(
+    registry: TrapRegistry,
+    model: ModelConfig | LoadedModel,
+    ref_model: ModelConfig | LoadedModel | None = None,
+    detector: DetectorConfig = DetectorConfig(),
+    alpha: float = TrapConfig.alpha,
+    progress: bool = False,
+    documents: Sequence[str] | None = None,
+) -> TrapDetection:
+    """Score every trap and control of ``registry`` (of the ``documents`` ids, default all) under ``model`` and test,
+    per document and pooled, whether traps score higher than controls (see the module docstring)."""
+    from tqdm.auto import tqdm
+
+    from docaudit.methods.detectors.detector import build_detector
+
+    lm = model if isinstance(model, LoadedModel) else load_model(model)
+    methods = ["loss", "minkpp"] + (["ref"] if ref_model is not None else [])
+    primary = "ref" if ref_model is not None else "loss"
+    det = build_detector(lm, QueryConfig(), methods, detector, ref_model, single_pass=lm.max_positions or 2048)
+    entries: list[TrappedDocument] = [d for d in registry.documents if documents is None or d.id in set(documents)]
+    if not entries:
+        raise DocauditError("no registry document to test")
+    scores, rows = [], []
+    pooled = {kind: {m: [] for m in methods} for kind in ("trap", "control")}
+    total = sum(len(d.traps) + len(d.controls) for d in entries)
+    with tqdm(total=total, desc="scoring traps", unit="seq", disable=not progress) as bar:
+        for d in entries:
+            per = {kind: {m: [] for m in methods} for kind in ("trap", "control")}
+            for kind, seqs in (("trap", d.traps), ("control", d.controls)):
+                for s in seqs:
+                    if det.target.too_short(s.text) is not None:
+                        raise DocauditError(f"{d.id}: a {kind} of fewer than 2 tokens under this model")
+                    got = det.score_text(s.text)
+                    scores.append({"document": d.id, "kind": kind, "text": s.text, "perplexity": s.perplexity, **got})
+                    for m in methods:
+                        per[kind][m].append(got[m])
+                        pooled[kind][m].append(got[m])
+                    bar.update()
+            row = {"document": d.id, **_summary(per["trap"], per["control"], methods, primary)}
+            floor = smallest_p(row["n_traps"], row["n_controls"])
+            row["_reason"] = (
+                f"with {row['n_traps']} traps and {row['n_controls']} controls no p-value can fall below {alpha}"
+                if floor >= alpha
+                else None
+            )
+            rows.append(row)
+    q = bh_adjust([r["p_value"] for r in rows])
+    for row, qv in zip(rows, q):
+        verdict: Verdict = decide(row["p_value"], qv, alpha, inconclusive_reason=row.pop("_reason"))
+        row.update(q_value=qv, verdict=verdict.verdict, reason=verdict.reason)
+    overall = {"document": "(all)", **_summary(pooled["trap"], pooled["control"], methods, primary)}
+    verdict = decide(overall["p_value"], None, alpha)
+    overall.update(q_value=None, verdict=verdict.verdict, reason=verdict.reason)
+    return TrapDetection(primary, rows, overall, scores)

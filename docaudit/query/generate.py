@@ -1,0 +1,167 @@
+"""Sampling trap sequences from a local causal language model (the generator).
+
+Follows the authors' ``src/scripts/gen_traps.py`` (``computationalprivacy/copyright-traps``,
+``gen_single_unit_buckets``): sequences are sampled from the BOS token alone at each temperature of a cycle
+(``--temp-min 0.5`` to ``--temp-max 4`` by 0.5 there), their perplexity under the generator is ``exp`` of the mean
+negative log-likelihood of their tokens given the BOS (``utils.py`` ``compute_perplexity``), and a candidate is
+kept when
+
+- it survives the retokenization check. The authors (``--retokenize``) decode the sampled ids to text, encode it
+  again and drop the sample unless the ids come back unchanged. A small generator rarely samples the tokenizer's
+  own split of a long text, so docaudit samples a quarter more tokens than asked, encodes their text again and
+  takes its first ``tokens`` ids, which must then come back unchanged (alone, and inside a document as a paragraph
+  between blank lines); the text must hold no special token, no broken character and no leading or trailing
+  whitespace. The trap's ids are thus the ones any reader of the text gets;
+- its perplexity (of those ids) lies in the asked range (the authors keep ``int(ppl)`` in ``[min, max]`` and fill
+  integer buckets evenly; docaudit records each sequence's perplexity instead of balancing buckets);
+- the Jaccard similarity of its token-id set to every sequence kept so far is at most the threshold (the authors'
+  ``is_duplicate`` with ``--jaccard-threshold 0.2``), so no two traps teach each other.
+
+Sampling is pure (no top-k, no top-p), seeded, and EOS cannot end a sequence early (``min_new_tokens``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from docaudit.config import TrapConfig
+from docaudit.corpus.traps import TrapSequence, jaccard
+from docaudit.errors import DocauditError
+from docaudit.query.models import LoadedModel
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Generated:
+    """Accepted sequences in the order they were accepted, and how many candidates each check rejected."""
+
+    sequences: list[TrapSequence]
+    rejected: Counter = field(default_factory=Counter)
+    candidates: int = 0
+
+
+def retokenizes(tokenizer, ids: list[int]) -> str | None:
+    """The text of ``ids`` when it passes the retokenization check, else None: no special token; decoded, the text
+    has no leading or trailing whitespace and no broken character; encoded again alone and as a paragraph between blank
+    lines, it gives back exactly ``ids``."""
+    special = set(tokenizer.all_special_ids)
+    if any(i in special for i in ids):
+        return None
+    text = tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    if not text or text != text.strip() or "\ufffd" in text:
+        return None
+    if list(tokenizer(text, add_special_tokens=False).input_ids) != list(ids):
+        return None
+    within = list(tokenizer("Text.\n\n" + text + "\n\nText.", add_special_tokens=False).input_ids)
+    ids = list(ids)
+    if not any(within[i : i + len(ids)] == ids for i in range(len(within) - len(ids) + 1)):
+        return None
+    return text
+
+
+@torch.no_grad()
+def perplexities(model, ids: torch.Tensor, bos: int) -> np.ndarray:
+    """Per row of ``ids`` (no BOS), ``exp`` of the mean negative log-likelihood of its tokens after a BOS."""
+    inputs = torch.cat([torch.full((len(ids), 1), bos, dtype=ids.dtype, device=ids.device), ids], dim=1)
+    logits = model(input_ids=inputs).logits[:, :-1].float()
+    nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids, reduction="none")
+    return np.exp(nll.mean(dim=1).cpu().numpy().astype(np.float64))
+
+
+def generate_sequences(lm: LoadedModel, n: int, config: TrapConfig, progress: bool = False) -> Generated:
+    """``n`` distinct trap sequences of ``config.tokens`` tokens from the generator ``lm`` (see the module
+    docstring); a DocauditError when ``config.max_candidates`` candidates do not give ``n``."""
+    from tqdm.auto import tqdm
+
+    if lm.config.backend != "transformers" or not isinstance(lm.model, torch.nn.Module):
+        raise DocauditError("trap generation needs a model run in this process (--backend transformers)")
+    tok = lm.tokenizer
+    bos = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+    if bos is None:
+        raise DocauditError("the generator's tokenizer has no BOS or EOS token to start sequences from")
+    extra = config.tokens // 4 + 2  # sampled beyond config.tokens, for the retokenization check
+    if lm.max_positions is not None and config.tokens + extra + 1 > lm.max_positions:
+        raise DocauditError(
+            f"--tokens {config.tokens} is too long for the generator: it takes {lm.max_positions} positions, "
+            f"enough for at most {max(t for t in range(1, lm.max_positions) if t + t // 4 + 3 <= lm.max_positions)} "
+            "tokens"
+        )
+    model = lm.model
+    model.eval()
+    torch.manual_seed(config.seed)
+    out = Generated([])
+    kept_sets: list[set] = []
+    pad = tok.pad_token_id if tok.pad_token_id is not None else bos
+    bar = tqdm(total=n, desc="generating traps", unit="seq", disable=not progress)
+    try:
+        while len(out.sequences) < n:
+            for temperature in config.temperatures:
+                if out.candidates >= config.max_candidates:
+                    raise DocauditError(
+                        f"only {len(out.sequences)} of {n} trap sequences after {out.candidates} candidates "
+                        f"(rejected: {dict(out.rejected)}); widen the perplexity range or lower the number of traps"
+                    )
+                start = torch.full((config.batch_size, 1), bos, dtype=torch.long, device=lm.device)
+                sampled = model.generate(
+                    start,
+                    attention_mask=torch.ones_like(start),
+                    do_sample=True,
+                    temperature=float(temperature),
+                    top_k=0,
+                    top_p=1.0,
+                    max_new_tokens=config.tokens + extra,
+                    min_new_tokens=config.tokens + extra,
+                    pad_token_id=pad,
+                )[:, 1:]
+                candidates = []
+                for row in sampled.cpu().tolist():
+                    out.candidates += 1
+                    ids = canonical_prefix(tok, row, config.tokens)
+                    text = None if ids is None else retokenizes(tok, ids)
+                    if text is None:
+                        out.rejected["retokenization"] += 1
+                    else:
+                        candidates.append((text, ids))
+                if not candidates:
+                    continue
+                ppl = perplexities(model, torch.tensor([ids for _, ids in candidates], device=lm.device), bos)
+                for (text, ids), p in zip(candidates, ppl):
+                    reason = _rejects(ids, float(p), config, kept_sets)
+                    if reason is not None:
+                        out.rejected[reason] += 1
+                        continue
+                    kept_sets.append(set(ids))
+                    out.sequences.append(TrapSequence(text, ids, float(p)))
+                    bar.update()
+                    if len(out.sequences) == n:
+                        return out
+    finally:
+        bar.close()
+    return out
+
+
+def canonical_prefix(tokenizer, sampled: list[int], n: int) -> list[int] | None:
+    """The first ``n`` ids of the sampled text encoded again (the ids the text has wherever it is read), or None
+    when the sample holds a special token or its text has fewer than ``n`` tokens."""
+    if set(sampled) & set(tokenizer.all_special_ids):
+        return None
+    text = tokenizer.decode(sampled, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    ids = list(tokenizer(text, add_special_tokens=False).input_ids)[:n]
+    return ids if len(ids) == n else None
+
+
+def _rejects(ids: list[int], ppl: float, config: TrapConfig, kept_sets: list[set]) -> str | None:
+    """The name of the check that rejects a candidate, or None to keep it."""
+    if not math.isfinite(ppl) or not config.min_perplexity <= ppl < config.max_perplexity:
+        return "perplexity out of range"
+    own = set(ids)
+    if any(jaccard(own, other) > config.jaccard for other in kept_sets):
+        return "near duplicate"
+    return None

@@ -1,0 +1,201 @@
+"""Copyright traps: generation (retokenization, near duplicates, perplexity), planting (originals untouched, registry
+complete), the exact test (against a full enumeration and under the null) and detection on a tiny trained target."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from conftest import corpus_ids, corpus_text, make_model, make_tokenizer
+
+from docaudit.audit.traps import mann_whitney, smallest_p
+from docaudit.cli import main
+from docaudit.config import ModelConfig, TrapConfig
+from docaudit.corpus.traps import PRIVATE_NOTE, insert_copies, jaccard, paragraph_starts, read_registry
+from docaudit.query.generate import generate_sequences, retokenizes
+from docaudit.query.models import load_model
+
+SHORT = TrapConfig(tokens=4, per_document=4, copies=3, jaccard=0.5, max_candidates=5000, seed=1)
+
+
+@pytest.fixture(scope="module")
+def generator(tmp_path_factory):
+    return make_model(tmp_path_factory.mktemp("generator"), "llama")
+
+
+def test_insert_copies_keeps_the_text_and_records_positions():
+    text = "First paragraph.\n\nSecond one,\nstill second.\n\n\nThird.\n"
+    assert paragraph_starts(text) == [0, 18, 46]
+    traps = ["TRAP ONE", "TRAP TWO"]
+    out, positions = insert_copies(text, traps, 4, np.random.default_rng(0))
+    rest = out
+    for trap, pos in zip(traps, positions):
+        assert len(pos) == 4
+        for p in pos:
+            assert out[p : p + len(trap)] == trap
+            assert p == 0 or out[p - 2 : p] == "\n\n"  # each copy starts a paragraph
+        rest = rest.replace(trap + "\n\n", "")
+    assert rest == text
+
+
+def test_retokenization_check_rejects_ids_that_do_not_come_back():
+    tok = make_tokenizer([corpus_text("members", b) for b in corpus_ids("members", 2)], 400)
+    canonical = tok("the weather", add_special_tokens=False).input_ids
+    assert retokenizes(tok, canonical) == "the weather"
+    split = [i for ch in "the weather" for i in tok(ch, add_special_tokens=False).input_ids]
+    assert split != canonical and retokenizes(tok, split) is None
+    assert retokenizes(tok, tok(" the", add_special_tokens=False).input_ids) is None  # leading space
+    # a blank line is one token alone but two before a word (byte-level pre-tokenization): the check finds the ids
+    paragraphs = make_tokenizer(["one paragraph.\n\nthe weather\n\n" * 50], 300)
+    assert paragraphs("Text.\n\n", add_special_tokens=False).input_ids[-1] == paragraphs.convert_tokens_to_ids("ĊĊ")
+    ids = paragraphs("the weather", add_special_tokens=False).input_ids
+    assert retokenizes(paragraphs, ids) == "the weather"
+
+
+def test_generated_sequences_pass_every_check(generator):
+    lm = load_model(ModelConfig(model=str(generator)))
+    made = generate_sequences(lm, 12, SHORT)
+    seqs = made.sequences
+    assert len(seqs) == 12 and made.rejected["retokenization"] > 0
+    for s in seqs:
+        assert len(s.token_ids) == SHORT.tokens
+        assert lm.tokenizer(s.text, add_special_tokens=False).input_ids == s.token_ids
+    for a, b in itertools.combinations(seqs, 2):
+        assert jaccard(set(a.token_ids), set(b.token_ids)) <= SHORT.jaccard
+    # perplexity: one plain forward pass per sequence after the BOS
+    with torch.no_grad():
+        for s in seqs[:4]:
+            ids = torch.tensor([[lm.tokenizer.bos_token_id, *s.token_ids]])
+            logp = torch.log_softmax(lm.model(input_ids=ids).logits[0, :-1].double(), -1)
+            nll = -logp[torch.arange(len(s.token_ids)), ids[0, 1:]].mean()
+            assert s.perplexity == pytest.approx(math.exp(float(nll)), rel=1e-4)
+
+
+def _docs(tmp_path, n=3):
+    folder = tmp_path / "books"
+    folder.mkdir()
+    for b in corpus_ids("nonmembers", n):
+        (folder / f"{b}.txt").write_text(corpus_text("nonmembers", b, n_chars=3000), encoding="utf-8")
+    return folder
+
+
+def test_traps_make_writes_copies_and_a_complete_registry(tmp_path, generator):
+    docs = _docs(tmp_path)
+    before = {p.name: p.read_bytes() for p in docs.iterdir()}
+    out, reg = tmp_path / "publish", tmp_path / "private.json"
+    args = ["traps", "make", str(docs), "--generator", str(generator), "--out", str(out), "--registry", str(reg)]
+    args += ["--tokens", "4", "--traps-per-doc", "4", "--copies", "3", "--jaccard", "0.5", "--seed", "1"]
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 0, r.output
+    assert {p.name: p.read_bytes() for p in docs.iterdir()} == before  # originals untouched
+    raw = json.loads(reg.read_text())
+    assert raw["private_note"] == PRIVATE_NOTE and raw["seed"] == 1 and raw["generator"]["identity"]
+    registry = read_registry(reg)
+    assert len(registry.documents) == 3
+    seen = set()
+    for d in registry.documents:
+        data = (out / d.output).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == d.output_sha256
+        assert hashlib.sha256(before[d.output]).hexdigest() == d.source_sha256
+        text = data.decode("utf-8")
+        assert len(d.traps) == len(d.controls) == 4
+        for t in d.traps:
+            assert len(t.positions) == 3 and all(text[p : p + len(t.text)] == t.text for p in t.positions)
+        for s in d.traps + d.controls:
+            assert s.token_ids and s.perplexity >= 1.0 and s.text not in seen
+            seen.add(s.text)
+        removed = text
+        for t in d.traps:
+            removed = removed.replace(t.text + "\n\n", "")
+        assert removed == before[d.output].decode("utf-8")
+    assert not any(
+        "registry" in p.name or p.suffix == ".json" and p.name != ".docaudit-output.json" for p in out.iterdir()
+    )
+    # detect: a row per document with its p-value and verdict (JSON), the same rows and the pooled one (CSV)
+    detect = ["traps", "detect", "--registry", str(reg), "--model", str(generator), "--reference-model", str(generator)]
+    rows = json.loads(CliRunner().invoke(main, [*detect, "--format", "json"]).output)["documents"]
+    assert [r["document"] for r in rows] == [d.id for d in registry.documents]
+    assert all(0 < r["p_value"] <= 1 and r["auc_ref"] == 0.5 and r["verdict"] for r in rows)  # the same model twice
+    csv = CliRunner().invoke(main, [*detect, "--format", "csv"]).output.splitlines()
+    assert csv[0].startswith("document,n_traps,n_controls,auc_loss,auc_minkpp,auc_ref,p_value") and len(csv) == 5
+    # a second run refuses to overwrite the registry; a registry inside --out is refused
+    base = ["traps", "make", str(docs), "--generator", str(generator), "--tokens", "4", "--jaccard", "0.5"]
+    again = CliRunner().invoke(main, [*base, "--out", str(tmp_path / "other"), "--registry", str(reg)])
+    assert again.exit_code != 0 and "--overwrite" in again.output
+    inside = CliRunner().invoke(main, [*base, "--out", str(tmp_path / "o2"), "--registry", str(tmp_path / "o2" / "r")])
+    assert inside.exit_code != 0 and "must not be inside" in inside.output
+
+
+def test_bad_registry_is_a_one_line_error(tmp_path):
+    bad = tmp_path / "r.json"
+    for content in (
+        "{",
+        json.dumps({"format": "x"}),
+        json.dumps({"format": "docaudit-trap-registry/1", "documents": [{}]}),
+    ):
+        bad.write_text(content)
+        r = CliRunner().invoke(main, ["traps", "detect", "--registry", str(bad), "--model", str(tmp_path)])
+        assert r.exit_code != 0 and r.output.startswith("error:") and r.output.count("\n") == 1
+
+
+def _enumerated_p(x, y):
+    """The exact one-sided p-value by listing every way to choose which values are the traps."""
+    values = np.concatenate([x, y])
+    stat = lambda idx: sum(values[i] > values[j] for i in idx for j in set(range(len(values))) - set(idx))  # noqa: E731
+    observed = stat(range(len(x)))
+    splits = list(itertools.combinations(range(len(values)), len(x)))
+    return sum(stat(s) >= observed for s in splits) / len(splits)
+
+
+def test_mann_whitney_is_exact_and_holds_its_level():
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        x, y = rng.normal(0.5, 1, 4), rng.normal(0, 1, 5)
+        auc, p = mann_whitney(x, y)
+        assert p == pytest.approx(_enumerated_p(x, y))
+        assert auc == pytest.approx(np.mean([a > b for a in x for b in y]))
+    assert smallest_p(4, 4) == pytest.approx(1 / 70)
+    # under the null (exchangeable scores) p < 0.05 happens at most 5% of the time
+    p = [mann_whitney(*rng.normal(size=(2, 8)))[1] for _ in range(2000)]
+    assert np.mean(np.array(p) < 0.05) <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 2000)
+
+
+def test_lab_detects_traps_in_trained_documents_only(tmp_path, generator, one_thread):
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    for b in corpus_ids("members", 6):
+        (pool / f"{b}.txt").write_text(corpus_text("members", b, n_chars=1500), encoding="utf-8")
+    r = CliRunner().invoke(
+        main,
+        ["lab", "--corpus", str(pool), "--out", str(tmp_path / "lab"), "--format", "json", "--epochs", "8"]
+        + ["--layers", "2", "--width", "64", "--positions", "64", "--vocab-size", "512", "--train-batch-size", "8"]
+        + ["--doc-tokens", "300", "--trap-copies", "20", "--trap-tokens", "4", "--traps-per-doc", "4"]
+        + ["--generator", str(generator)],
+    )
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.output)
+    assert summary["traps"]["copies"] == 20 and summary["traps"]["tokens"] == 4
+    rows = summary["detection"]["documents"]
+    trained = [d for d in rows if d["trained"]]
+    untrained = [d for d in rows if not d["trained"]]
+    assert len(trained) == len(untrained) == 3
+    assert all(d["auc_loss"] == 1.0 and d["p_value"] == pytest.approx(1 / 70) for d in trained)
+    assert all(d["verdict"] == "evidence of membership" for d in trained)
+    assert not all(d["auc_loss"] == 1.0 for d in untrained)
+    registry = read_registry(tmp_path / "lab" / "traps-registry.json")
+    members = {p.name for p in (tmp_path / "lab").iterdir()}
+    assert "traps.csv" in members and len(registry.documents) == 6
+
+
+def test_traps_longer_than_the_generator_takes_are_refused(tmp_path, generator):
+    docs = _docs(tmp_path, 1)
+    args = ["traps", "make", str(docs), "--generator", str(generator), "--out", str(tmp_path / "o")]
+    r = CliRunner().invoke(main, [*args, "--registry", str(tmp_path / "r.json"), "--tokens", "250"])
+    assert r.exit_code != 0 and r.output.startswith("error: --tokens 250 is too long for the generator")
+    assert not (tmp_path / "o").exists() and not (tmp_path / "r.json").exists()
