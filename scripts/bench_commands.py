@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench.common import CORPUS, cpu_name  # noqa: E402
+from bench.common import CORPUS, cpu_name, tiny_llama  # noqa: E402
 
 COMMANDS = ("score", "sequence", "report", "evaluate")
 
@@ -48,31 +48,6 @@ class Forwards:
 
     def reset(self) -> None:
         self.calls, self.tokens = 0, 0
-
-
-def tiny_model(folder: Path, texts: list[str]) -> Path:
-    """A small Llama built from its config (random weights) with a BPE tokenizer trained on ``texts``."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from docaudit.lab.tokenizer import train_tokenizer
-
-    tokenizer = train_tokenizer(texts, 4096, special="<s>", add_bos=True, pad=False)
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=128,
-        intermediate_size=384,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        bos_token_id=0,
-        eos_token_id=0,
-    )
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 def write_excerpts(folder: Path, group: str, n: int, words: int, offset: int = 2000) -> Path:
@@ -170,7 +145,8 @@ def main(argv=None) -> dict:
         model = args.model
         if args.tiny:
             books = sorted((CORPUS / "members").glob("*.txt"))[:3]
-            model = str(tiny_model(work / "tiny", [b.read_text(encoding="utf-8")[:300_000] for b in books]))
+            texts = [b.read_text(encoding="utf-8")[:300_000] for b in books]
+            model = str(tiny_llama(work / "tiny", texts, 4096, 128, 384, kv_heads=2, positions=2048))
         lm = load_model(ModelConfig(model=model))
         rows = run_commands(lm, work, args.scale, commands)
     result = {

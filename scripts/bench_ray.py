@@ -20,10 +20,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 import torch  # noqa: E402
+from bench.common import tiny_llama  # noqa: E402
 
 from docaudit.config import ModelConfig, QueryConfig, RayConfig  # noqa: E402
 from docaudit.io import sha256_text  # noqa: E402
@@ -37,30 +39,6 @@ CORPUS = ROOT.parent / "shared" / "corpus"
 def passages(n: int, chars: int) -> list[str]:
     files = sorted((CORPUS / "members").glob("*.txt")) + sorted((CORPUS / "nonmembers").glob("*.txt"))
     return [f.read_text(encoding="utf-8")[20000 : 20000 + chars] for f in files[:n]]
-
-
-def build_model(where: Path, texts: list[str]) -> Path:
-    """A small Llama with random weights and a BPE tokenizer trained on the passages, saved to ``where``."""
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from docaudit.lab.tokenizer import train_tokenizer
-
-    tokenizer = train_tokenizer(texts, 8192, special="<s>", add_bos=True, pad=False)
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=256,
-        intermediate_size=688,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=512,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    LlamaForCausalLM(config).save_pretrained(where)
-    tokenizer.save_pretrained(where)
-    return where
 
 
 def busy(process) -> float:
@@ -90,7 +68,7 @@ def main() -> None:
     items = [(t, None) for t in texts]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        model = ModelConfig(model=str(build_model(tmp / "model", texts[:8])), device="cpu")
+        model = ModelConfig(model=str(tiny_llama(tmp / "model", texts[:8], 8192, 256, 688, 4, 512)), device="cpu")
         query = QueryConfig(context=args.context)
         torch.set_num_threads(1)
         querier = open_querier(model, query)

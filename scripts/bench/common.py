@@ -77,3 +77,31 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def tiny_llama(
+    folder: Path, texts: list[str], vocab: int, hidden: int, intermediate: int, kv_heads: int, positions: int
+) -> Path:
+    """A small Llama built from its config (4 layers, 4 heads, random weights seeded 0) with a BPE tokenizer of
+    ``vocab`` tokens trained on ``texts``, saved to ``folder``."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from docaudit.lab.tokenizer import train_tokenizer
+
+    tokenizer = train_tokenizer(texts, vocab, special="<s>", add_bos=True, pad=False)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=positions,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
