@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig
 from docaudit.methods.detectors.detector import build_detector
 from docaudit.methods.detectors.neighborhood import MaskedNeighbors
 from docaudit.query.models import LoadedModel, load_model
-
-log = logging.getLogger(__name__)
 
 
 def score_documents(
@@ -38,7 +35,7 @@ def score_documents(
     from docaudit.corpus.documents import Document, Skips, load_documents
     from docaudit.io import sha256_text
     from docaudit.query.distributed import prefetch
-    from docaudit.query.querier import excerpt, floored_note, queryable_documents
+    from docaudit.query.querier import excerpt, queryable_documents, warn_floored
 
     skips = Skips() if skips is None else skips
     docs = load_documents(paths, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
@@ -58,9 +55,7 @@ def score_documents(
     queried = detector.target.stats_many(
         [(d.text, d.sha256) for d in docs], len(docs), progress=progress, names=[str(d.path) for d in docs]
     )
-    for d, stats in zip(docs, queried):
-        if stats.floored:
-            log.warning("%s: %s", d.path, floored_note(stats))
+    warn_floored(docs, queried)
     scores = detector.score_many(
         [(s.logp, s.mu, s.sigma, d.text, s.targets) for d, s in zip(docs, queried)], progress, "scoring"
     )

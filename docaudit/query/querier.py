@@ -53,9 +53,7 @@ def query_documents(querier: Querier, docs: list[Document], progress: bool = Tru
     stats = querier.stats_many(
         ((d.text, d.sha256) for d in docs), total=len(docs), progress=progress, names=[str(d.path) for d in docs]
     )
-    for d, s in zip(docs, stats):
-        if s.floored:
-            log.warning("%s: %s", d.path, floored_note(s))
+    warn_floored(docs, stats)
     return stats
 
 
@@ -74,10 +72,16 @@ def query_usable(
     )
     reasons = [s if isinstance(s, str) else None for s in stats]
     keep = skips.select(docs, reasons, "non-finite statistics")
-    for i in keep:
-        if stats[i].floored:
-            log.warning("%s: %s", docs[i].path, floored_note(stats[i]))
-    return [docs[i] for i in keep], [stats[i] for i in keep]
+    docs, stats = [docs[i] for i in keep], [stats[i] for i in keep]
+    warn_floored(docs, stats)
+    return docs, stats
+
+
+def warn_floored(docs: list[Document], stats: list[TokenStats]) -> None:
+    """One warning line per document with floored log-probabilities (:func:`floored_note`)."""
+    for d, s in zip(docs, stats):
+        if s.floored:
+            log.warning("%s: %s", d.path, floored_note(s))
 
 
 def floored_note(stats: TokenStats) -> str:
