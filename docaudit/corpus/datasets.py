@@ -33,7 +33,7 @@ from docaudit.config import (
     TEXT_COLUMNS,
     DatasetConfig,
 )
-from docaudit.corpus.documents import Document, DocumentError, Skips, skip_warnings
+from docaudit.corpus.base import Document, DocumentError, Skips, skip_warnings
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
 

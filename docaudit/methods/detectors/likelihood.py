@@ -4,18 +4,14 @@ the lowercased text."""
 from __future__ import annotations
 
 import zlib
-from typing import TYPE_CHECKING
 
 from docaudit.config import DetectorConfig
-from docaudit.methods.detectors.registry import View, register, register_pass
+from docaudit.methods.detectors.registry import PassInput, View, register, register_pass
 from docaudit.methods.detectors.tokens import _loss
-
-if TYPE_CHECKING:
-    from docaudit.methods.detectors.detector import Detector
 
 
 @register_pass("lower")
-def lowercased(detector: Detector, text: str) -> list[str]:
+def lowercased(detector: PassInput, text: str) -> list[str]:
     """The lowercased text."""
     return [text.lower()]
 

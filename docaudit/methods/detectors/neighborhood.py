@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from docaudit.config import DetectorConfig
 from docaudit.errors import DocauditError
-from docaudit.methods.detectors.registry import View, register, register_pass
+from docaudit.methods.detectors.registry import PassInput, View, register, register_pass
 from docaudit.methods.detectors.tokens import _loss, n_of, text_seed
-
-if TYPE_CHECKING:
-    from docaudit.methods.detectors.detector import Detector
 
 
 class MaskedNeighbors:
@@ -94,7 +89,7 @@ def load_masked_lm(spec: str, config: DetectorConfig = DetectorConfig(), device:
 
 
 @register_pass("neighbor")
-def neighbours(detector: Detector, text: str) -> list[str]:
+def neighbours(detector: PassInput, text: str) -> list[str]:
     """The text's masked-LM neighbours (:class:`MaskedNeighbors`)."""
     return detector.neighbors(text)
 

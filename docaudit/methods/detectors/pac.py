@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from docaudit.config import DetectorConfig
-from docaudit.methods.detectors.registry import View, register, register_pass
+from docaudit.methods.detectors.registry import PassInput, View, register, register_pass
 from docaudit.methods.detectors.tokens import n_of, polarized_distance, text_seed
-
-if TYPE_CHECKING:
-    from docaudit.methods.detectors.detector import Detector
 
 _SPACE = re.compile(r"(\s+)")
 
@@ -48,7 +44,7 @@ def pac_copies(text: str, config: DetectorConfig) -> list[str]:
 
 
 @register_pass("pac")
-def augmented(detector: Detector, text: str) -> list[str]:
+def augmented(detector: PassInput, text: str) -> list[str]:
     """PAC's augmented copies of the text (:func:`pac_copies`)."""
     return pac_copies(text, detector.config)
 

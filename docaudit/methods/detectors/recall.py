@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from docaudit.config import DetectorConfig
 from docaudit.errors import DocauditError
-from docaudit.methods.detectors.registry import View, register, register_pass
+from docaudit.methods.detectors.registry import PassInput, View, register, register_pass
 from docaudit.methods.detectors.tokens import _loss
-
-if TYPE_CHECKING:
-    from docaudit.methods.detectors.detector import Detector
 
 PREFIX_SEPARATOR = "\n\n"  # between the prefix and the text (and between the prefix's shots)
 
@@ -19,7 +14,7 @@ OVER_WINDOW = "longer than one window with ReCaLL's prefix"
 MISALIGNED = "tokenized differently after ReCaLL's prefix"
 
 
-def recall_problem(detector: Detector, text: str) -> tuple[str, str] | None:
+def recall_problem(detector: PassInput, text: str) -> tuple[str, str] | None:
     """Why ReCaLL cannot score ``text`` as defined, as ``(kind, reason)``, or None: prefix + separator + text must
     fit one window of the target's context (else the conditional loss would be taken over several windows, a
     different statistic), and the joined text's last tokens must be the text's own tokens (token alignment at
@@ -40,7 +35,7 @@ def recall_problem(detector: Detector, text: str) -> tuple[str, str] | None:
     return None
 
 
-def joined_text(detector: Detector, text: str) -> str:
+def joined_text(detector: PassInput, text: str) -> str:
     """The non-member prefix (``DetectorConfig.recall_prefix``), a blank line, then the text."""
     if not detector.config.recall_prefix:
         raise DocauditError("method 'recall' needs a non-member prefix (docaudit sequence --recall-prefix FILE)")
@@ -48,7 +43,7 @@ def joined_text(detector: Detector, text: str) -> str:
 
 
 @register_pass("recall")
-def prefixed(detector: Detector, text: str) -> list[str]:
+def prefixed(detector: PassInput, text: str) -> list[str]:
     """The joined text (:func:`joined_text`), refused with a one-line error when ReCaLL cannot score the text
     (:func:`recall_problem`; ``sequence`` leaves such texts out as named skips before scoring)."""
     problem = recall_problem(detector, text)

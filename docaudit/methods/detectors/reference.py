@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from docaudit.config import DetectorConfig
-from docaudit.methods.detectors.registry import View, register, register_pass
+from docaudit.methods.detectors.registry import PassInput, View, register, register_pass
 from docaudit.methods.detectors.tokens import _loss
-
-if TYPE_CHECKING:
-    from docaudit.methods.detectors.detector import Detector
 
 
 @register_pass("ref", model="ref")
-def same_text(detector: Detector, text: str) -> list[str]:
+def same_text(detector: PassInput, text: str) -> list[str]:
     """The text itself, queried through the reference model."""
     return [text]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -33,10 +33,20 @@ from docaudit.errors import DocauditError
 from docaudit.query.backends.base import provides, require
 
 if TYPE_CHECKING:
-    from docaudit.methods.detectors.detector import Detector
+    from docaudit.query.querier import Querier
+
+
+class PassInput(Protocol):
+    """What an extra pass reads from the detector that runs it (``detector.Detector`` is one): the detectors'
+    configuration, the target's querier (its tokenizer and context) and the maker of neighbour texts."""
+
+    config: DetectorConfig
+    target: Querier
+    neighbors: Callable[[str], list[str]] | None
+
 
 ScoreFn = Callable[["View", DetectorConfig], float]  # a detector's score of one sequence
-PassFn = Callable[["Detector", str], list[str]]  # an extra pass: the texts it derives from a sequence's text
+PassFn = Callable[[PassInput, str], list[str]]  # an extra pass: the texts it derives from a sequence's text
 
 
 @dataclass
