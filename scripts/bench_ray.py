@@ -30,7 +30,7 @@ from bench.common import tiny_llama  # noqa: E402
 from docaudit.config import ModelConfig, QueryConfig, RayConfig  # noqa: E402
 from docaudit.io import sha256_text  # noqa: E402
 from docaudit.query.cache import StatsCache  # noqa: E402
-from docaudit.query.distributed import RayPool, use_pool  # noqa: E402
+from docaudit.query.distributed import RayPool  # noqa: E402
 from docaudit.query.querier import open_querier  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -88,7 +88,8 @@ def main() -> None:
         try:
             for workers in (1, 2):
                 pool = RayPool(RayConfig(workers=workers, task_chars=1))
-                with use_pool(pool):
+                querier.pool = pool  # its queries go to the pool's workers
+                with pool.joblib_backend():
                     started = time.perf_counter()
                     run(querier, items[:1], tmp / f"warm{workers}")  # actors started
                     on_workers = replace(querier.lm.config, device=pool.device)

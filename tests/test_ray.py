@@ -14,7 +14,7 @@ from conftest import corpus_ids, corpus_text
 
 from docaudit.config import ModelConfig, QueryConfig, RayConfig
 from docaudit.query.cache import StatsCache
-from docaudit.query.distributed import RayPool, use_pool
+from docaudit.query.distributed import RayPool
 from docaudit.query.querier import open_querier
 
 ray = pytest.importorskip("ray")
@@ -61,8 +61,8 @@ def reference(tiny_gpt2, texts, tmp_path_factory, one_thread):
     return querier.stats_many(texts, progress=False), _entries(cache)
 
 
-def _querier(model: Path):
-    return open_querier(ModelConfig(model=str(model), device="cpu"), QUERY)
+def _querier(model: Path, pool: RayPool | None = None):
+    return open_querier(ModelConfig(model=str(model), device="cpu"), QUERY, pool=pool)
 
 
 def _entries(cache: Path) -> list[str]:
@@ -78,10 +78,9 @@ def _same(stats, reference) -> None:
 
 
 def test_same_stats_and_cache_keys_as_one_process(cluster, tiny_gpt2, texts, reference, tmp_path):
-    querier = _querier(tiny_gpt2)
-    with use_pool(cluster):
-        stats = querier.stats_many(texts, progress=False)
-        again = querier.stats_many(texts, progress=False)
+    querier = _querier(tiny_gpt2, cluster)
+    stats = querier.stats_many(texts, progress=False)
+    again = querier.stats_many(texts, progress=False)
     _same(stats, reference[0])
     _same(again, reference[0])
     assert _entries(tmp_path / "cache") == reference[1]
@@ -98,11 +97,11 @@ class CacheWithEvent(StatsCache):
         super().__init__(root)
         self.n, self.action, self.written = n, action, 0
 
-    def put(self, key, stats):
+    def put(self, key, stats, model=None):
         self.written += 1
         if self.written == self.n:
             self.action()
-        super().put(key, stats)
+        super().put(key, stats, model)
 
 
 def _interrupt():
@@ -112,16 +111,15 @@ def _interrupt():
 @pytest.mark.parametrize("how", ["ray.kill", "SIGKILL"])
 def test_worker_killed_mid_run(cluster, tiny_gpt2, texts, reference, tmp_path, how):
     """An actor killed through Ray, or its process killed as the out-of-memory killer would."""
-    querier = _querier(tiny_gpt2)
-    with use_pool(cluster):
-        querier.stats_many(texts[:1], progress=False)  # workers started and the model loaded
-        victim = cluster.actors[cluster.state.index("ready")]
-        if how == "ray.kill":
-            kill = partial(ray.kill, victim, no_restart=False)
-        else:
-            kill = partial(os.kill, ray.get(victim.ping.remote()), signal.SIGKILL)
-        querier.cache = CacheWithEvent(tmp_path / "cache", 3, kill)
-        stats = querier.stats_many(texts, progress=False)
+    querier = _querier(tiny_gpt2, cluster)
+    querier.stats_many(texts[:1], progress=False)  # workers started and the model loaded
+    victim = cluster.actors[cluster.state.index("ready")]
+    if how == "ray.kill":
+        kill = partial(ray.kill, victim, no_restart=False)
+    else:
+        kill = partial(os.kill, ray.get(victim.ping.remote()), signal.SIGKILL)
+    querier.cache = CacheWithEvent(tmp_path / "cache", 3, kill)
+    stats = querier.stats_many(texts, progress=False)
     summary = cluster.summaries[-1]
     assert summary.failures >= 1 and summary.resent >= 1, "the worker was not killed while it held documents"
     assert summary.computed == len(texts) - 1
@@ -130,17 +128,16 @@ def test_worker_killed_mid_run(cluster, tiny_gpt2, texts, reference, tmp_path, h
 
 
 def test_rerun_after_interrupted_driver_skips_finished_documents(cluster, tiny_gpt2, texts, reference, tmp_path):
-    querier = _querier(tiny_gpt2)
+    querier = _querier(tiny_gpt2, cluster)
     cache = tmp_path / "cache"
-    with use_pool(cluster):
-        querier.stats_many(texts[:1], progress=False)
-        querier.cache = CacheWithEvent(cache, 5, _interrupt)  # Ctrl-C after 4 more documents
-        with pytest.raises(KeyboardInterrupt):
-            querier.stats_many(texts, progress=False)
-        finished = _entries(cache)
-        assert len(finished) == 5 and set(finished) <= set(reference[1])  # whole entries only
-        querier.cache = StatsCache(cache)
-        stats = querier.stats_many(texts, progress=False)
+    querier.stats_many(texts[:1], progress=False)
+    querier.cache = CacheWithEvent(cache, 5, _interrupt)  # Ctrl-C after 4 more documents
+    with pytest.raises(KeyboardInterrupt):
+        querier.stats_many(texts, progress=False)
+    finished = _entries(cache)
+    assert len(finished) == 5 and set(finished) <= set(reference[1])  # whole entries only
+    querier.cache = StatsCache(cache)
+    stats = querier.stats_many(texts, progress=False)
     summary = cluster.summaries[-1]
     assert (summary.computed, summary.cached) == (len(texts) - 5, 5)
     _same(stats, reference[0])
@@ -150,8 +147,8 @@ def test_rerun_after_interrupted_driver_skips_finished_documents(cluster, tiny_g
 def test_a_document_too_short_is_the_same_error_as_in_one_process(cluster, tiny_gpt2, texts):
     from docaudit.errors import DocauditError
 
-    with use_pool(cluster), pytest.raises(DocauditError, match="needs at least 2 tokens to be queried, this one has 1"):
-        _querier(tiny_gpt2).stats_many([texts[0], ("a", None)], progress=False)
+    with pytest.raises(DocauditError, match="needs at least 2 tokens to be queried, this one has 1"):
+        _querier(tiny_gpt2, cluster).stats_many([texts[0], ("a", None)], progress=False)
 
 
 def test_score_on_ray_gives_the_same_scores_and_cache(cluster, tiny_gpt2, texts, tmp_path, monkeypatch, one_thread):
@@ -199,7 +196,7 @@ def test_documents_read_through_joblibs_ray_backend_on_a_cluster(cluster, texts,
         (tmp_path / f"doc{i:02}.txt").write_text(text[:3000], encoding="utf-8")
     local = load_documents([tmp_path], progress=False)
     cluster.close()  # free the CPUs for joblib's tasks
-    with use_pool(RayPool(RayConfig(address="auto"))):
+    with RayPool(RayConfig(address="auto")).joblib_backend():
         import joblib
 
         assert type(joblib.parallel.get_active_backend()[0]).__name__ == "RayBackend"

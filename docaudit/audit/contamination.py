@@ -58,7 +58,6 @@ from docaudit.methods.detectors.registry import METHODS
 from docaudit.methods.document_level import accuracy_threshold, fpr_threshold
 from docaudit.metrics import chunk_folds
 from docaudit.outputs import provenance
-from docaudit.query.distributed import active_pool, prefetch
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.verdicts import DEFAULT_ALPHA
 
@@ -203,9 +202,9 @@ class ContaminationReport:
 def _score_books(
     detector: Detector, method: str, docs: list[Document], role: str, n: int, words: int, seed: int, progress: bool
 ) -> list[dict]:
-    if active_pool() is not None:  # every snippet and its extra passes on the Ray workers at once
+    if detector.target.pool is not None:  # every snippet and its extra passes on the Ray workers at once
         snippets = [t for d in docs for _, t in book_snippets(d, n, words, seed)]
-        prefetch(detector.target, [(t, None) for t in snippets], progress)
+        detector.target.prefetch([(t, None) for t in snippets], progress)
         detector.prefetch(snippets, progress)
     rows = []
     for doc in tqdm(docs, desc=f"{role} books", unit="book", disable=not progress):

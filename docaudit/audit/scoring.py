@@ -34,7 +34,6 @@ def score_documents(
     from docaudit.audit.frequencies import set_reference_frequencies
     from docaudit.corpus.documents import Document, Skips, load_documents
     from docaudit.io import sha256_text
-    from docaudit.query.distributed import prefetch
     from docaudit.query.querier import excerpt, queryable_documents, warn_floored
 
     skips = Skips() if skips is None else skips
@@ -50,7 +49,7 @@ def score_documents(
     docs = [docs[i] for i in queryable_documents(detector.target, docs, skips)]
     set_reference_frequencies(detector, docs, freq_corpus, raw, normalize_chars, progress, skips)
     used = {"context": query.context, "stride": query.effective_stride}
-    prefetch(detector.target, [(d.text, d.sha256) for d in docs], progress)
+    detector.target.prefetch([(d.text, d.sha256) for d in docs], progress)
     detector.prefetch([d.text for d in docs], progress)
     queried = detector.target.stats_many(
         [(d.text, d.sha256) for d in docs], len(docs), progress=progress, names=[str(d.path) for d in docs]

@@ -16,14 +16,12 @@ Layout of ``out_dir``::
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import math
 import os
 import pathlib
 import random
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +31,18 @@ import torch
 
 from docaudit.config import TargetConfig, check_range
 from docaudit.errors import DocauditError
+from docaudit.lab.blocks import blocks, epoch_offset, leading_token_ids, n_blocks, token_stream
+from docaudit.lab.checkpoints import (
+    METADATA_FILE,
+    TENSORS_FILE,
+    fresh_tmp,
+    identity_of,
+    read_json,
+    read_target_metadata,
+    renamed,
+    resume_point,
+    save_checkpoint,
+)
 from docaudit.lab.tokenizer import train_tokenizer
 from docaudit.outputs import replace_dir
 from docaudit.query.models import resolve_device
@@ -43,22 +53,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-
-METADATA_FILE = "docaudit_target.json"
-
-
-_STATE_FILE = "state.json"
-
-
-_TENSORS_FILE = "training_state.pt"
-
-
-_FORMAT = 1
-
-
-# Configuration fields that may change between runs without invalidating a checkpoint: a run asked for more
-# epochs continues from the last saved epoch.
-_EXTENSIBLE = ("epochs",)
+__all__ = ["METADATA_FILE", "build_model", "leading_token_ids", "read_target_metadata", "train_target"]
 
 
 def build_model(config: TargetConfig, vocab_size: int, special_token_id: int = 0) -> PreTrainedModel:
@@ -95,159 +90,6 @@ def build_model(config: TargetConfig, vocab_size: int, special_token_id: int = 0
         )
     torch.manual_seed(config.seed)
     return AutoModelForCausalLM.from_config(hf_config)
-
-
-def _texts_sha256(texts: list[str]) -> str:
-    h = hashlib.sha256()
-    for t in texts:
-        b = t.encode("utf-8")
-        h.update(len(b).to_bytes(8, "little"))
-        h.update(b)
-    return h.hexdigest()
-
-
-def leading_token_ids(tokenizer: PreTrainedTokenizerBase, text: str, max_tokens: int | None) -> list[int]:
-    """The document's token ids as the tokenizer encodes it by default (special tokens included), cut to the
-    first ``max_tokens``. Long texts are encoded from a prefix that is long enough, which gives the same ids."""
-    if max_tokens is None:
-        return list(tokenizer(text).input_ids)
-    n_chars = max(1024, 16 * max_tokens)
-    while True:
-        prefix = text[:n_chars]
-        ids = list(tokenizer(prefix).input_ids)
-        # a cut text changes at most the last few pre-tokens; keep a margin so the leading ids are exact
-        if len(prefix) == len(text) or len(ids) > max_tokens + 64:
-            return ids[:max_tokens]
-        n_chars *= 2
-
-
-def _token_stream(docs: list[list[int]], separator: int | None) -> torch.Tensor:
-    """The documents concatenated into one training stream (with ``separator`` after each, if given)."""
-    stream: list[int] = []
-    for ids in docs:
-        stream.extend(ids)
-        if separator is not None:
-            stream.append(separator)
-    if len(stream) < 2:
-        raise DocauditError("the member documents hold too few tokens to train on")
-    return torch.tensor(stream, dtype=torch.long)
-
-
-def _epoch_offset(seed: int, epoch: int, block: int) -> int:
-    """Where the first full block starts in epoch ``epoch``: 0 in the first epoch, then a seeded random shift, so
-    block boundaries move between epochs and the model learns the text rather than its place in a block."""
-    if epoch == 0:
-        return 0
-    return int(torch.randint(block, (1,), generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch + 7919)))
-
-
-def _blocks(stream: torch.Tensor, block: int, offset: int, pad_id: int):
-    """Cut the stream into blocks of ``block`` tokens, the first one being ``stream[:offset]`` when ``offset``
-    > 0; short blocks are right-padded and their padding masked out of attention and loss."""
-
-    def padded(piece):
-        ids = torch.full((1, block), pad_id, dtype=torch.long)
-        ids[0, : len(piece)] = piece
-        mask = torch.zeros((1, block), dtype=torch.long)
-        mask[0, : len(piece)] = 1
-        return ids, mask
-
-    rest = stream[offset:]
-    n_full = len(rest) // block
-    blocks = [(rest[: n_full * block].view(n_full, block), torch.ones((n_full, block), dtype=torch.long))]
-    if offset:
-        blocks.insert(0, padded(stream[:offset]))
-    if len(rest) > n_full * block:
-        blocks.append(padded(rest[n_full * block :]))
-    input_ids = torch.cat([b[0] for b in blocks])
-    attention = torch.cat([b[1] for b in blocks])
-    labels = input_ids.masked_fill(attention == 0, -100)
-    return input_ids, attention, labels
-
-
-def _n_blocks(n_tokens: int, block: int, offset: int) -> int:
-    return (1 if offset else 0) + math.ceil(max(0, n_tokens - offset) / block)
-
-
-def _identity(config: TargetConfig, member_texts, pool_texts, base_model) -> dict:
-    cfg = dataclasses.asdict(config)
-    for key in _EXTENSIBLE:
-        cfg.pop(key)
-    return {
-        "format": _FORMAT,
-        "config": cfg,
-        "members_sha256": _texts_sha256(member_texts),
-        "n_members": len(member_texts),
-        # the tokenizer is trained on the pool from scratch; a base model brings its own
-        "pool_sha256": None if base_model else _texts_sha256(pool_texts),
-        "base_model": str(pathlib.Path(base_model).resolve()) if base_model else None,
-    }
-
-
-def _identity_diff(saved: dict, wanted: dict) -> list[str]:
-    diff = []
-    for key in sorted(set(saved) | set(wanted)):
-        if key == "config":
-            a, b = saved.get("config", {}), wanted.get("config", {})
-            diff += [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-        elif saved.get(key) != wanted.get(key):
-            diff.append(f"{key} differs")
-    return diff
-
-
-def _fresh_tmp(path: pathlib.Path) -> pathlib.Path:
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    return tmp
-
-
-def _checkpoint_dir(out_dir: pathlib.Path) -> pathlib.Path | None:
-    """The latest complete checkpoint (``checkpoint``, or ``checkpoint.old`` after a crash between renames)."""
-    for name in ("checkpoint", "checkpoint.old"):
-        path = out_dir / name
-        if (path / _STATE_FILE).is_file() and (path / _TENSORS_FILE).is_file():
-            return path
-    return None
-
-
-def _save_checkpoint(out_dir, model, tokenizer, optimizer, scheduler, state: dict) -> None:
-    final = out_dir / "checkpoint"
-    tmp = _fresh_tmp(final)
-    tmp.mkdir(parents=True)
-    rng = {"torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        rng["cuda"] = torch.cuda.get_rng_state_all()
-    torch.save(
-        {
-            "model": model.state_dict(),
-            "optimizer": optimizer.state_dict(),
-            "scheduler": scheduler.state_dict(),
-            "rng": rng,
-            "python_rng": random.getstate(),
-        },
-        tmp / _TENSORS_FILE,
-    )
-    tokenizer.save_pretrained(tmp / "tokenizer")
-    (tmp / _STATE_FILE).write_text(json.dumps(state, indent=1))
-    replace_dir(tmp, final)
-
-
-def _read_json(path: pathlib.Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def read_target_metadata(model_dir: str | os.PathLike) -> dict:
-    """The training record saved beside a trained target: identity (configuration and hashes of the member and
-    pool texts), ``epochs_done``, per-epoch losses, ``segments`` (one ``{"start_epoch", "end_epoch", "seconds"}``
-    per call that trained) and the member/non-member split it was trained for."""
-    meta = _read_json(pathlib.Path(model_dir) / METADATA_FILE)
-    if meta is None:
-        raise DocauditError(f"{model_dir} is not a docaudit target model (no readable {METADATA_FILE})")
-    return meta
 
 
 def _schedule(warmup: int, total: int):
@@ -289,45 +131,6 @@ class _Run:
         return sum(self.steps)
 
 
-_RENAMED = {"context": "positions", "max_tokens": "doc_tokens"}  # configuration fields saved under older names
-
-
-def _renamed(identity: dict | None) -> dict | None:
-    """A saved identity with the configuration fields under their current names (``context`` and ``max_tokens``
-    were renamed ``positions`` and ``doc_tokens``), so a checkpoint written under the old names still resumes."""
-    if identity is None or "config" not in identity:
-        return identity
-    config = {_RENAMED.get(k, k): v for k, v in identity["config"].items()}
-    return {**identity, "config": config}
-
-
-def _resume_point(out_dir: pathlib.Path, done: dict | None, config: TargetConfig, identity: dict):
-    """The checkpoint to continue from and its state, ``(None, None)`` to start afresh. A checkpoint of another
-    training run, one with more epochs than asked for, or (without a checkpoint) a finished model of another
-    training run is refused."""
-    ckpt = _checkpoint_dir(out_dir)
-    state = _read_json(ckpt / _STATE_FILE) if ckpt else None
-    if state is not None:
-        diff = _identity_diff(_renamed(state["identity"]), identity)
-        if diff:
-            raise DocauditError(
-                f"{out_dir} holds a checkpoint of a different training run ({'; '.join(diff)}); "
-                "use another output directory or delete the checkpoint"
-            )
-        if state["epochs_done"] > config.epochs:
-            raise DocauditError(
-                f"the checkpoint in {out_dir} has already trained {state['epochs_done']} epochs, more than the "
-                f"{config.epochs} asked for; use another output directory"
-            )
-    elif done is not None and _renamed(done.get("identity")) != identity:
-        raise DocauditError(
-            f"{out_dir / 'model'} holds a different target model "
-            f"({'; '.join(_identity_diff(_renamed(done['identity']), identity))})"
-            " and there is no checkpoint to continue; use another output directory"
-        )
-    return (ckpt, state) if state is not None else (None, None)
-
-
 def _tokenizer_and_model(pool_texts: list[str], config: TargetConfig, base_model: str | None, ckpt):
     """The tokenizer (from the checkpoint, the base model, or trained on the pool) and the model (the base model,
     or a fresh one seeded by ``config.seed``). A base model must take ``config.positions`` positions."""
@@ -352,7 +155,7 @@ def _tokenizer_and_model(pool_texts: list[str], config: TargetConfig, base_model
 
 def _restore(run: _Run, ckpt: pathlib.Path, state: dict) -> None:
     """Load the model, optimizer, scheduler and random states saved in ``ckpt`` and the record of the epochs done."""
-    saved = torch.load(ckpt / _TENSORS_FILE, map_location=run.device, weights_only=True)
+    saved = torch.load(ckpt / TENSORS_FILE, map_location=run.device, weights_only=True)
     run.model.load_state_dict(saved["model"])
     run.optimizer.load_state_dict(saved["optimizer"])
     run.scheduler.load_state_dict(saved["scheduler"])
@@ -376,13 +179,13 @@ def _prepare(
     identity: dict,
     base_model: str | None,
     device: torch.device,
-    ckpt: pathlib.Path | None,
-    state: dict | None,
+    resume: tuple[pathlib.Path, dict] | None,
 ) -> _Run:
     """Everything a run needs before its first epoch: tokenizer and model on ``device``, the members' leading
     ``config.doc_tokens`` tokens as one stream, the block offsets and steps of every epoch, AdamW with the
-    warmup-cosine schedule over all of them; then the checkpoint's state, or the seeded random state of a fresh
-    run."""
+    warmup-cosine schedule over all of them; then the state of the checkpoint to ``resume`` from (its folder and
+    record), or the seeded random state of a fresh run."""
+    ckpt = None if resume is None else resume[0]
     tokenizer, model = _tokenizer_and_model(pool_texts, config, base_model, ckpt)
     model.to(device)
 
@@ -390,9 +193,9 @@ def _prepare(
     adds_bos = tokenizer.bos_token_id is not None and all(d and d[0] == tokenizer.bos_token_id for d in docs)
     separator = None if adds_bos else tokenizer.eos_token_id
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
-    stream = _token_stream(docs, separator)
-    offsets = [_epoch_offset(config.seed, e, config.positions) for e in range(config.epochs)]
-    steps = [math.ceil(_n_blocks(len(stream), config.positions, o) / config.batch_size) for o in offsets]
+    stream = token_stream(docs, separator)
+    offsets = [epoch_offset(config.seed, e, config.positions) for e in range(config.epochs)]
+    steps = [math.ceil(n_blocks(len(stream), config.positions, o) / config.batch_size) for o in offsets]
     total_steps = sum(steps)
     warmup = max(1, int(round(config.warmup_fraction * total_steps)))
 
@@ -419,8 +222,8 @@ def _prepare(
         offsets,
         steps,
     )
-    if state is not None:
-        _restore(run, ckpt, state)
+    if resume is not None:
+        _restore(run, *resume)
     else:
         torch.manual_seed(config.seed)
         random.seed(config.seed)
@@ -431,11 +234,11 @@ def _run_epoch(run: _Run, epoch: int, bar) -> float:
     """Train one epoch (epochs count from 0): the stream cut at this epoch's offset, the blocks in a seeded
     shuffle, one optimizer step per batch. Returns the mean loss per predicted token."""
     config, dev = run.config, run.device
-    input_ids, attention, labels = _blocks(run.stream, config.positions, run.offsets[epoch], run.pad_id)
-    n_blocks = input_ids.shape[0]
-    order = torch.randperm(n_blocks, generator=torch.Generator().manual_seed(config.seed * 1_000_003 + epoch))
+    input_ids, attention, labels = blocks(run.stream, config.positions, run.offsets[epoch], run.pad_id)
+    count = input_ids.shape[0]
+    order = torch.randperm(count, generator=torch.Generator().manual_seed(config.seed * 1_000_003 + epoch))
     loss_sum, tok_sum = 0.0, 0
-    for first in range(0, n_blocks, config.batch_size):
+    for first in range(0, count, config.batch_size):
         idx = order[first : first + config.batch_size]
         batch_labels = labels[idx].to(dev)
         out = run.model(input_ids=input_ids[idx].to(dev), attention_mask=attention[idx].to(dev), labels=batch_labels)
@@ -470,7 +273,7 @@ def _save_model(run: _Run, model_dir: pathlib.Path) -> pathlib.Path:
     """Save the trained model, its tokenizer and the training record (``METADATA_FILE``) as ``model_dir``,
     replacing it whole."""
     run.model.eval()
-    tmp = _fresh_tmp(model_dir)
+    tmp = fresh_tmp(model_dir)
     run.model.save_pretrained(tmp)
     run.tokenizer.save_pretrained(tmp)
     meta = {
@@ -528,15 +331,15 @@ def train_target(
     member_texts, pool_texts = list(member_texts), list(pool_texts)
     if not member_texts:
         raise DocauditError("no member documents to train the target model on")
-    identity = _identity(config, member_texts, pool_texts, base_model)
+    identity = identity_of(config, member_texts, pool_texts, base_model)
     model_dir = out_dir / "model"
-    done = _read_json(model_dir / METADATA_FILE)
+    done = read_json(model_dir / METADATA_FILE)
     if done is not None and (model_dir / "config.json").is_file():
-        if _renamed(done.get("identity")) == identity and done.get("epochs_done") == config.epochs:
+        if renamed(done.get("identity")) == identity and done.get("epochs_done") == config.epochs:
             log.info("target model in %s is complete; not training again", model_dir)
             return model_dir
-    ckpt, state = _resume_point(out_dir, done, config, identity)
-    run = _prepare(member_texts, pool_texts, out_dir, config, identity, base_model, resolve_device(device), ckpt, state)
+    resume = resume_point(out_dir, done, config, identity)
+    run = _prepare(member_texts, pool_texts, out_dir, config, identity, base_model, resolve_device(device), resume)
 
     segment = {"start_epoch": run.start_epoch, "end_epoch": run.start_epoch, "seconds": 0.0}
     run.segments.append(segment)
@@ -555,7 +358,7 @@ def train_target(
             run.history.append({"epoch": epoch + 1, "loss": epoch_loss})
             segment["end_epoch"] = epoch + 1
             segment["seconds"] = round(time.perf_counter() - t0, 3)
-            _save_checkpoint(
+            save_checkpoint(
                 out_dir, run.model, run.tokenizer, run.optimizer, run.scheduler, _checkpoint_state(run, epoch + 1)
             )
             log.info("target epoch %d/%d: loss %.4f", epoch + 1, config.epochs, epoch_loss)

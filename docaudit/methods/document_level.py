@@ -36,7 +36,6 @@ from numpy.typing import ArrayLike
 from docaudit.config import ScalingConfig
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors.detector import Detector
-from docaudit.query.distributed import active_pool
 from docaudit.query.stats import TokenStats, scored_spans
 
 
@@ -85,7 +84,7 @@ def sequence_scores(
         ids = stats[d].token_ids[start:end].tolist()
         return tokenizer.decode(ids, clean_up_tokenization_spaces=False) if detector.needs_text else None
 
-    if detector.passes and active_pool() is not None:  # every extra pass on the Ray workers at once
+    if detector.passes and detector.target.pool is not None:  # every extra pass on the Ray workers at once
         detector.prefetch([window_text(d, w) for d, w in plan], progress)
 
     def sequence(d: int, w: int) -> tuple:

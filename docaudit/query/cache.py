@@ -31,18 +31,13 @@ def cache_root() -> Path:
 STATS_VERSION = 3  # bump when the querier's definition of a statistic (or of the tokens queried) changes
 
 
-_KEY_MODELS: dict[str, str] = {}  # key -> model identity, so that an entry records which model it belongs to
-
-
 def stats_key(model_identity: dict, query_key: dict, text_sha256: str) -> str:
     """The cache key of a document's TokenStats: a hash of the model, the query settings that change the
     statistics, the text and ``STATS_VERSION``."""
     blob = json.dumps(
         {"v": STATS_VERSION, "model": model_identity, "query": query_key, "text": text_sha256}, sort_keys=True
     )
-    key = hashlib.sha256(blob.encode()).hexdigest()
-    _KEY_MODELS[key] = str(model_identity.get("model", "unknown"))
-    return key
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 class StatsCache:
@@ -77,14 +72,15 @@ class StatsCache:
             log.warning("cache entry %s is unreadable (%s); recomputing it (and any other such entry)", path, problem)
         return None
 
-    def put(self, key: str, stats: TokenStats) -> None:
+    def put(self, key: str, stats: TokenStats, model: str | None = None) -> None:
         """Store ``stats`` under ``key``, atomically (a reader never sees a partial entry), with the identity of
-        the model that produced it (for ``docaudit cache info``). Statistics that are not finite are never stored."""
+        the ``model`` that produced it when given (for ``docaudit cache info``; ``Querier.store`` gives it).
+        Statistics that are not finite are never stored."""
         if (problem := stats.nonfinite()) is not None:
             raise ValueError(f"refusing to cache non-finite statistics ({problem})")
         arrays = stats.to_arrays()
-        if key in _KEY_MODELS:
-            arrays[MODEL_FIELD] = np.array(_KEY_MODELS[key])
+        if model is not None:
+            arrays[MODEL_FIELD] = np.array(model)
         atomic_write(self.path(key), lambda f: np.savez(f, **arrays))
 
     def entries(self) -> list[Path]:

@@ -1,10 +1,11 @@
 """Querying on Ray workers (docs/scaling.md): documents scheduled on a pool of actors, each holding one querier.
 
-Inside :func:`scale_out`, every ``Querier.stats_many`` sends the documents its cache does not hold to the actors
-and writes each result into the cache on the driver, once, atomically (``StatsCache.put``); the cache keys are the
-driver's, so they do not depend on where a document was queried. A task lost with its worker (killed, out of
-memory, node lost) is sent again to another worker while Ray restarts the dead one; an interrupted run leaves only
-whole entries, and a rerun sends only the documents that are missing. Ray is imported only when a run needs it."""
+A querier given the pool of :func:`scale_out` sends, at every ``stats_many``, the documents its cache does not hold
+to the actors and writes each result into the cache on the driver, once, atomically (``Querier.store``); the cache
+keys are the driver's, so they do not depend on where a document was queried. A task lost with its worker (killed,
+out of memory, node lost) is sent again to another worker while Ray restarts the dead one; an interrupted run
+leaves only whole entries, and a rerun sends only the documents that are missing. Ray is imported only when a run
+needs it."""
 
 from __future__ import annotations
 
@@ -24,55 +25,30 @@ from tqdm.auto import tqdm
 from docaudit.config import ModelConfig, QueryConfig, RayConfig
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
+from docaudit.query.querier import Querier, open_querier
 
 if TYPE_CHECKING:
-    from docaudit.query.querier import Querier
     from docaudit.query.stats import TokenStats
 
 log = logging.getLogger(__name__)
 
-_ACTIVE: RayPool | None = None
-
-
-def active_pool() -> RayPool | None:
-    """The pool queries are sent to (inside :func:`scale_out`), or None."""
-    return _ACTIVE
-
 
 @contextmanager
 def scale_out(config: RayConfig | None) -> Iterator[RayPool | None]:
-    """Within the block, queries go to Ray workers (``config=None``: nothing changes). A local instance is started at
-    the first query; a cluster (``config.address``) is joined at once and joblib's ``ray`` backend is the default, so
-    the CPU work run through joblib (reading and cleaning documents, fitting forests) runs on the cluster too.
-    Whatever was started is stopped on leaving the block."""
+    """The pool of Ray workers for the block (``config=None``: None, and nothing changes); a querier given it
+    (``open_querier(..., pool=pool)``, ``Querier(..., pool=pool)``) queries there. A local instance is started at
+    the first query; a cluster (``config.address``) is joined at once and joblib's ``ray`` backend is the default
+    within the block, so the CPU work run through joblib (reading and cleaning documents, fitting forests) runs on
+    the cluster too. Whatever was started is stopped on leaving the block."""
     if config is None:
         yield None
         return
     pool = RayPool(config)
-    with use_pool(pool):
-        try:
-            yield pool
-        finally:
-            pool.close()
-
-
-@contextmanager
-def use_pool(pool: RayPool) -> Iterator[RayPool]:
-    """Send the queries made within the block to ``pool`` (which stays open afterwards)."""
-    global _ACTIVE
-    previous, _ACTIVE = _ACTIVE, pool
     try:
         with pool.joblib_backend():
             yield pool
     finally:
-        _ACTIVE = previous
-
-
-def prefetch(querier: Querier, texts: Iterable[tuple[str, str | None]], progress: bool = True) -> None:
-    """Inside :func:`scale_out`, query on the workers (into ``querier``'s cache) the texts the cache misses, so
-    that ``querier.stats`` reads them afterwards; otherwise nothing (they are queried when asked)."""
-    if _ACTIVE is not None and querier.cache is not None:
-        _ACTIVE.compute(querier, texts, keep=False, progress=progress)
+        pool.close()
 
 
 @dataclass
@@ -117,8 +93,6 @@ class _Worker:
     def stats(self, model: ModelConfig, query: QueryConfig, items: list[tuple[str, str]]) -> list[tuple]:
         """``(cache key, TokenStats)`` of each ``(text, sha256)``, or ``(cache key, message)`` when the text
         cannot be queried."""
-        from docaudit.query.querier import open_querier
-
         querier = self._queriers.get((model, query))
         if querier is None:
             querier = open_querier(self._models.get(model, model), query, cache=False)
@@ -383,8 +357,7 @@ class RayPool:
                         if key in finished:  # sent again, yet its first task came back too
                             continue
                         finished.add(key)
-                        if querier.cache is not None:
-                            querier.cache.put(key, value)
+                        querier.store(key, value)
                         if keep:
                             computed[key] = value
                         counts["computed"] += 1

@@ -11,7 +11,7 @@ import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -29,9 +29,8 @@ from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
 from docaudit.query.backends import open_backend
 from docaudit.query.cache import StatsCache, stats_key
-from docaudit.query.distributed import active_pool
 from docaudit.query.models import LoadedModel, load_model
-from docaudit.query.stats import NonFiniteStats, TokenStats
+from docaudit.query.stats import NonFiniteStats, TokenStats, bos_per_window
 
 if TYPE_CHECKING:
     import torch
@@ -40,10 +39,26 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def open_querier(model: ModelConfig | LoadedModel, query: QueryConfig, cache: bool = True) -> Querier:
-    """A querier over a model (loaded here unless given), caching its TokenStats."""
+class Pool(Protocol):
+    """Workers a querier can send its queries to (``docaudit.query.distributed.RayPool`` is one): the TokenStats of
+    every text in order (``stats_many``), or the texts the querier's cache lacks computed into it (``compute``)."""
+
+    def stats_many(
+        self, querier: Querier, texts: Iterable[tuple[str, str | None]], total: int | None, desc: str, progress: bool
+    ) -> list[TokenStats]: ...
+
+    def compute(
+        self, querier: Querier, texts: Iterable[tuple[str, str | None]], keep: bool, desc: str, progress: bool
+    ) -> dict[str, TokenStats]: ...
+
+
+def open_querier(
+    model: ModelConfig | LoadedModel, query: QueryConfig, cache: bool = True, pool: Pool | None = None
+) -> Querier:
+    """A querier over a model (loaded here unless given), caching its TokenStats, sending its queries to ``pool``
+    when one is given (``distributed.scale_out``)."""
     lm = model if isinstance(model, LoadedModel) else load_model(model)
-    return Querier(lm, query, StatsCache() if cache else None)
+    return Querier(lm, query, StatsCache() if cache else None, pool)
 
 
 def query_documents(querier: Querier, docs: list[Document], progress: bool = True) -> list[TokenStats]:
@@ -139,16 +154,6 @@ def context_limit(lm: LoadedModel) -> tuple[int | None, str]:
         return None, ""
     bos = bos_per_window(lm.tokenizer) is not None
     return limit - bos, f"the model takes {limit} positions" + (", one of them for the BOS token" if bos else "")
-
-
-def bos_per_window(tokenizer: PreTrainedTokenizerBase) -> int | None:
-    """The BOS id when the tokenizer starts every encoding with it (e.g. Gemma, Llama), else None. Such models
-    expect it: each window is then queried as ``[BOS] + tokens``, which changes no scored position."""
-    bos = tokenizer.bos_token_id
-    if bos is None:
-        return None
-    encoded = tokenizer("a", verbose=False)["input_ids"]
-    return bos if encoded and encoded[0] == bos else None
 
 
 EXCERPT_CHARS_PER_TOKEN = 16  # a generous bound on characters per token: the first span tokenized for an excerpt
@@ -256,11 +261,18 @@ def excerpt(
 
 
 class Querier:
-    """Queries one loaded model with one QueryConfig through its backend, with an optional StatsCache."""
+    """Queries one loaded model with one QueryConfig through its backend, with an optional StatsCache; with a
+    ``pool`` (Ray workers: ``distributed.scale_out``), :meth:`stats_many` and :meth:`prefetch` query there."""
 
-    def __init__(self, lm: LoadedModel, query: QueryConfig = QueryConfig(), cache: StatsCache | None = None):
+    def __init__(
+        self,
+        lm: LoadedModel,
+        query: QueryConfig = QueryConfig(),
+        cache: StatsCache | None = None,
+        pool: Pool | None = None,
+    ):
         query.check(*context_limit(lm))
-        self.lm, self.query, self.cache = lm, query, cache
+        self.lm, self.query, self.cache, self.pool = lm, query, cache, pool
         self.stride = query.effective_stride
         self.device = lm.device
         self.bos = bos_per_window(lm.tokenizer)
@@ -307,12 +319,12 @@ class Querier:
         """TokenStats of several ``(text, sha256 or None)``, cached ones from the cache; a progress bar counts
         documents and tokens. The texts the cache misses are queried in blocks of up to ``BLOCK_TOKENS`` tokens
         (at most ``BLOCK_TEXTS`` texts), the windows of a block batched together (:meth:`compute_many`), so many
-        short texts take a few forward passes. Inside ``distributed.scale_out`` they are queried on Ray workers.
+        short texts take a few forward passes. With a ``pool`` they are queried on its workers.
         An error names the document (from ``names``, when given); with ``skip_nonfinite`` (in this process) a
         document whose statistics are not finite gets the reason, a string, in place of its TokenStats; nothing
         non-finite is ever cached."""
-        if (pool := active_pool()) is not None:
-            return pool.stats_many(self, texts, total, desc, progress)
+        if self.pool is not None:
+            return self.pool.stats_many(self, texts, total, desc, progress)
         return self.stats_local(texts, total, desc, progress, names, skip_nonfinite)
 
     def stats_local(
@@ -360,8 +372,7 @@ class Querier:
                     continue
                 if isinstance(result, DocauditError):
                     raise named(i, result) from result
-                if self.cache is not None:
-                    self.cache.put(key, result)
+                self.store(key, result)
                 out[i] = result
             done(len(todo), sum(len(ids) for _, _, ids in todo))
             todo.clear()
@@ -385,6 +396,17 @@ class Querier:
                     flush()
             flush()
         return out
+
+    def prefetch(self, texts: Iterable[tuple[str, str | None]], progress: bool = True) -> None:
+        """With a ``pool`` and a cache, query on the workers (into the cache) the texts the cache misses, so that
+        :meth:`stats` reads them afterwards; otherwise nothing (they are queried when asked)."""
+        if self.pool is not None and self.cache is not None:
+            self.pool.compute(self, texts, keep=False, desc="querying", progress=progress)
+
+    def store(self, key: str, stats: TokenStats) -> None:
+        """Write ``stats`` into the cache (when there is one) under ``key``, recording this querier's model."""
+        if self.cache is not None:
+            self.cache.put(key, stats, self.lm.identity)
 
     def compute_many(self, docs: list[np.ndarray]) -> list[TokenStats]:
         """Query the model over all windows of several token sequences (no cache), batched where the backend can."""

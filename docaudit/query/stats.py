@@ -123,3 +123,13 @@ class TokenStats:
         if self.gp_sum is not None and not np.isfinite(np.asarray(self.gp_sum, dtype=np.float64)).all():
             return "gp_sum is not finite"
         return None
+
+
+def bos_per_window(tokenizer) -> int | None:
+    """The BOS id when the tokenizer starts every encoding with it (e.g. Gemma, Llama), else None. Such models
+    expect it: each window is then queried as ``[BOS] + tokens``, which changes no scored position."""
+    bos = tokenizer.bos_token_id
+    if bos is None:
+        return None
+    encoded = tokenizer("a", verbose=False)["input_ids"]
+    return bos if encoded and encoded[0] == bos else None

@@ -13,12 +13,8 @@ from docaudit.config import DetectorConfig, ModelConfig, QueryConfig
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors.neighborhood import MaskedNeighbors, load_masked_lm
 from docaudit.methods.detectors.registry import METHODS, PASSES, View, check_served, resolve_methods
-from docaudit.query.distributed import prefetch
 from docaudit.query.models import LoadedModel, load_model
-from docaudit.query.querier import (
-    Querier,
-    single_pass_context,
-)
+from docaudit.query.querier import Pool, Querier, single_pass_context
 
 EXTRA_BLOCK = 256  # sequences whose extra passes are queried together
 
@@ -75,14 +71,22 @@ class Detector:
                 row[name] = [next(stats).logp for _ in ts]
         return out
 
+    def on_pool(self, pool: Pool | None) -> Detector:
+        """This detector with its queriers (target, reference model) sending their queries to ``pool`` (Ray
+        workers: ``distributed.scale_out``; None: this process)."""
+        for querier in (self.target, self.ref):
+            if querier is not None:
+                querier.pool = pool
+        return self
+
     def prefetch(self, texts: Sequence[str], progress: bool = True) -> None:
-        """Inside ``distributed.scale_out``, query the extra passes of all ``texts`` on the Ray workers at once, into
-        the queriers' caches that :meth:`extra` reads; otherwise nothing. The neighbourhood pass is left to
+        """With a pool (:meth:`on_pool`), query the extra passes of all ``texts`` on its workers at once, into the
+        queriers' caches that :meth:`extra` reads; otherwise nothing. The neighbourhood pass is left to
         :meth:`extra`: its texts come from a masked LM, made once."""
         for name in self.passes:
             if name != "neighbor":
                 querier = self.ref if PASSES[name].model == "ref" else self.target
-                prefetch(querier, [(t, None) for text in texts for t in PASSES[name].texts(self, text)], progress)
+                querier.prefetch([(t, None) for text in texts for t in PASSES[name].texts(self, text)], progress)
 
     def score(
         self,

@@ -1,31 +1,28 @@
-"""Backends: what runs the model for the querier (``base.Backend``). ``transformers`` loads the model with
-transformers in this process; ``llamacpp`` runs a ``.gguf`` file through llama.cpp without dequantizing it;
-``openai`` asks an OpenAI-compatible server."""
+"""Backends: what runs the model for the querier (``base.Backend``), each registered in ``base.BACKENDS`` by its
+own module with how it loads a model and what it provides. ``transformers`` loads the model with transformers in
+this process; ``llamacpp`` runs a ``.gguf`` file through llama.cpp without dequantizing it; ``openai`` asks an
+OpenAI-compatible server. A new backend is one module registering itself, imported below."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from docaudit.query.backends.base import BACKENDS, Backend, provides, require
+# each module registers its backend, in the order of --backend's choices
+# isort: off
+from docaudit.query.backends import transformers  # noqa: F401
+from docaudit.query.backends import llamacpp  # noqa: F401
+from docaudit.query.backends import openai  # noqa: F401
+
+# isort: on
+from docaudit.query.backends.base import BACKENDS, Backend, BackendSpec, backend_spec, provides, require
 
 if TYPE_CHECKING:
     from docaudit.config import QueryConfig
-    from docaudit.query.models import LoadedModel
+    from docaudit.query.loaded import LoadedModel
 
-__all__ = ["BACKENDS", "Backend", "open_backend", "provides", "require"]
+__all__ = ["BACKENDS", "Backend", "BackendSpec", "backend_spec", "open_backend", "provides", "require"]
 
 
 def open_backend(lm: LoadedModel, query: QueryConfig) -> Backend:
     """The backend that queries ``lm`` with windows of ``query.context`` tokens."""
-    name = lm.config.backend
-    if name == "llamacpp":
-        from docaudit.query.backends.llamacpp import LlamaCppBackend
-
-        return LlamaCppBackend(lm.model, query.context)
-    if name == "openai":
-        from docaudit.query.backends.openai import OpenAIBackend
-
-        return OpenAIBackend(lm.model, lm.tokenizer, lm.vocab_size)
-    from docaudit.query.backends.transformers import TransformersBackend
-
-    return TransformersBackend(lm.model, lm.vocab_size, lm.device)
+    return backend_spec(lm.config.backend).open(lm, query)

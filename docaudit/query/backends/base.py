@@ -7,14 +7,18 @@ a backend cannot compute differ (they are NaN, and nothing that needs them runs:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from docaudit.errors import DocauditError
 from docaudit.query.stats import TokenStats
 
-BACKENDS = ("transformers", "llamacpp", "openai")
+if TYPE_CHECKING:
+    from docaudit.config import ModelConfig, QueryConfig
+    from docaudit.query.loaded import LoadedModel
 
 # The statistics a backend may provide: log p of the true token, log p_max, the Min-K%++ moments (mean and standard
 # deviation of log p under p) and the GP sums (the softmax summed over positions). The first two need only the
@@ -28,11 +32,52 @@ STATISTICS = {
 
 FULL = frozenset(STATISTICS)
 
-PROVIDES = {
-    "transformers": FULL,
-    "llamacpp": FULL,
-    "openai": frozenset({"logp", "max_logp"}),
-}
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A registered backend: its ``name`` (``ModelConfig.backend``, ``--backend``), the ``STATISTICS`` it
+    ``provides``, how it loads a model (``load(config, expected_identity) -> LoadedModel``, refusing a model other
+    than ``expected_identity`` when one is given), how it opens the ``Backend`` that queries a loaded model with a
+    query (``open(lm, query)``), the ``ModelConfig`` fields that mean something to it alone (``options``) and a
+    one-line ``help``."""
+
+    name: str
+    provides: frozenset[str]
+    load: Callable[[ModelConfig, str | None], LoadedModel]
+    open: Callable[[LoadedModel, QueryConfig], Backend]
+    options: tuple[str, ...] = ()
+    help: str = ""
+
+
+# Every backend by name, in the order they were registered (``docaudit.query.backends`` imports each backend
+# module, and each registers itself with ``register_backend``); this module imports none of them.
+BACKENDS: dict[str, BackendSpec] = {}
+
+
+def register_backend(
+    name: str,
+    provides: Iterable[str],
+    load: Callable[[ModelConfig, str | None], LoadedModel],
+    open: Callable[[LoadedModel, QueryConfig], Backend],
+    options: tuple[str, ...] = (),
+    help: str = "",
+) -> BackendSpec:
+    """Add a backend to ``BACKENDS`` (see :class:`BackendSpec`); a name registered twice, or a statistic not in
+    ``STATISTICS``, is a programming error."""
+    if name in BACKENDS:
+        raise ValueError(f"backend '{name}' is registered twice")
+    unknown = set(provides) - FULL
+    if unknown:
+        raise ValueError(f"backend '{name}' provides unknown statistics {sorted(unknown)}")
+    BACKENDS[name] = spec = BackendSpec(name, frozenset(provides), load, open, tuple(options), help)
+    return spec
+
+
+def backend_spec(name: str) -> BackendSpec:
+    """The registered backend ``name`` (an unknown backend is a one-line error)."""
+    if name not in BACKENDS:
+        raise DocauditError(f"unknown backend '{name}' (choose from {', '.join(BACKENDS)})")
+    return BACKENDS[name]
 
 
 # A text whose tokenization by two tokenizers is compared (spaces, quotes, brackets, digits, accents, newlines:
@@ -45,9 +90,7 @@ TOKENIZER_PROBE = (
 
 def provides(backend: str) -> frozenset[str]:
     """The statistics ``backend`` provides (an unknown backend is a one-line error)."""
-    if backend not in PROVIDES:
-        raise DocauditError(f"unknown backend '{backend}' (choose from {', '.join(BACKENDS)})")
-    return PROVIDES[backend]
+    return backend_spec(backend).provides
 
 
 def require(backend: str, what: str, needs: Iterable[str], works: Iterable[str] = ()) -> None:
@@ -57,7 +100,7 @@ def require(backend: str, what: str, needs: Iterable[str], works: Iterable[str] 
     if missing:
         alternatives = list(works)
         hint = f"; with it use {', '.join(alternatives)}" if alternatives else ""
-        others = [b for b in BACKENDS if set(missing) <= PROVIDES[b]]
+        others = [b for b, spec in BACKENDS.items() if set(missing) <= spec.provides]
         raise DocauditError(
             f"{what} needs {' and '.join(STATISTICS[s] for s in missing)}, which the {backend} backend does not "
             f"provide{hint} (or use --backend {' or '.join(others)})"
@@ -95,7 +138,7 @@ class Backend:
 
     @property
     def provides(self) -> frozenset[str]:
-        return PROVIDES[self.name]
+        return provides(self.name)
 
     def identity(self) -> dict:
         return {}

@@ -9,8 +9,6 @@ transformers (no weights are read for it), and checked against llama.cpp's on lo
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 import weakref
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,8 +18,10 @@ import torch
 
 from docaudit.config import ModelConfig
 from docaudit.errors import DocauditError
-from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, stats_from_rows
+from docaudit.query.backends.base import FULL, TOKENIZER_PROBE, Backend, register_backend, stats_from_rows
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
+from docaudit.query.loaded import LoadedModel, tokenizer_hash
+from docaudit.query.sources import check_identity, gguf_tokenizer, resolve_source
 from docaudit.query.stats import TokenStats, scored_spans
 
 log = logging.getLogger(__name__)
@@ -38,34 +38,6 @@ def _llama_cpp():
         raise DocauditError("--backend llamacpp needs llama-cpp-python: pip install 'docaudit[llamacpp]'") from e
     logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # llama.cpp's own log: errors only
     return llama_cpp
-
-
-def gguf_tokenizer(path: Path, digest: str):
-    """The GGUF file's tokenizer, read by transformers once and kept in the cache (reading a large vocabulary
-    from the file takes seconds)."""
-    from transformers import AutoTokenizer
-
-    from docaudit.outputs import replace_dir
-    from docaudit.query.cache import cache_root
-
-    saved = cache_root() / "tokenizers" / f"{path.stem}-{digest[:16]}"
-    if (saved / "tokenizer_config.json").exists():
-        try:
-            return AutoTokenizer.from_pretrained(saved)
-        except (OSError, ValueError):
-            log.warning("the cached tokenizer in %s is damaged; reading it from %s again", saved, path.name)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    except (OSError, ValueError, KeyError) as e:
-        raise DocauditError(f"cannot read the tokenizer of {path}: {e}") from e
-    saved.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=saved.parent, prefix=f".{saved.name}."))
-    try:
-        tokenizer.save_pretrained(tmp)
-        replace_dir(tmp, saved)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return tokenizer
 
 
 @dataclass
@@ -99,11 +71,9 @@ class GGUFModel:
         )
 
 
-def load_gguf(config: ModelConfig, expected_identity: str | None = None):
+def load_gguf(config: ModelConfig, expected_identity: str | None = None) -> LoadedModel:
     """The GGUF file ``config.model`` (or the embedded default) as a LoadedModel for llama.cpp; its identity is the
     file's, as with the transformers backend, so a classifier trained through either accepts it."""
-    from docaudit.query.models import LoadedModel, check_identity, resolve_source, tokenizer_hash
-
     llama_cpp = _llama_cpp()
     source = resolve_source(config.model, config.revision)
     if source.gguf is None:
@@ -194,3 +164,13 @@ class LlamaCppBackend(Backend):
             row += end - first
         gp_sum = None if gp_total is None else gp_total.numpy()
         return stats_from_rows(ids, results, gp_sum, vocab, context, stride)
+
+
+register_backend(
+    "llamacpp",
+    provides=FULL,
+    load=load_gguf,
+    open=lambda lm, query: LlamaCppBackend(lm.model, query.context),
+    options=("kv_cache",),
+    help="a .gguf file through llama.cpp, not dequantized",
+)

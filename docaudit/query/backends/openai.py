@@ -10,11 +10,11 @@ Two ways, chosen by ``ModelConfig.api_logprobs`` (``auto`` asks the server once)
   just makes it the greedy choice is searched by bisection (PAC, Ye et al. 2024, sec. 4.4 and appendix D): at that
   bias ``gamma`` its logit equals the top token's, so ``log p(u) = log p(top) - gamma``.
 
-Only log p and log p_max are available this way (``base.PROVIDES``). The tokens queried are the local tokenizer's
-(``--api-tokenizer``, or ``--model``), checked against the server's tokenize endpoint on loading; each window's
-text must tokenize back to the window's tokens, and echoed tokens are checked against them, so a mismatch is an
-error, never a silent misalignment. The API key is read from the environment variable named by ``api_key_env``
-and is never logged, cached or written into outputs."""
+Only log p and log p_max are available this way (``register_backend`` below). The tokens queried are the local
+tokenizer's (``--api-tokenizer``, or ``--model``), checked against the server's tokenize endpoint on loading; each
+window's text must tokenize back to the window's tokens, and echoed tokens are checked against them, so a mismatch
+is an error, never a silent misalignment. The API key is read from the environment variable named by
+``api_key_env`` and is never logged, cached or written into outputs (the client: ``api_client.py``)."""
 
 from __future__ import annotations
 
@@ -23,20 +23,20 @@ import json
 import logging
 import math
 import os
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-import httpx
 import numpy as np
 import torch
 
-from docaudit import net
 from docaudit.config import API_LOGPROBS, ModelConfig
 from docaudit.errors import DocauditError
-from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, stats_from_rows
-from docaudit.query.stats import NonFiniteStats, TokenStats, scored_spans
+from docaudit.query.backends.api_client import ApiClient, logprob, show, split_url, top_logprobs
+from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, register_backend, stats_from_rows
+from docaudit.query.loaded import LoadedModel, tokenizer_hash
+from docaudit.query.sources import check_identity, gguf_tokenizer, resolve_source
+from docaudit.query.stats import TokenStats, bos_per_window, scored_spans
 
 log = logging.getLogger(__name__)
 
@@ -45,204 +45,10 @@ ALIGN_TOKENS = 8  # how far a span sent as text may grow to tokenize back to its
 BIAS_LIMIT = 100.0  # the largest logit bias OpenAI's API accepts; a token needing more is reported at this bound
 
 
-RETRY_STATUS = (408, 409, 429, 500, 502, 503, 504)
-
-
-MAX_LOGPROB = 1e-3  # a log-probability above this (log p <= 0, with room for rounding) is a malformed answer
-MAX_ABS_LOGPROB = 1e30  # below -1e30 a value is not finite in float32, as the statistics are kept
-
-
-@dataclass
-class ApiClient:
-    """Requests to one served model: JSON over HTTP (httpx, pooled), each request bounded as a whole by
-    ``api_timeout`` seconds (``docaudit.net``), retried ``api_retries`` times with exponential backoff (a 429's
-    ``Retry-After`` honoured) after a failed connection, a timeout or a 408/409/429/5xx answer, within the time left
-    to the current document (``api_document_timeout``); a cap on the requests of a run, and a count of the requests
-    made. Every answer is checked (status, content type, JSON object): anything else is a one-line error naming
-    the URL."""
-
-    base: str
-    model: str | None
-    config: ModelConfig
-    vocab_size: int = 0
-    max_positions: int | None = None
-    mode: str = "echo"
-    llama_cpp_server: bool = False
-    fingerprint: str = ""
-    requests: int = 0
-    deadline: float | None = None  # time.monotonic() by which the current document must be done
-    _key: str | None = field(default=None, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _http: object = field(default=None, repr=False)
-
-    def _count(self) -> None:
-        with self._lock:
-            cap = self.config.max_requests
-            if cap is not None and self.requests >= cap:
-                raise DocauditError(f"--max-requests {cap} reached: finished documents are cached; raise it to go on")
-            self.requests += 1
-
-    def _left(self, url: str, attempt: int) -> float:
-        """Seconds the next request to ``url`` may take: ``api_timeout``, at most what is left to the document."""
-        if self.deadline is None:
-            return self.config.api_timeout
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise DocauditError(
-                f"the {self.config.api_document_timeout:g} s allowed per document (--api-document-timeout) were spent "
-                f"before the request to {url}" + (f" could be tried again ({attempt} tries)" if attempt else "")
-            )
-        return min(self.config.api_timeout, left)
-
-    def call(self, path: str, body: dict | None = None, root: bool = False) -> dict:
-        """POST ``body`` (GET without one) to ``path`` under the API base (under the server's root with ``root``)
-        and return the JSON object answered. Connection errors, timeouts and 408/409/429/5xx answers are retried."""
-        url = (self.base.rsplit("/v1", 1)[0] if root else self.base) + path
-        headers = {"Accept": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        if self._http is None:
-            with self._lock:
-                if self._http is None:
-                    self._http = net.client(connections=max(1, self.config.api_concurrency))
-        delay, retries = self.config.api_backoff, self.config.api_retries
-        for attempt in range(retries + 1):
-            timeout = self._left(url, attempt)
-            self._count()
-            wait = delay
-            try:
-                answer = net.request(
-                    self._http, "GET" if body is None else "POST", url, timeout, json=body, headers=headers
-                )
-            except net.Timeout:
-                problem = f"the server at {url} gave no complete answer within {round(timeout, 1):g} s (--api-timeout)"
-            except net.TooLarge as e:
-                raise DocauditError(f"the server at {url}: {e}") from None
-            except httpx.HTTPError as e:
-                problem = f"cannot reach {url}: {_describe(e)}"
-            else:
-                if answer.status == 200:
-                    return _json_object(answer, url)
-                problem = f"the server at {url} answered {answer.status}: {_detail(answer)}"
-                if answer.status not in RETRY_STATUS:
-                    raise DocauditError(problem)
-                wait = _retry_after(answer) or delay
-            if attempt == retries:
-                break
-            if self.deadline is not None and time.monotonic() + wait >= self.deadline:
-                raise DocauditError(
-                    f"{problem}; the {self.config.api_document_timeout:g} s allowed per document "
-                    "(--api-document-timeout) do not leave time to try again"
-                )
-            log.info("request to %s failed (%s); retrying in %.1f s", url, problem, wait)
-            time.sleep(wait)
-            delay *= 2
-        tries = f"{retries + 1} tries" if retries else "1 try"
-        raise DocauditError(f"{problem} ({tries}; --api-retries {retries})")
-
-    def complete(self, prompt: str, **options) -> dict:
-        """One completion of at most one token at temperature 0, with the penalties a llama.cpp server would add
-        switched off: the answer's first choice, checked to be a JSON object."""
-        body = {"model": self.model, "prompt": prompt, "max_tokens": 1, "temperature": 0, **options}
-        if self.llama_cpp_server:
-            body |= {"repeat_penalty": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
-        answer = self.call("/completions", body)
-        choices = answer.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise DocauditError(
-                f"the server at {self.base}/completions answered without a completion (choices: {_show(choices)})"
-            )
-        logprobs = choices[0].get("logprobs")
-        if logprobs is not None and not isinstance(logprobs, dict):
-            raise DocauditError(
-                f"the server at {self.base}/completions answered logprobs as {type(logprobs).__name__}, not an object"
-            )
-        return choices[0]
-
-
-def _show(value) -> str:
-    """A value from an answer, shortened for an error message."""
-    text = json.dumps(value) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _describe(error: Exception) -> str:
-    """An httpx error in a few words."""
-    text = " ".join(str(error).split()) or type(error).__name__
-    if isinstance(error, httpx.RemoteProtocolError):
-        return f"the connection was closed before the answer was complete ({text})"
-    return text[:300]
-
-
-def _json_object(answer, url: str) -> dict:
-    """The JSON object of a 200 answer; anything else is a one-line error naming the URL."""
-    if answer.content_type is not None and answer.content_type != "application/json":
-        raise DocauditError(f"the server at {url} answered {answer.content_type}, not JSON")
-    try:
-        data = json.loads(answer.content)
-    except (ValueError, RecursionError) as e:
-        problem = str(e).splitlines()[0][:100]
-        raise DocauditError(f"the server at {url} answered with invalid JSON ({problem})") from None
-    if not isinstance(data, dict):
-        raise DocauditError(f"the server at {url} answered a JSON {type(data).__name__}, not an object")
-    return data
-
-
-def _top(choice: dict) -> dict[str, float]:
-    """The top log-probabilities of a completion's first generated token (empty when it generated nothing)."""
-    top = (choice.get("logprobs") or {}).get("top_logprobs") or [{}]
-    return top[0] if isinstance(top, list) and isinstance(top[0], dict) else {}
-
-
-def _detail(answer) -> str:
-    try:
-        data = json.loads(answer.content)
-        detail = (
-            (data.get("detail") or data.get("error") or answer.content.decode(errors="replace"))
-            if isinstance(data, dict)
-            else answer.content.decode(errors="replace")
-        )
-    except (ValueError, RecursionError):
-        detail = answer.content.decode(errors="replace") or "no detail"
-    return " ".join(str(detail).split())[:300]
-
-
-def _retry_after(answer) -> float | None:
-    try:
-        value = float(answer.headers.get("Retry-After"))
-    except (TypeError, ValueError):
-        return None
-    return value if 0 <= value <= 3600 else None
-
-
-def logprob(value, url: str, what: str) -> float:
-    """A log-probability from the server at ``url``: a finite number at most 0 (``MAX_LOGPROB`` for rounding),
-    else a one-line error saying ``what`` it was."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise DocauditError(f"the server at {url} answered {_show(value)} as the log-probability of {what}")
-    if not math.isfinite(value) or value < -MAX_ABS_LOGPROB:
-        raise NonFiniteStats(
-            f"the server at {url} answered the log-probability {value!r} for {what}: not a finite number"
-        )
-    if value > MAX_LOGPROB:
-        raise DocauditError(
-            f"the server at {url} answered the log-probability {value!r} for {what}: not a finite number at most 0"
-        )
-    return float(value)
-
-
-def split_url(spec: str) -> tuple[str, str | None]:
-    """``http://HOST:PORT/v1#NAME`` as the API base and the model name (None when not given)."""
-    base, _, name = spec.partition("#")
-    return base.rstrip("/"), name or None
-
-
-def load_api(config: ModelConfig, expected_identity: str | None = None):
+def load_api(config: ModelConfig, expected_identity: str | None = None) -> LoadedModel:
     """A LoadedModel for a served model: the server is asked for its models (and the one to use checked), its
     tokenizer compared with the local one on a probe text, and, with ``api_logprobs="auto"``, whether it echoes
     prompt log-probabilities."""
-    from docaudit.query.models import LoadedModel, check_identity, tokenizer_hash
-
     base, model_name = config.api_base, config.api_model
     spec = config.model
     if spec is not None and spec.startswith(("http://", "https://")):
@@ -266,7 +72,7 @@ def load_api(config: ModelConfig, expected_identity: str | None = None):
     listed = client.call("/models").get("data", [])
     if not isinstance(listed, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in listed):
         raise DocauditError(
-            f"the server at {client.base}/models answered no list of models with ids (data: {_show(listed)})"
+            f"the server at {client.base}/models answered no list of models with ids (data: {show(listed)})"
         )
     served = [m["id"] for m in listed]
     if client.model is None:
@@ -302,12 +108,8 @@ def _tokenizer(spec: str | None):
         )
     from transformers import AutoTokenizer
 
-    from docaudit.query.models import resolve_source
-
     source = resolve_source(spec)
     if source.gguf is not None:
-        from docaudit.query.backends.llamacpp import gguf_tokenizer
-
         return gguf_tokenizer(source.gguf, source.identity.rsplit("@", 1)[1])
     try:
         return AutoTokenizer.from_pretrained(source.location())
@@ -342,8 +144,6 @@ def _check_tokenizer(client: ApiClient, tokenizer) -> None:
 def _shifted_echo(client: ApiClient, tokenizer) -> bool:
     """Whether the server's echo would be shifted by one token: llama-cpp-python pairs each echoed token with the
     distribution after it when the prompt does not start with a BOS (its ``_create_completion``)."""
-    from docaudit.query.querier import bos_per_window
-
     return client.llama_cpp_server and bos_per_window(tokenizer) is None
 
 
@@ -445,7 +245,7 @@ class OpenAIBackend(Backend):
         offsets = lp.get("text_offset") or []
         for name, value in (("tokens", tokens), ("token_logprobs", values), ("top_logprobs", tops)):
             if not isinstance(value, list):
-                raise DocauditError(f"the server at {url} answered {name} as {_show(value)}, not a list")
+                raise DocauditError(f"the server at {url} answered {name} as {show(value)}, not a list")
         if not isinstance(offsets, list):
             offsets = []
         n = len(window)
@@ -465,7 +265,7 @@ class OpenAIBackend(Backend):
         for j in range(n):
             mine = self.tokenizer.decode([int(window[j])])
             if not isinstance(tokens[j], str):
-                raise DocauditError(f"the server at {url} answered {_show(tokens[j])} as a token, not a string")
+                raise DocauditError(f"the server at {url} answered {show(tokens[j])} as a token, not a string")
             if "\ufffd" not in mine and tokens[j] and mine != tokens[j]:
                 raise DocauditError(
                     f"the server echoed token {tokens[j]!r} where the window has {mine!r}: its tokenization differs "
@@ -494,10 +294,10 @@ class OpenAIBackend(Backend):
         tolerance = self.client.config.api_bias_tolerance
         choice, suppress = self._top(prefix), {}
         eos = self.tokenizer.eos_token_id
-        if not _top(choice) and eos is not None:  # the greedy choice ended the completion: suppress the end
+        if not top_logprobs(choice) and eos is not None:  # the greedy choice ended the completion: suppress the end
             suppress = {str(eos): -BIAS_LIMIT}
             choice = self._top(prefix, logit_bias=suppress)
-        top = _top(choice)
+        top = top_logprobs(choice)
         url = f"{self.client.base}/completions"
         if not top:
             raise DocauditError(f"the server at {url} returned no top log-probabilities (logprobs)")
@@ -532,5 +332,29 @@ class OpenAIBackend(Backend):
         choice = self.client.complete(prefix, logit_bias={**suppress, str(target): bias}, logprobs=1)
         tokens = (choice.get("logprobs") or {}).get("tokens") or [""]
         if not isinstance(tokens, list):
-            raise DocauditError(f"the server at {self.client.base}/completions answered tokens as {_show(tokens)}")
+            raise DocauditError(f"the server at {self.client.base}/completions answered tokens as {show(tokens)}")
         return tokens[0] == word  # the first generated token (a server may go on past tokens without text)
+
+
+register_backend(
+    "openai",
+    provides=("logp", "max_logp"),
+    load=load_api,
+    open=lambda lm, query: OpenAIBackend(lm.model, lm.tokenizer, lm.vocab_size),
+    options=(
+        "api_base",
+        "api_model",
+        "api_key_env",
+        "api_tokenizer",
+        "api_logprobs",
+        "api_top_n",
+        "api_bias_tolerance",
+        "api_concurrency",
+        "api_timeout",
+        "api_retries",
+        "api_backoff",
+        "max_requests",
+        "api_document_timeout",
+    ),
+    help="an OpenAI-compatible server (echoed prompt log-probabilities, or a logit-bias search)",
+)

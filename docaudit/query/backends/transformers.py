@@ -10,12 +10,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import torch
 
-from docaudit.query.backends.base import Backend, stats_from_rows
+from docaudit.config import DTYPES, QUANTIZE, ModelConfig
+from docaudit.errors import DocauditError
+from docaudit.query.backends.base import FULL, Backend, register_backend, stats_from_rows
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
+from docaudit.query.loaded import LoadedModel, resolve_device, tokenizer_hash
+from docaudit.query.sources import (
+    check_identity,
+    first_line,
+    hub_access,
+    offline,
+    resolve_source,
+    same_model,
+    weights_hash,
+)
 from docaudit.query.stats import TokenStats, scored_spans
 
 log = logging.getLogger(__name__)
@@ -243,3 +256,82 @@ def _batches(spans, batch_size):
         batch.append(span)
     if batch:
         yield batch
+
+
+def load_transformers(config: ModelConfig, expected_identity: str | None = None) -> LoadedModel:
+    """Load the model and tokenizer described by ``config`` (clear errors for unknown ids and bad options).
+
+    With ``expected_identity`` (a classifier's model), a local model whose content differs is refused before any
+    of its files are loaded. Model code from the hub runs only with ``config.trust_remote_code``. The returned
+    config names the model by a resolvable reference (absolute path; hub commit)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if config.dtype not in DTYPES:
+        raise DocauditError(f"unknown dtype '{config.dtype}' (choose from {', '.join(DTYPES)})")
+    if config.quantize not in (None, *QUANTIZE):
+        raise DocauditError(f"unknown quantization '{config.quantize}' (choose from {', '.join(QUANTIZE)})")
+    device = resolve_device(config.device)
+    source = resolve_source(config.model, config.revision)
+    if source.path is not None and expected_identity is not None and not same_model(source.identity, expected_identity):
+        # the memoized hash may be stale or forged: a refusal rests on the weights themselves
+        source = replace(source, identity=f"local@{weights_hash(source.path, memo=False)[:16]}")
+    if not source.hub:
+        check_identity(source.identity, expected_identity)
+    download = source.hub and hub_access(config.model, config.revision)
+    dtype = getattr(torch, config.dtype)
+    kwargs = {"revision": config.revision, "trust_remote_code": config.trust_remote_code}
+    if source.hub and not download:
+        kwargs["local_files_only"] = True
+    model_kwargs = dict(kwargs, dtype=dtype)
+    if config.quantize:
+        model_kwargs["quantization_config"] = _bnb_config(config.quantize, dtype)
+        model_kwargs["device_map"] = str(device) if device.type == "cpu" else {"": device.index or 0}
+    location = source.location()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(location, **model_kwargs)
+    except (OSError, ValueError) as e:
+        reason = f" ({first_line(e)})"
+        if source.hub and not download:
+            where = (
+                "not a local path, the Hugging Face hub is unreachable"
+                + (" (HF_HUB_OFFLINE is set)" if offline() else "")
+                + " and it is not in the local Hugging Face cache"
+            )
+            reason = "" if isinstance(e, OSError) else reason
+        else:
+            where = (
+                "not a local path, and the Hugging Face hub did not provide it" if source.hub else "could not be loaded"
+            )
+        raise DocauditError(f"unknown model '{config.model}': {where}{reason}") from e
+    if not config.quantize:
+        model.to(device)
+    model.eval()
+    identity, resolved = source.identity, replace(config, model=source.reference)
+    if source.hub:
+        commit = getattr(model.config, "_commit_hash", None)
+        identity = f"hub:{config.model}@{commit or config.revision or 'main'}"
+        resolved = replace(resolved, revision=commit or config.revision)
+        check_identity(identity, expected_identity)
+    return LoadedModel(model, tokenizer, identity, tokenizer_hash(tokenizer), resolved, device)
+
+
+def _bnb_config(quantize: str, dtype: torch.dtype):
+    try:
+        import bitsandbytes  # noqa: F401
+        from transformers import BitsAndBytesConfig
+    except ImportError as e:
+        raise DocauditError("--quantize needs bitsandbytes: pip install 'docaudit[quant]'") from e
+    if quantize == "int8":
+        return BitsAndBytesConfig(load_in_8bit=True)
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype, bnb_4bit_quant_type="nf4")
+
+
+register_backend(
+    "transformers",
+    provides=FULL,
+    load=load_transformers,
+    open=lambda lm, query: TransformersBackend(lm.model, lm.vocab_size, lm.device),
+    options=("dtype", "quantize", "revision", "trust_remote_code"),
+    help="the model loaded with transformers in this process (a hub id, a local folder, a .gguf dequantized once)",
+)

@@ -1,0 +1,212 @@
+"""The HTTP client of an OpenAI-compatible server (``query/backends/openai.py``): requests bounded in time and size
+(``docaudit.net``), retried with backoff, counted and capped; every answer checked before use (a JSON object, a
+completion, log-probabilities that are finite numbers at most 0). The API key is never logged, cached or written."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from docaudit import net
+from docaudit.config import ModelConfig
+from docaudit.errors import DocauditError
+from docaudit.query.stats import NonFiniteStats
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = (408, 409, 429, 500, 502, 503, 504)
+
+
+MAX_LOGPROB = 1e-3  # a log-probability above this (log p <= 0, with room for rounding) is a malformed answer
+MAX_ABS_LOGPROB = 1e30  # below -1e30 a value is not finite in float32, as the statistics are kept
+
+
+@dataclass
+class ApiClient:
+    """Requests to one served model: JSON over HTTP (httpx, pooled), each request bounded as a whole by
+    ``api_timeout`` seconds (``docaudit.net``), retried ``api_retries`` times with exponential backoff (a 429's
+    ``Retry-After`` honoured) after a failed connection, a timeout or a 408/409/429/5xx answer, within the time left
+    to the current document (``api_document_timeout``); a cap on the requests of a run, and a count of the requests
+    made. Every answer is checked (status, content type, JSON object): anything else is a one-line error naming
+    the URL."""
+
+    base: str
+    model: str | None
+    config: ModelConfig
+    vocab_size: int = 0
+    max_positions: int | None = None
+    mode: str = "echo"
+    llama_cpp_server: bool = False
+    fingerprint: str = ""
+    requests: int = 0
+    deadline: float | None = None  # time.monotonic() by which the current document must be done
+    _key: str | None = field(default=None, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _http: object = field(default=None, repr=False)
+
+    def _count(self) -> None:
+        with self._lock:
+            cap = self.config.max_requests
+            if cap is not None and self.requests >= cap:
+                raise DocauditError(f"--max-requests {cap} reached: finished documents are cached; raise it to go on")
+            self.requests += 1
+
+    def _left(self, url: str, attempt: int) -> float:
+        """Seconds the next request to ``url`` may take: ``api_timeout``, at most what is left to the document."""
+        if self.deadline is None:
+            return self.config.api_timeout
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise DocauditError(
+                f"the {self.config.api_document_timeout:g} s allowed per document (--api-document-timeout) were spent "
+                f"before the request to {url}" + (f" could be tried again ({attempt} tries)" if attempt else "")
+            )
+        return min(self.config.api_timeout, left)
+
+    def call(self, path: str, body: dict | None = None, root: bool = False) -> dict:
+        """POST ``body`` (GET without one) to ``path`` under the API base (under the server's root with ``root``)
+        and return the JSON object answered. Connection errors, timeouts and 408/409/429/5xx answers are retried."""
+        url = (self.base.rsplit("/v1", 1)[0] if root else self.base) + path
+        headers = {"Accept": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        if self._http is None:
+            with self._lock:
+                if self._http is None:
+                    self._http = net.client(connections=max(1, self.config.api_concurrency))
+        delay, retries = self.config.api_backoff, self.config.api_retries
+        for attempt in range(retries + 1):
+            timeout = self._left(url, attempt)
+            self._count()
+            wait = delay
+            try:
+                answer = net.request(
+                    self._http, "GET" if body is None else "POST", url, timeout, json=body, headers=headers
+                )
+            except net.Timeout:
+                problem = f"the server at {url} gave no complete answer within {round(timeout, 1):g} s (--api-timeout)"
+            except net.TooLarge as e:
+                raise DocauditError(f"the server at {url}: {e}") from None
+            except httpx.HTTPError as e:
+                problem = f"cannot reach {url}: {_describe(e)}"
+            else:
+                if answer.status == 200:
+                    return _json_object(answer, url)
+                problem = f"the server at {url} answered {answer.status}: {_detail(answer)}"
+                if answer.status not in RETRY_STATUS:
+                    raise DocauditError(problem)
+                wait = _retry_after(answer) or delay
+            if attempt == retries:
+                break
+            if self.deadline is not None and time.monotonic() + wait >= self.deadline:
+                raise DocauditError(
+                    f"{problem}; the {self.config.api_document_timeout:g} s allowed per document "
+                    "(--api-document-timeout) do not leave time to try again"
+                )
+            log.info("request to %s failed (%s); retrying in %.1f s", url, problem, wait)
+            time.sleep(wait)
+            delay *= 2
+        tries = f"{retries + 1} tries" if retries else "1 try"
+        raise DocauditError(f"{problem} ({tries}; --api-retries {retries})")
+
+    def complete(self, prompt: str, **options) -> dict:
+        """One completion of at most one token at temperature 0, with the penalties a llama.cpp server would add
+        switched off: the answer's first choice, checked to be a JSON object."""
+        body = {"model": self.model, "prompt": prompt, "max_tokens": 1, "temperature": 0, **options}
+        if self.llama_cpp_server:
+            body |= {"repeat_penalty": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
+        answer = self.call("/completions", body)
+        choices = answer.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise DocauditError(
+                f"the server at {self.base}/completions answered without a completion (choices: {show(choices)})"
+            )
+        logprobs = choices[0].get("logprobs")
+        if logprobs is not None and not isinstance(logprobs, dict):
+            raise DocauditError(
+                f"the server at {self.base}/completions answered logprobs as {type(logprobs).__name__}, not an object"
+            )
+        return choices[0]
+
+
+def show(value) -> str:
+    """A value from an answer, shortened for an error message."""
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _describe(error: Exception) -> str:
+    """An httpx error in a few words."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    if isinstance(error, httpx.RemoteProtocolError):
+        return f"the connection was closed before the answer was complete ({text})"
+    return text[:300]
+
+
+def _json_object(answer, url: str) -> dict:
+    """The JSON object of a 200 answer; anything else is a one-line error naming the URL."""
+    if answer.content_type is not None and answer.content_type != "application/json":
+        raise DocauditError(f"the server at {url} answered {answer.content_type}, not JSON")
+    try:
+        data = json.loads(answer.content)
+    except (ValueError, RecursionError) as e:
+        problem = str(e).splitlines()[0][:100]
+        raise DocauditError(f"the server at {url} answered with invalid JSON ({problem})") from None
+    if not isinstance(data, dict):
+        raise DocauditError(f"the server at {url} answered a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def top_logprobs(choice: dict) -> dict[str, float]:
+    """The top log-probabilities of a completion's first generated token (empty when it generated nothing)."""
+    top = (choice.get("logprobs") or {}).get("top_logprobs") or [{}]
+    return top[0] if isinstance(top, list) and isinstance(top[0], dict) else {}
+
+
+def _detail(answer) -> str:
+    try:
+        data = json.loads(answer.content)
+        detail = (
+            (data.get("detail") or data.get("error") or answer.content.decode(errors="replace"))
+            if isinstance(data, dict)
+            else answer.content.decode(errors="replace")
+        )
+    except (ValueError, RecursionError):
+        detail = answer.content.decode(errors="replace") or "no detail"
+    return " ".join(str(detail).split())[:300]
+
+
+def _retry_after(answer) -> float | None:
+    try:
+        value = float(answer.headers.get("Retry-After"))
+    except (TypeError, ValueError):
+        return None
+    return value if 0 <= value <= 3600 else None
+
+
+def logprob(value, url: str, what: str) -> float:
+    """A log-probability from the server at ``url``: a finite number at most 0 (``MAX_LOGPROB`` for rounding),
+    else a one-line error saying ``what`` it was."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise DocauditError(f"the server at {url} answered {show(value)} as the log-probability of {what}")
+    if not math.isfinite(value) or value < -MAX_ABS_LOGPROB:
+        raise NonFiniteStats(
+            f"the server at {url} answered the log-probability {value!r} for {what}: not a finite number"
+        )
+    if value > MAX_LOGPROB:
+        raise DocauditError(
+            f"the server at {url} answered the log-probability {value!r} for {what}: not a finite number at most 0"
+        )
+    return float(value)
+
+
+def split_url(spec: str) -> tuple[str, str | None]:
+    """``http://HOST:PORT/v1#NAME`` as the API base and the model name (None when not given)."""
+    base, _, name = spec.partition("#")
+    return base.rstrip("/"), name or None

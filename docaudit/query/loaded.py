@@ -1,0 +1,80 @@
+"""A loaded model: what its backend runs, its tokenizer, and the identity that keys caches and classifiers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from docaudit.config import ModelConfig
+from docaudit.errors import DocauditError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM ready for querying, with the identity that keys caches and classifiers. ``model`` is what the
+    configured backend runs: a torch module (transformers), a ``GGUFModel`` (llamacpp) or an ``ApiClient``
+    (openai), each with its ``vocab_size`` and ``max_positions``."""
+
+    model: object
+    tokenizer: object
+    identity: str
+    tokenizer_hash: str
+    config: ModelConfig
+    device: torch.device
+
+    @property
+    def vocab_size(self) -> int:
+        """The model's output dimension (may differ from ``len(tokenizer)``)."""
+        if isinstance(self.model, torch.nn.Module):
+            return int(self.model.get_output_embeddings().weight.shape[0])
+        return self.model.vocab_size
+
+    @property
+    def max_positions(self) -> int | None:
+        """The longest input the model accepts, when known."""
+        if isinstance(self.model, torch.nn.Module):
+            config = self.model.config
+            return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+        return self.model.max_positions
+
+    @property
+    def precision(self) -> str:
+        """The quantization, or else the dtype, the model was loaded with (a GGUF file's own for llamacpp, the
+        server's for openai)."""
+        if self.config.backend != "transformers":
+            return self.config.backend
+        return self.config.quantize or self.config.dtype
+
+    def cache_identity(self) -> dict:
+        """What identifies the model's statistics in the cache: its content, its precision and its tokenizer (and
+        what the backend adds, e.g. the server: ``Querier.key``)."""
+        return {"model": self.identity, "precision": self.precision, "tokenizer": self.tokenizer_hash}
+
+
+def tokenizer_hash(tokenizer: PreTrainedTokenizerBase) -> str:
+    """Hash of the tokenizer's full definition (vocabulary, merges, special tokens, BOS handling)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    text = backend.to_str() if backend is not None else json.dumps(tokenizer.get_vocab(), sort_keys=True)
+    text += json.dumps([tokenizer.bos_token, tokenizer.eos_token, tokenizer("a").input_ids])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def resolve_device(device: str) -> torch.device:
+    """``--device`` as a torch device: ``auto`` is a CUDA GPU when there is one, else the CPU; an unknown device or
+    a missing GPU is a one-line error."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as e:
+        raise DocauditError(f"unknown device '{device}'") from e
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise DocauditError("device 'cuda' requested but no CUDA GPU is available")
+    return resolved
