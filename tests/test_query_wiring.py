@@ -138,3 +138,22 @@ def test_a_cache_entry_records_the_model_it_was_given(tiny_gpt2, tmp_path):
     querier.key("d" * 64)
     other.store(querier.key("d" * 64), stats)
     assert [entry_model(p) for p in other.cache.entries()] == ["local@other"]
+
+
+def test_scale_out_gives_the_pool_and_changes_no_other_querier(tiny_gpt2):
+    """The pool is what ``scale_out`` returns, for the caller to pass on; a querier opened inside the block without
+    it queries in this process (nothing is started until a query reaches the pool)."""
+    from docaudit.config import RayConfig
+    from docaudit.methods.detectors.detector import build_detector
+    from docaudit.query.distributed import RayPool, scale_out
+
+    lm = load_model(ModelConfig(model=str(tiny_gpt2), device="cpu"))
+    with scale_out(None) as none:
+        assert none is None
+    with scale_out(RayConfig(workers=1)) as pool:
+        assert isinstance(pool, RayPool) and pool.actors == []
+        assert open_querier(lm, QUERY).pool is None
+        assert open_querier(lm, QUERY, pool=pool).pool is pool
+        detector = build_detector(lm, QUERY, ["loss", "ref"], ref_model=lm).on_pool(pool)
+        assert detector.target.pool is pool and detector.ref.pool is pool
+        assert detector.on_pool(None).target.pool is None and detector.ref.pool is None
