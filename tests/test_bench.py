@@ -1,6 +1,7 @@
 """Smoke test of the benchmark harness: a tiny config-built model on a few hundred tokens."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -58,7 +59,7 @@ def test_bench_gguf_preset_json(tmp_path):
         "--json",
         str(out),
     ]
-    env = {**__import__("os").environ, "DOCAUDIT_CACHE": str(tmp_path / "cache")}
+    env = {**os.environ, "DOCAUDIT_CACHE": str(tmp_path / "cache")}
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -67,6 +68,15 @@ def test_bench_gguf_preset_json(tmp_path):
         assert result[variant]["tokens_per_s"] > 0 and result[variant]["peak_rss_mb"] > 0, variant
     for variant in ("transformers", "llamacpp"):
         assert result[variant]["over_ceiling"] > 0
+    # the two queriers agree on the same windows: llama.cpp multiplies the Q4_K/Q6_K blocks with activations rounded
+    # to 8 bits, transformers the dequantized float32 weights (measured: log p 0.004 mean, 0.018 max apart; a window
+    # misaligned by one position would put them 0.35 apart)
+    agree = result["agreement"]
+    assert set(agree) >= {"logp", "max_logp", "mu", "sigma", "loss", "logp_std", "logp_shifted_mean_abs_diff"}
+    assert agree["logp"]["max_abs_diff"] < 0.1 and agree["max_logp"]["max_abs_diff"] < 0.1
+    assert agree["logp"]["mean_abs_diff"] < 0.1 * agree["logp_shifted_mean_abs_diff"]
+    assert agree["mu"]["max_abs_diff"] < 0.01 and agree["sigma"]["max_abs_diff"] < 0.01
+    assert abs(agree["loss"]["llamacpp"] - agree["loss"]["transformers"]) < 0.01
     cached = list((tmp_path / "cache" / "bench-models").iterdir())
     assert [p.name for p in cached] == ["llama-tiny-Q4_K_M.gguf"]  # no float32 or partial file left behind
     with open(cached[0], "rb") as f:
@@ -84,3 +94,26 @@ def test_bench_commands_counts_passes(tmp_path):
         row = result[name]
         assert row["forwards"] >= 1 and row["model_tokens"] >= row["forwards"] and row["tokens_per_s"] > 0, name
     assert result["score"]["over_querier"] > 0 and "report" not in result
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the peak RSS from /proc")
+def test_bench_memory_flat_in_document_length(tmp_path):
+    """bench_memory.py queries one document per length in its own process on the tiny GGUF preset: the query's peak
+    less the document's own arrays (ids, results, TokenStats: 40 bytes per token) does not grow with the length."""
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("gguf")
+    out = tmp_path / "memory.json"
+    cmd = [sys.executable, str(SCRIPT.parent / "bench_memory.py"), "--tokens", "1000,30000", "--json", str(out)]
+    env = {**os.environ, "DOCAUDIT_CACHE": str(tmp_path / "cache")}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert [r["tokens"] for r in result["runs"]] == [1000, 30000]
+    for run in result["runs"]:
+        assert run["scored"] == run["tokens"] - 1
+        # (the kernel's resident counters are approximate to a quarter of a MB per thread)
+        assert run["peak_rss_mb"] >= run["model_rss_mb"] - 1 and run["query_peak_mb"] >= run["rss_before_query_mb"] - 1
+        # the launcher stays small, so a child's ru_maxrss is its own
+        assert run["launcher_rss_mb"] < run["model_rss_mb"]
+    assert result["document_arrays_bytes_per_token"] == pytest.approx(40, abs=1)
+    assert result["flat"] and result["query_peak_less_document_spread_mb"] <= result["tolerance_mb"]
