@@ -117,3 +117,27 @@ def test_bench_memory_flat_in_document_length(tmp_path):
         assert run["launcher_rss_mb"] < run["model_rss_mb"]
     assert result["document_arrays_bytes_per_token"] == pytest.approx(40, abs=1)
     assert result["flat"] and result["query_peak_less_document_spread_mb"] <= result["tolerance_mb"]
+
+
+@pytest.mark.slow
+def test_bench_ray_layouts(tmp_path):
+    """bench_ray.py on 2 workers of 1 thread and 1 worker of 2 threads against one process on 2 threads: the same
+    statistics (bitwise where the threads per process are the same), time ratios and the breakdown's parts."""
+    pytest.importorskip("ray")
+    out = tmp_path / "ray.json"
+    cmd = [sys.executable, str(SCRIPT.parent / "bench_ray.py"), "--docs", "3", "--chars", "1500"]
+    cmd += ["--layouts", "2x1,1x2", "--json", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert set(result["single_process"]) == {"1", "2"} and set(result["layouts"]) == {"2x1", "1x2"}
+    for name, row in result["layouts"].items():
+        assert row["single_process_threads"] == 2, name
+        assert row["max_diff_vs_single_same_threads"] == 0.0
+        assert row["max_diff_vs_single_process"] <= result["tolerance"]
+        assert row["time_ratio"] > 0 and row["overhead"] == pytest.approx(row["time_ratio"] - 1, abs=1e-3)
+        b = row["breakdown_s"]
+        assert len(b["computing_per_worker"]) == row["workers"] and sum(b["tasks_per_worker"]) == 3
+        assert all(0 < c <= b["wall"] for c in b["computing_per_worker"])
+        assert b["result_mb"] > 0 and b["ray_start"] > 0 and b["first_task"] > 0
+    assert result["layouts"]["1x2"]["max_diff_vs_single_process"] == 0.0  # one worker of 2 threads: bitwise
