@@ -141,3 +141,49 @@ def test_bench_ray_layouts(tmp_path):
         assert all(0 < c <= b["wall"] for c in b["computing_per_worker"])
         assert b["result_mb"] > 0 and b["ray_start"] > 0 and b["first_task"] > 0
     assert result["layouts"]["1x2"]["max_diff_vs_single_process"] == 0.0  # one worker of 2 threads: bitwise
+
+
+def test_bench_gpu_tiny_on_cpu(tmp_path):
+    """bench_gpu.py's whole path on a tiny model on the CPU: float32 and bfloat16 on the same windows, MFU from the
+    given peak, agreement with float32; the bitsandbytes variants are skipped on the CPU with the reason given."""
+    out = tmp_path / "gpu.json"
+    cmd = [sys.executable, str(SCRIPT.parent / "bench_gpu.py"), "--shape", "tiny", "--device", "cpu"]
+    cmd += ["--documents", "3", "--doc-tokens", "200", "--context", "64", "--repeats", "1", "--peak-tflops", "1"]
+    cmd += ["--json", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert set(result["variants"]) == {"float32", "bfloat16"}
+    assert set(result["skipped"]) == {"int8", "int4"} and all("CUDA" in why for why in result["skipped"].values())
+    # tiny Llama: 4 layers of hidden 128 (attention 2 x 128^2 + 2 x 128 x 64, MLP 3 x 128 x 384, 2 norms), final
+    # norm, output layer 128 x vocab
+    vocab, h = result["vocab"], 128
+    assert result["matmul_params"] == 4 * (2 * h * h + 2 * h * 64 + 3 * h * 384 + 2 * h) + h + h * vocab
+    for name, row in result["variants"].items():
+        assert row["scored_tokens"] == 3 * 199 and row["tokens_per_s"] > 0 and row["peak_gpu_mb"] is None
+        assert row["mfu"] == pytest.approx(2 * result["matmul_params"] * row["tokens_per_s"] / 1e12)
+        agree = row["vs_float32"]
+        assert -1 <= agree["spearman_mean_logp"] <= 1 and -1 <= agree["kendall_min_k"] <= 1, name
+    assert result["variants"]["float32"]["vs_float32"]["max_abs_diff_logp"] == 0.0
+    assert 0 < result["variants"]["bfloat16"]["vs_float32"]["max_abs_diff_logp"] < 0.1  # bfloat16's rounding
+
+
+def test_bench_gpu_peak_table():
+    sys.path.insert(0, str(SCRIPT.parent))
+    from bench_gpu import peak_tflops
+
+    assert peak_tflops("NVIDIA H100 80GB HBM3", None) == 989.0
+    assert peak_tflops("NVIDIA H100 PCIe", None) == 756.0
+    assert peak_tflops("NVIDIA H200", None) == 989.0
+    assert peak_tflops("NVIDIA A100-SXM4-80GB", None) == 312.0
+    assert peak_tflops("Tesla T4", None) is None and peak_tflops("Tesla T4", 65.0) == 65.0
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA device is present")
+@pytest.mark.parametrize("script", ["gpu_check.sh", "bench_gpu.py"])
+def test_gpu_check_without_cuda_is_one_line_error(tmp_path, script):
+    runner = ["bash"] if script.endswith(".sh") else [sys.executable]
+    env = {**os.environ, "PYTHON": sys.executable}
+    done = subprocess.run([*runner, str(SCRIPT.parent / script)], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()] and done.stderr.startswith("error: no CUDA device")

@@ -53,41 +53,54 @@ def synthetic_config(kind: str, vocab_size: int):
     )
 
 
+def _random_model(config, dtype: torch.dtype, device: torch.device):
+    """``LlamaForCausalLM(config)`` with its weights created directly in ``dtype`` on ``device``."""
+    from transformers import LlamaForCausalLM
+
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            return LlamaForCausalLM(config)
+    finally:
+        torch.set_default_dtype(default)
+
+
+def _kind(kind: str, texts: list[str]):
+    """The tokenizer (trained on ``texts``, at most 8,192 entries) and the config of the model ``kind``."""
+    vocab = 8192 if kind == "tiny" else 32000
+    return _tokenizer(texts, min(vocab, 8192)), synthetic_config(kind, vocab)
+
+
+def save_synthetic(kind: str, texts: list[str], folder: Path, dtype: str = "float32", device: str = "cpu") -> Path:
+    """The random-weight model ``kind`` (seeded 0) and its tokenizer saved to ``folder`` in ``dtype``, for
+    docaudit's own loader (bitsandbytes quantizes at load time; other precisions load the same weights)."""
+    tokenizer, config = _kind(kind, texts)
+    torch.manual_seed(0)
+    model = _random_model(config, getattr(torch, dtype), resolve_device(device))
+    model.config.dtype = dtype
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    del model
+    gc.collect()
+    return folder
+
+
 def build_synthetic(kind: str, texts: list[str], args) -> LoadedModel:
     """A randomly initialised Llama-architecture model built from its config, with a tokenizer trained on the
     benchmark documents. Quantized variants go through a saved directory and docaudit's own loader."""
-    from transformers import LlamaForCausalLM
-
-    vocab = 8192 if kind == "tiny" else 32000
-    tokenizer = _tokenizer(texts, min(vocab, 8192))
-    config = synthetic_config(kind, vocab)
-    device = resolve_device(args.device)
-    dtype = getattr(torch, args.dtype)
-    torch.manual_seed(0)
     name = "tiny-llama (random weights)" if kind == "tiny" else "llama-7b-shaped (random weights)"
-
-    def build(where):
-        default = torch.get_default_dtype()
-        torch.set_default_dtype(dtype)  # weights created directly in the target precision
-        try:
-            with torch.device(where):
-                return LlamaForCausalLM(config)
-        finally:
-            torch.set_default_dtype(default)
-
-    if args.quantize:  # bitsandbytes quantizes at load time: save the random model, load it the usual way
+    if args.quantize:
         tmp = Path(tempfile.mkdtemp(prefix="docaudit-bench-"))
         atexit.register(shutil.rmtree, tmp, ignore_errors=True)
-        model = build(device)
-        model.config.dtype = args.dtype
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        del model
-        gc.collect()
+        save_synthetic(kind, texts, tmp, args.dtype, args.device)
         lm = load_model(ModelConfig(model=str(tmp), dtype=args.dtype, device=args.device, quantize=args.quantize))
         lm.identity = f"{name}, {args.quantize}"
         return lm
-    model = build(device)
+    tokenizer, config = _kind(kind, texts)
+    torch.manual_seed(0)
+    device = resolve_device(args.device)
+    model = _random_model(config, getattr(torch, args.dtype), device)
     model.eval()
     cfg = ModelConfig(model=name, dtype=args.dtype, device=args.device)
     return LoadedModel(model, tokenizer, name, "synthetic", cfg, device)
