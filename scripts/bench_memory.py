@@ -9,7 +9,8 @@ S = 127 by default. Per length:
 - ``peak_rss_mb``: the process's peak resident size over its life (``ru_maxrss`` of the child, from ``wait4``):
   loading and querying together;
 - ``load_peak_mb`` and ``model_rss_mb``: the peak while loading the model and querying one window, and the
-  resident size after them (the backend's buffers allocated);
+  resident size after them (the backend's buffers allocated); ``rss_after_mb``: the resident size after the
+  imports, the tokenizer, opening llama.cpp's context and the first window;
 - ``query_peak_mb``: the peak while ``Querier.compute`` queries the document (the kernel's mark reset just before);
 - ``document_arrays_mb``: what must grow with N: the token ids passed in, the backend's ``[scored, 4]`` float32
   results and the TokenStats made from them (token ids, four float32 columns), which exist together at the end
@@ -61,10 +62,15 @@ def child(gguf: str, ids_path: str, n: int, context: int, threads: int) -> dict:
     from docaudit.query.models import load_model
     from docaudit.query.querier import Querier
 
-    querier = Querier(load_model(ModelConfig(model=gguf, backend="llamacpp")), QueryConfig(context=context), None)
+    steps = {"imports": _status_mb("VmRSS")}
+    lm = load_model(ModelConfig(model=gguf, backend="llamacpp"))
+    steps["tokenizer"] = _status_mb("VmRSS")  # the GGUF's tokenizer and vocabulary, no weights yet
+    querier = Querier(lm, QueryConfig(context=context), None)
+    steps["llama_cpp_context"] = _status_mb("VmRSS")  # the weights (memory-mapped) and llama.cpp's buffers
     ids = np.load(ids_path, mmap_mode="r")[:n].copy()
     querier.compute(ids[: context + 1])  # the backend's work buffers at their steady size
     model_rss, load_peak = _status_mb("VmRSS"), _status_mb("VmHWM")
+    steps["first_window"] = model_rss
     reset = reset_peak_rss()
     before = _status_mb("VmRSS")
     started = time.perf_counter()
@@ -79,6 +85,7 @@ def child(gguf: str, ids_path: str, n: int, context: int, threads: int) -> dict:
         "scored": stats.n_scored,
         "seconds": round(seconds, 2),
         "tokens_per_s": round(stats.n_scored / seconds, 1),
+        "rss_after_mb": {k: round(v, 1) for k, v in steps.items()},
         "load_peak_mb": round(load_peak, 1),
         "model_rss_mb": round(model_rss, 1),
         "rss_before_query_mb": round(before, 1),
