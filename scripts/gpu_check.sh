@@ -12,7 +12,7 @@ sys.exit(0 if torch.cuda.is_available() else f"error: no CUDA device (torch {tor
 "$py" -c 'import bitsandbytes' 2>/dev/null \
     || { echo "error: bitsandbytes is missing (pip install 'docaudit[quant]'): int8 and int4 need it" >&2; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || true
-out=${1:-gpu-check.json}
-shift || true
+out=gpu-check.json
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then out=$1; shift; fi
 "$py" scripts/bench_gpu.py --json "$out" "$@"
 echo "wrote $out"
