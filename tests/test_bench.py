@@ -113,6 +113,7 @@ def test_bench_memory_flat_in_document_length(tmp_path):
         assert run["scored"] == run["tokens"] - 1
         # (the kernel's resident counters are approximate to a quarter of a MB per thread)
         assert run["peak_rss_mb"] >= run["model_rss_mb"] - 1 and run["query_peak_mb"] >= run["rss_before_query_mb"] - 1
+        assert list(run["rss_after_mb"]) == ["imports", "tokenizer", "llama_cpp_context", "first_window"]
         # the launcher stays small, so a child's ru_maxrss is its own
         assert run["launcher_rss_mb"] < run["model_rss_mb"]
     assert result["document_arrays_bytes_per_token"] == pytest.approx(40, abs=1)
