@@ -27,15 +27,12 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import atexit
 import gc
 import json
 import math
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -54,92 +51,15 @@ from bench.common import (  # noqa: E402
 )
 from bench.gguf_bench import GGUF_VARIANTS, print_preset, run_preset  # noqa: E402
 from bench.llama_gguf import PRESETS, build  # noqa: E402
+from bench.synthetic import build_synthetic, matmul_params, touch_parameters  # noqa: E402
 
 from docaudit.config import DTYPES, QUANTIZE, ModelConfig, QueryConfig
 from docaudit.query.backends.transformers import _batches
-from docaudit.query.models import LoadedModel, load_model, resolve_device
+from docaudit.query.models import load_model
 from docaudit.query.querier import Querier
 from docaudit.query.stats import scored_spans
 
 VARIANTS = ("forward", "querier", "naive")
-
-
-# ----------------------------------------------------------------------------------------------- models
-def _tokenizer(texts: list[str], vocab_size: int, add_bos: bool = True):
-    from docaudit.lab.tokenizer import train_tokenizer
-
-    return train_tokenizer(texts, vocab_size, special="<s>", add_bos=add_bos, pad=False)
-
-
-def synthetic_config(kind: str, vocab_size: int):
-    from transformers import LlamaConfig
-
-    if kind == "tiny":  # a small Llama: 4 layers, hidden 128, vocabulary 8192
-        return LlamaConfig(
-            vocab_size=vocab_size,
-            hidden_size=128,
-            intermediate_size=384,
-            num_hidden_layers=4,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=4096,
-            bos_token_id=0,
-            eos_token_id=0,
-            tie_word_embeddings=False,
-        )
-    # Llama-2-7B's shape: 32 layers, hidden 4096, MLP 11008, 32 heads, vocabulary 32000 (6.74 B parameters)
-    return LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=4096,
-        intermediate_size=11008,
-        num_hidden_layers=32,
-        num_attention_heads=32,
-        num_key_value_heads=32,
-        max_position_embeddings=4096,
-        bos_token_id=0,
-        eos_token_id=0,
-        tie_word_embeddings=False,
-    )
-
-
-def build_synthetic(kind: str, texts: list[str], args) -> LoadedModel:
-    """A randomly initialised Llama-architecture model built from its config, with a tokenizer trained on the
-    benchmark documents. Quantized variants go through a saved directory and docaudit's own loader."""
-    from transformers import LlamaForCausalLM
-
-    vocab = 8192 if kind == "tiny" else 32000
-    tokenizer = _tokenizer(texts, min(vocab, 8192))
-    config = synthetic_config(kind, vocab)
-    device = resolve_device(args.device)
-    dtype = getattr(torch, args.dtype)
-    torch.manual_seed(0)
-    name = "tiny-llama (random weights)" if kind == "tiny" else "llama-7b-shaped (random weights)"
-
-    def build(where):
-        default = torch.get_default_dtype()
-        torch.set_default_dtype(dtype)  # weights created directly in the target precision
-        try:
-            with torch.device(where):
-                return LlamaForCausalLM(config)
-        finally:
-            torch.set_default_dtype(default)
-
-    if args.quantize:  # bitsandbytes quantizes at load time: save the random model, load it the usual way
-        tmp = Path(tempfile.mkdtemp(prefix="docaudit-bench-"))
-        atexit.register(shutil.rmtree, tmp, ignore_errors=True)
-        model = build(device)
-        model.config.dtype = args.dtype
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        del model
-        gc.collect()
-        lm = load_model(ModelConfig(model=str(tmp), dtype=args.dtype, device=args.device, quantize=args.quantize))
-        lm.identity = f"{name}, {args.quantize}"
-        return lm
-    model = build(device)
-    model.eval()
-    cfg = ModelConfig(model=name, dtype=args.dtype, device=args.device)
-    return LoadedModel(model, tokenizer, name, "synthetic", cfg, device)
 
 
 def token_ids(querier: Querier, texts: list[str], n: int) -> np.ndarray:
@@ -300,27 +220,6 @@ def parse_args(argv=None):
             ap.error("--backend llamacpp queries a .gguf (--model PATH.gguf or the embedded default)")
         args.variants = ["querier"]  # forward and naive need the torch module
     return args
-
-
-@torch.inference_mode()
-def touch_parameters(model) -> None:
-    """Read one element per 4 KB page of every parameter and buffer, so that weights loaded lazily (memory-mapped
-    safetensors) are resident: the model's footprint is then the resident size after loading."""
-    for t in [*model.parameters(), *model.buffers()]:
-        if t.device.type == "cpu" and t.numel():
-            flat = t.detach().reshape(-1)
-            step = max(1, 4096 // t.element_size())
-            flat[::step].float().sum().item()
-
-
-def matmul_params(model) -> int:
-    """Parameters used in matrix products per token: all of them, less an input embedding that is not shared
-    with the output layer (a lookup, not a product)."""
-    total = sum(p.numel() for p in model.parameters())
-    emb, out = model.get_input_embeddings(), model.get_output_embeddings()
-    if emb is not None and (out is None or emb.weight.data_ptr() != out.weight.data_ptr()):
-        total -= emb.weight.numel()
-    return total
 
 
 def main(argv=None) -> dict:

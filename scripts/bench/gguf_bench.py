@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench.common import cpu_name, peak_rss_mb  # noqa: E402
 
 GGUF_VARIANTS = ("llamacpp", "transformers", "ceiling")
+STATISTICS = ("logp", "max_logp", "mu", "sigma")  # per scored position, compared between the two queriers
 
 
 def _querier(gguf: Path, backend: str, context: int, stride: int | None):
@@ -42,8 +43,11 @@ def _querier(gguf: Path, backend: str, context: int, stride: int | None):
     return Querier(lm, QueryConfig(context=context, stride=stride, gp=False), cache=None)
 
 
-def run_variant(variant: str, gguf: Path, ids: np.ndarray, context: int, stride: int | None, repeats: int) -> dict:
-    """Time one variant in this process (a warm-up window first)."""
+def run_variant(
+    variant: str, gguf: Path, ids: np.ndarray, context: int, stride: int | None, repeats: int, save: Path | None = None
+) -> dict:
+    """Time one variant in this process (a warm-up window first); a querier variant's statistics of the last run
+    are written to ``save`` (``.npz``), for the agreement between the backends."""
     from docaudit.query.stats import scored_spans
 
     querier = _querier(gguf, "transformers" if variant == "transformers" else "llamacpp", context, stride)
@@ -58,14 +62,16 @@ def run_variant(variant: str, gguf: Path, ids: np.ndarray, context: int, stride:
     else:
 
         def run(_ids):
-            querier.compute(_ids)
+            return querier.compute(_ids)
 
     run(ids[: context + 1])
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
-        run(ids)
+        stats = run(ids)
         times.append(time.perf_counter() - t)
+    if save is not None and stats is not None:
+        np.savez(save, **{name: getattr(stats, name) for name in STATISTICS})
     return {
         "tokens_per_s": (len(ids) - 1) / statistics.median(times),
         "seconds": [round(t, 4) for t in times],
@@ -95,6 +101,21 @@ def token_ids(gguf: Path, texts: list[str], n: int) -> np.ndarray:
     return np.concatenate(parts)[:n]
 
 
+def agreement(a: dict, b: dict) -> dict:
+    """How far the llama.cpp querier's statistics ``a`` are from the transformers querier's ``b`` on the same
+    positions: max and mean absolute difference per statistic, the loss (mean -log p) of each, and, as the scale
+    the differences are read against, the spread of log p over positions and the mean absolute difference of log p
+    when one of them is shifted by one position (what a misaligned window would give)."""
+    out = {}
+    for name in STATISTICS:
+        d = np.abs(a[name].astype(np.float64) - b[name])
+        out[name] = {"max_abs_diff": float(d.max()), "mean_abs_diff": float(d.mean())}
+    out["loss"] = {"llamacpp": float(-a["logp"].mean()), "transformers": float(-b["logp"].mean())}
+    out["logp_std"] = float(b["logp"].std())
+    out["logp_shifted_mean_abs_diff"] = float(np.abs(a["logp"][1:].astype(np.float64) - b["logp"][:-1]).mean())
+    return out
+
+
 def run_preset(gguf: Path, texts: list[str], args) -> dict:
     """Every variant in its own process on the same ids; ratios to the ceiling and between the backends."""
     ids = token_ids(gguf, texts, args.tokens)
@@ -113,11 +134,14 @@ def run_preset(gguf: Path, texts: list[str], args) -> dict:
         np.save(Path(tmp) / "ids.npy", ids)
         for v in args.gguf_variants:
             cmd = [sys.executable, __file__, v, str(gguf), str(Path(tmp) / "ids.npy"), str(args.context)]
-            cmd += [str(args.stride or args.context - 1), str(args.repeats)]
+            cmd += [str(args.stride or args.context - 1), str(args.repeats), str(Path(tmp) / f"{v}.npz")]
             done = subprocess.run(cmd, capture_output=True, text=True)
             if done.returncode != 0:
                 raise SystemExit(f"variant {v} failed:\n{done.stderr[-3000:]}")
             out[v] = json.loads(done.stdout.strip().splitlines()[-1])
+        if {"llamacpp", "transformers"} <= out.keys():
+            saved = {v: dict(np.load(Path(tmp) / f"{v}.npz")) for v in ("llamacpp", "transformers")}
+            out["agreement"] = agreement(saved["llamacpp"], saved["transformers"])
     out["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     if "ceiling" in out:
         for v in ("llamacpp", "transformers"):
@@ -140,6 +164,13 @@ def print_preset(r: dict) -> None:
                 f"{v:<14}{r[v]['tokens_per_s']:>10.1f}{r[v]['peak_rss_mb']:>13.0f}"
                 + (f"{ratio:>11.2f}" if ratio else "")
             )
+    if "agreement" in r:
+        g = r["agreement"]
+        print(
+            f"llama.cpp vs transformers: log p max |diff| {g['logp']['max_abs_diff']:.2e}, mean "
+            f"{g['logp']['mean_abs_diff']:.2e} (shifted by one position: {g['logp_shifted_mean_abs_diff']:.2e}); "
+            f"loss {g['loss']['llamacpp']:.4f} vs {g['loss']['transformers']:.4f}"
+        )
     if "llamacpp_over_transformers" in r:
         print(
             f"llama.cpp / transformers: {r['llamacpp_over_transformers']:.2f}x the speed at "
@@ -149,11 +180,12 @@ def print_preset(r: dict) -> None:
 
 def _variant_main() -> None:
     ap = argparse.ArgumentParser()
-    for name in ("variant", "gguf", "ids", "context", "stride", "repeats"):
+    for name in ("variant", "gguf", "ids", "context", "stride", "repeats", "save"):
         ap.add_argument(name)
     a = ap.parse_args()
     ids = np.load(a.ids)
-    print(json.dumps(run_variant(a.variant, Path(a.gguf), ids, int(a.context), int(a.stride), int(a.repeats))))
+    save = None if a.variant == "ceiling" else Path(a.save)
+    print(json.dumps(run_variant(a.variant, Path(a.gguf), ids, int(a.context), int(a.stride), int(a.repeats), save)))
 
 
 if __name__ == "__main__":
