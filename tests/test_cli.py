@@ -363,7 +363,7 @@ def test_each_commands_help_lists_its_options_by_section(path):
     for param in command.params:
         if isinstance(param, click.Option) and not param.hidden:
             title = SECTION_TITLES[getattr(param, "section", None)]
-            assert param.opts[-1] in sections[title], (param.opts, title)
+            assert next(o for o in param.opts if o.startswith("--")) in sections[title], (param.opts, title)
     if "api_base" in {p.name for p in command.params}:  # the backend's own options apart from the others
         openai = sections["OpenAI-compatible backend (--backend openai)"]
         assert "--api-base" in openai and "--api-timeout" in openai and "--model" not in openai

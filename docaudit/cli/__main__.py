@@ -1,5 +1,5 @@
 """``python -m docaudit.cli``: the ``docaudit`` command line."""
 
-from docaudit.cli.main import main
+from docaudit.cli.root import main
 
 main()

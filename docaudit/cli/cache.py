@@ -7,7 +7,6 @@ import click
 from docaudit.cli.command import friendly_errors, group
 from docaudit.cli.echo import echo_csv, echo_json
 from docaudit.cli.options import format_option
-from docaudit.errors import DocauditError
 
 
 @group()
@@ -20,9 +19,9 @@ def cache():
 @friendly_errors
 def cache_info(fmt):
     """Size of the token-statistics cache and its entries per model."""
-    from docaudit.query.cache import StatsCache
+    from docaudit import api
 
-    summary = StatsCache().summary()
+    summary = api.cache_info()
     if fmt == "json":
         echo_json(summary)
         return
@@ -45,14 +44,11 @@ def cache_info(fmt):
 @friendly_errors
 def cache_clear(model, yes):
     """Delete the token-statistics entries docaudit wrote (all, or one model's); nothing else is touched."""
-    from docaudit.query.cache import StatsCache
+    from docaudit import api
 
-    store = StatsCache()
-    summary = store.summary()
-    if model is not None and model not in summary["models"]:
-        raise DocauditError(f"no cache entries of model '{model}' (models: {', '.join(summary['models']) or 'none'})")
-    n = summary["models"][model]["entries"] if model else summary["entries"]
+    summary = api.cache_info()
+    n = summary["models"].get(model, {"entries": 0})["entries"] if model else summary["entries"]
     if n and not yes:
         click.confirm(f"delete {n} cache entries under {summary['root']}?", abort=True, err=True)
-    removed = store.clear(model)
+    removed = api.cache_clear(model)
     click.echo(f"removed {removed['entries']} entries ({removed['bytes'] / 1e6:.1f} MB) from {summary['root']}")

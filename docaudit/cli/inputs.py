@@ -8,7 +8,7 @@ import functools
 import click
 
 from docaudit.cli.command import friendly_errors, option
-from docaudit.cli.options import apply, config_from, field_option
+from docaudit.cli.options import apply, config_from, field_option, fields_of
 from docaudit.config import DatasetConfig
 from docaudit.errors import DocauditError
 
@@ -43,7 +43,7 @@ def _dataset_options(labelled: bool, join_groups: bool = True):
     """The options that read benchmark datasets given where documents are expected: their columns and split;
     with ``labelled``, also ``--data`` (one labelled dataset giving both members and non-members by its label
     column). Every document argument naming a dataset is handed on as a ``DatasetSource`` with these columns."""
-    group = DatasetConfig.__dataclass_fields__["group_column"].metadata["help"].rstrip(".")
+    group = fields_of(DatasetConfig)["group_column"].metadata["help"].rstrip(".")
     group += ": each group's rows are joined into one document." if join_groups else "; reported per sample."
     options = [field_option(DatasetConfig, n) for n in DATASET_FIELDS if n != "group_column"]
     options.insert(3, field_option(DatasetConfig, "group_column", help=group))

@@ -32,7 +32,8 @@ def apply(*decorators):
 
 
 @functools.cache
-def _fields(cls) -> dict:
+def fields_of(cls) -> dict:
+    """The dataclass fields of ``cls`` by name."""
     return {f.name: f for f in dataclasses.fields(cls)}
 
 
@@ -46,7 +47,7 @@ def field_option(cls, name: str, *decls: str, **overrides):
     field's name unless the field names another), default, type (a flag for a bool, a choice among the field's
     ``choices``, comma-separated text for a tuple), help and section. ``decls`` and ``overrides`` replace them
     where one command's option differs."""
-    field = _fields(cls)[name]
+    field = fields_of(cls)[name]
     meta, default = field.metadata, field.default
     hint = typing.get_type_hints(cls)[name]
     kind = next((t for t in typing.get_args(hint) if t is not type(None)), hint)  # X of "X | None"
@@ -74,7 +75,7 @@ def config_from(cls, kw: dict, skip: tuple[str, ...] = (), **values):
     in ``skip``, then ``values``."""
     parsed = {
         f.name: kw[_param_name(f)]
-        for f in _fields(cls).values()
+        for f in fields_of(cls).values()
         if "section" in f.metadata and _param_name(f) in kw and f.name not in skip
     }
     return cls(**parsed | values)
