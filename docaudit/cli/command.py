@@ -144,7 +144,7 @@ class ConfigCommand(click.Command):
         sections: dict = {}
         for param in self.get_params(ctx):
             record = param.get_help_record(ctx)
-            if record is not None:
+            if record is not None and not isinstance(param, click.Argument):
                 section = getattr(param, "section", None)
                 sections.setdefault(section if section in SECTION_TITLES else None, []).append(record)
         for key, title in SECTION_TITLES.items():

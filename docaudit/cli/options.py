@@ -37,6 +37,12 @@ def fields_of(cls) -> dict:
     return {f.name: f for f in dataclasses.fields(cls)}
 
 
+@functools.cache
+def _hints(cls) -> dict:
+    """The resolved type annotations of the dataclass ``cls``."""
+    return typing.get_type_hints(cls)
+
+
 def _param_name(field: dataclasses.Field) -> str:
     """The parameter name click gives the field's option: its flag without dashes."""
     return field.metadata.get("flag", f"--{field.name}").lstrip("-").replace("-", "_")
@@ -49,7 +55,7 @@ def field_option(cls, name: str, *decls: str, **overrides):
     where one command's option differs."""
     field = fields_of(cls)[name]
     meta, default = field.metadata, field.default
-    hint = typing.get_type_hints(cls)[name]
+    hint = _hints(cls)[name]
     kind = next((t for t in typing.get_args(hint) if t is not type(None)), hint)  # X of "X | None"
     settings = {"help": meta["help"], "section": meta["section"]}
     if kind is bool:
