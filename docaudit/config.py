@@ -53,6 +53,8 @@ def setting(default, help: str, section: str, **option):
     """A field that is also a command-line option: its ``help`` text and help ``section`` (one of ``SECTIONS``)
     beside its default, so the option is declared here once (docaudit/cli/options.py builds it). ``option`` may
     give the option's ``flag`` (default: ``--`` and the field's name) and its ``choices``."""
+    if section not in SECTIONS:
+        raise ValueError(f"unknown help section {section!r} (sections: {', '.join(SECTIONS)})")
     return field(default=default, metadata={"help": help, "section": section, **option})
 
 

@@ -17,7 +17,7 @@ from docaudit import __version__
 from docaudit.cli import main
 from docaudit.cli.command import SECTION_TITLES, ConfigCommand
 from docaudit.cli.options import config_from, field_options
-from docaudit.config import ModelConfig, setting
+from docaudit.config import SECTIONS, ModelConfig, setting
 from docaudit.verdicts import VERDICTS
 
 FAST = ["--context", "16", "--trees", "20", "--bins", "20", "--norm", "max_tf", "--features", "hist", "--folds", "2"]
@@ -405,6 +405,9 @@ def toy(**kw):
 
 
 def test_an_option_is_built_from_its_field():
+    assert set(SECTION_TITLES) == {*SECTIONS, None}  # every section has a title in the help
+    with pytest.raises(ValueError, match="unknown help section"):
+        setting(1, "A number.", "misc")
     runner = CliRunner()
     assert runner.invoke(toy, []).stdout.strip() == repr(Toy()) + " names=x,y"
     given = runner.invoke(toy, ["--size", "5", "--share", "0.5", "--mode", "b", "--loud", "--names", "z"])
