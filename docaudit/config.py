@@ -192,7 +192,7 @@ class QueryConfig:
     excerpt: str = setting(
         "random", "Which excerpt --max-tokens takes: a seeded random one or the leading one.", "query", choices=EXCERPTS
     )
-    seed: int = setting(0, "Seed of every random choice (excerpts, folds, sequences, augmentations).", "method")
+    seed: int = setting(0, "Seed of every random choice the command makes.", "method")
     batch_size: int | None = setting(None, "Windows per forward pass (default: automatic).", "query")
     gp: bool = True
 
@@ -402,7 +402,7 @@ class TrapConfig:
     after ``max_candidates`` candidates. ``alpha`` is the level of the verdict."""
 
     tokens: int = setting(50, "Trap length in generator tokens.", "traps")
-    per_document: int = setting(8, "Traps (and controls) each.", "traps", flag="--traps-per-doc")
+    per_document: int = setting(8, "Traps (and controls) per document.", "traps", flag="--traps-per-doc")
     copies: int = setting(10, "Copies of each trap in its document.", "traps")
     min_perplexity: float = setting(1.0, "Lowest perplexity of a trap under the generator.", "traps")
     max_perplexity: float = setting(1000.0, "Perplexity a trap stays below under the generator.", "traps")
