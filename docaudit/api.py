@@ -220,3 +220,23 @@ def traps_detect(
 
     alpha = TrapConfig.alpha if alpha is None else alpha
     return detect_traps(read_registry(registry), model, ref_model, alpha=alpha, **options)
+
+
+def cache_info() -> dict:
+    """The token-statistics cache: its folder, entries and bytes, in all and per model identity."""
+    from docaudit.query.cache import StatsCache
+
+    return StatsCache().summary()
+
+
+def cache_clear(model: str | None = None) -> dict:
+    """Delete the token-statistics entries docaudit wrote (all, or those of the model identity ``model``, which
+    must have entries); nothing else under the cache folder is touched. Returns the entries and bytes removed."""
+    from docaudit.errors import DocauditError
+    from docaudit.query.cache import StatsCache
+
+    store = StatsCache()
+    models = store.summary()["models"]
+    if model is not None and model not in models:
+        raise DocauditError(f"no cache entries of model '{model}' (models: {', '.join(models) or 'none'})")
+    return store.clear(model)

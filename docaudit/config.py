@@ -45,6 +45,19 @@ READ_JOBS = -1  # processes that read and clean documents (joblib; -1: one per c
 READ_JOBS_MIN_FILES = 16  # fewer files are read in this process (starting workers would cost more)
 
 
+# Sections of a command's help, in the order shown; "openai" holds what only the OpenAI-compatible backend reads
+SECTIONS = ("inputs", "model", "query", "method", "target", "traps", "output", "openai")
+
+
+def setting(default, help: str, section: str, **option):
+    """A field that is also a command-line option: its ``help`` text and help ``section`` (one of ``SECTIONS``)
+    beside its default, so the option is declared here once (docaudit/cli/options.py builds it). ``option`` may
+    give the option's ``flag`` (default: ``--`` and the field's name) and its ``choices``."""
+    if section not in SECTIONS:
+        raise ValueError(f"unknown help section {section!r} (sections: {', '.join(SECTIONS)})")
+    return field(default=default, metadata={"help": help, "section": section, **option})
+
+
 def check_range(option: str, value: float, lo: float, hi: float | None = None, note: str = "") -> None:
     """Refuse ``value`` outside ``lo..hi`` (``hi=None``: no upper bound) with a one-line error naming the option
     and the allowed range (``note`` says where the bound comes from)."""
@@ -66,11 +79,17 @@ class DatasetConfig:
     only when named), the split of a dataset with several, and whether a group's rows are joined into one document
     (with ``GROUP_SEPARATOR`` between them)."""
 
-    text_column: str | None = None
-    label_column: str | None = None
-    id_column: str | None = None
-    group_column: str | None = None
-    split: str | None = None
+    text_column: str | None = setting(
+        None, f"Dataset column holding the text (default: the first of {', '.join(TEXT_COLUMNS)}).", "inputs"
+    )
+    label_column: str | None = setting(None, "Dataset column holding the label, 1 = member (default: label).", "inputs")
+    id_column: str | None = setting(
+        None, "Dataset column holding the row id (default: id, else the row index).", "inputs"
+    )
+    group_column: str | None = setting(
+        None, "Dataset column grouping rows into documents (e.g. BookMIA's book_id).", "inputs"
+    )
+    split: str | None = setting(None, "Split of a Hugging Face dataset with several.", "inputs")
     join_groups: bool = True
 
 
@@ -95,27 +114,53 @@ class ModelConfig:
     agrees with the transformers backend to 1e-4 nats; ``f16`` is faster and differs by about 2e-3 on a trained
     model; docs/benchmarks.md)."""
 
-    model: str | None = None
-    dtype: str = "float32"
-    device: str = "auto"
-    quantize: str | None = None
-    revision: str | None = None
-    trust_remote_code: bool = False
-    backend: str = "transformers"
-    api_base: str | None = None
-    api_model: str | None = None
-    api_key_env: str | None = None
-    api_tokenizer: str | None = None
-    api_logprobs: str = "auto"
+    model: str | None = setting(
+        None, "Hub id, local HF directory or .gguf file (default: embedded Gemma-3-270M).", "model"
+    )
+    dtype: str = setting("float32", "Precision of the model's weights and computation.", "model", choices=DTYPES)
+    device: str = setting("auto", "cpu, cuda, cuda:1 … (auto: CUDA when present).", "model")
+    quantize: str | None = setting(None, "Load the model in int8/int4 (bitsandbytes).", "model", choices=QUANTIZE)
+    revision: str | None = setting(None, "Hub revision (branch, tag or commit).", "model")
+    trust_remote_code: bool = setting(False, "Allow model code from the hub (off by default).", "model")
+    backend: str = setting(
+        "transformers",
+        "What runs the model: transformers (this process), llamacpp (a .gguf through llama.cpp, not dequantized) or "
+        "openai (an OpenAI-compatible server: --api-base, or --model http://HOST:PORT/v1#NAME).",
+        "model",
+    )
+    api_base: str | None = setting(None, "The server's base URL, e.g. http://127.0.0.1:8000/v1.", "openai")
+    api_model: str | None = setting(None, "The model name the server serves.", "openai")
+    api_key_env: str | None = setting(None, "The environment variable holding the API key (never logged).", "openai")
+    api_tokenizer: str | None = setting(
+        None, "The server model's tokenizer (HF directory, hub id or .gguf; default: --model).", "openai"
+    )
+    api_logprobs: str = setting(
+        "auto",
+        "Prompt log-probabilities (echo), or top-n with a logit-bias search; auto asks the server.",
+        "openai",
+        choices=API_LOGPROBS,
+    )
     api_top_n: int = 5
     api_bias_tolerance: float = 1e-3
     api_concurrency: int = 4
-    api_timeout: float = 60.0
-    api_retries: int = 3
+    api_timeout: float = setting(60.0, "Seconds one request may take as a whole (connection to last byte).", "openai")
+    api_retries: int = setting(
+        3, "Retries of a request after a timeout, a failed connection or a busy server.", "openai"
+    )
     api_backoff: float = 1.0
-    max_requests: int | None = None
-    api_document_timeout: float | None = None
-    kv_cache: str = "f32"
+    max_requests: int | None = setting(None, "Stop before a run that would need more requests.", "openai")
+    api_document_timeout: float | None = setting(
+        None,
+        "Seconds all requests of one document may take together (default: no bound beyond --api-timeout and "
+        "--api-retries).",
+        "openai",
+    )
+    kv_cache: str = setting(
+        "f32",
+        "llamacpp: precision of the K/V cache (f16 is faster, its log-probabilities differ by ~2e-3).",
+        "model",
+        choices=("f32", "f16"),
+    )
 
     def __post_init__(self):
         check_range("--api-timeout", self.api_timeout, 0.001, API_TIMEOUT_MAX)
@@ -141,12 +186,14 @@ class QueryConfig:
     ``max_tokens`` queries an excerpt of that many tokens per document (``excerpt``: a seeded random one or the
     leading one)."""
 
-    context: int = 128
-    stride: int | None = None
-    max_tokens: int | None = None
-    excerpt: str = "random"
-    seed: int = 0
-    batch_size: int | None = None
+    context: int = setting(128, "Context length C of each window.", "query")
+    stride: int | None = setting(None, "Stride S (default C-1; smaller values overlap windows).", "query")
+    max_tokens: int | None = setting(None, "Query only an excerpt of this many tokens per document.", "query")
+    excerpt: str = setting(
+        "random", "Which excerpt --max-tokens takes: a seeded random one or the leading one.", "query", choices=EXCERPTS
+    )
+    seed: int = setting(0, "Seed of every random choice the command makes.", "method")
+    batch_size: int | None = setting(None, "Windows per forward pass (default: automatic).", "query")
     gp: bool = True
 
     def __post_init__(self):
@@ -191,14 +238,14 @@ class MetaConfig:
     ``norm``/``features`` = "auto" chooses them by inner cross-validation inside each training fold (the
     normalization among ``norms``)."""
 
-    norm: str = "auto"
+    norm: str = setting("auto", "Meta-classifier normalization.", "method", choices=("auto", *NORMS))
     norms: tuple[str, ...] = NORMS
-    features: str = "auto"
-    bins: int = 1000
-    folds: int = 5
+    features: str = setting("auto", "Meta-classifier features.", "method", choices=("auto", *FEATURES))
+    bins: int = setting(1000, "HistFE bins.", "method")
+    folds: int = setting(5, "k of the k-fold chunks.", "method")
     inner_folds: int = 3
-    seed: int = 0
-    n_estimators: int = 500
+    seed: int = setting(0, "Seed of the folds and the random forest.", "method")
+    n_estimators: int = setting(500, "Random-forest trees.", "method", flag="--trees")
     max_depth: int = 5
     min_samples_leaf: int = 3
     maxnorm_eps: float = 1e-5
@@ -222,10 +269,17 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     query: QueryConfig = field(default_factory=QueryConfig)
     meta: MetaConfig = field(default_factory=MetaConfig)
-    min_tokens: int = 0
-    raw: bool = False
-    drop_duplicates: bool = False
-    normalize_chars: bool = False
+    min_tokens: int = setting(0, "Skip documents with fewer tokens (paper: 5000).", "inputs")
+    raw: bool = setting(False, "Keep the files as they are (no Gutenberg boilerplate removal).", "inputs")
+    drop_duplicates: bool = setting(
+        False, "Leave out documents found in both sets (by default they are an error).", "inputs"
+    )
+    normalize_chars: bool = setting(
+        False,
+        "Also normalize typographic characters (curly quotes, dashes, special spaces), emphasis markup (_x_) and "
+        "whitespace. Off by default: the work's text reaches the model as written, only boilerplate is removed.",
+        "inputs",
+    )
 
 
 @dataclass(frozen=True)
@@ -237,14 +291,14 @@ class DetectorConfig:
     DC-PDD clips each token's value at ``dcpdd_a`` (the authors' ``a``); ReCaLL puts ``recall_prefix`` (non-member
     text) before each text."""
 
-    k: float = 0.2
+    k: float = setting(0.2, "Share of tokens averaged by Min-K% and Min-K%++.", "method")
     pac_k1: float = 0.05
     pac_k2: float = 0.3
-    pac_copies: int = 5
+    pac_copies: int = setting(5, "PAC: augmented copies per text.", "method")
     pac_swap_ratio: float = 0.3
     neighbors: int = 5
     neighbor_mask_ratio: float = 0.15
-    seed: int = 0
+    seed: int = setting(0, "Seed of the augmentations (PAC, neighbours).", "method")
     dcpdd_a: float = 0.01
     recall_prefix: str = ""
 
@@ -269,7 +323,9 @@ class ScalingConfig:
     """Document-level scaling of sequence scores (paper sec. 6.2): ``n_sequences`` windows sampled per document
     (seeded), each window one sequence of the query context's length."""
 
-    n_sequences: int = 40
+    n_sequences: int = setting(
+        40, "Sequences (windows of --context tokens) sampled per document.", "method", flag="--sequences"
+    )
     seed: int = 0
 
 
@@ -302,16 +358,16 @@ class TargetConfig:
     ``learning_rate``.
     """
 
-    arch: str = "gpt2"  # "gpt2" | "llama"
-    layers: int = 2
-    width: int = 128  # hidden size
-    heads: int = 4
-    positions: int = 128  # the model's positions, and the length of the training blocks
-    vocab_size: int = 2048  # BPE tokenizer size
-    epochs: int = 20
-    learning_rate: float = 3e-3
-    batch_size: int = 16
-    doc_tokens: int | None = 2048  # per document, leading tokens used for training (None: all)
+    arch: str = setting("gpt2", "Architecture of the target.", "target", choices=("gpt2", "llama"))
+    layers: int = setting(2, "Transformer layers.", "target")
+    width: int = setting(128, "Hidden size.", "target")
+    heads: int = setting(4, "Attention heads.", "target")
+    positions: int = setting(128, "Target's positions and training block length.", "target")
+    vocab_size: int = setting(2048, "BPE tokenizer size.", "target")
+    epochs: int = setting(20, "Training epochs.", "target")
+    learning_rate: float = setting(3e-3, "Peak learning rate.", "target")
+    batch_size: int = setting(16, "Training batch.", "target", flag="--train-batch-size")
+    doc_tokens: int | None = setting(2048, "Leading tokens per document used (train and test).", "target")
     seed: int = 0
     dropout: float = 0.0
     weight_decay: float = 0.0
@@ -345,17 +401,17 @@ class TrapConfig:
     Jaccard similarity of their token sets to every trap kept so far is at most ``jaccard``; generation gives up
     after ``max_candidates`` candidates. ``alpha`` is the level of the verdict."""
 
-    tokens: int = 50
-    per_document: int = 8
-    copies: int = 10
-    min_perplexity: float = 1.0
-    max_perplexity: float = 1000.0
-    jaccard: float = 0.2
+    tokens: int = setting(50, "Trap length in generator tokens.", "traps")
+    per_document: int = setting(8, "Traps (and controls) per document.", "traps", flag="--traps-per-doc")
+    copies: int = setting(10, "Copies of each trap in its document.", "traps")
+    min_perplexity: float = setting(1.0, "Lowest perplexity of a trap under the generator.", "traps")
+    max_perplexity: float = setting(1000.0, "Perplexity a trap stays below under the generator.", "traps")
+    jaccard: float = setting(0.2, "Near-duplicate threshold.", "traps")
     temperatures: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
     batch_size: int = 16
     max_candidates: int = 20000
-    seed: int = 0
-    alpha: float = 0.05
+    seed: int = setting(0, "Seed of the trap generation and placement.", "traps")
+    alpha: float = setting(0.05, "Level of the verdict.", "method")
 
     def __post_init__(self):
         check_range("--trap-tokens", self.tokens, 2)
@@ -379,13 +435,24 @@ class ContaminationConfig:
     calibration accuracy, or meets ``target_fpr`` on the non-member snippets; Wilson intervals at ``confidence``, and
     book-level bootstrap intervals from ``book_bootstrap`` resamples of the calibration books and snippets."""
 
-    method: str = "minkpp"
-    snippets: int = 100
-    snippet_words: int = 512
-    target_fpr: float | None = None
-    max_context: int = 2048
-    confidence: float = 0.95
-    book_bootstrap: int = 1000
+    method: str = setting("minkpp", "The detector that scores the snippets.", "method", flag="--methods")
+    snippets: int = setting(100, "Random snippets per book.", "method")
+    snippet_words: int = setting(512, "Words per snippet.", "method")
+    target_fpr: float | None = setting(
+        None,
+        "Choose the threshold for this FPR on non-member snippets (default: maximize snippet accuracy).",
+        "method",
+    )
+    max_context: int = setting(
+        2048,
+        "Largest window: a snippet is scored in one window of min(model positions, this) tokens, over several "
+        "windows when longer.",
+        "query",
+    )
+    confidence: float = setting(0.95, "Level of the Wilson and book-level intervals of each rate.", "method")
+    book_bootstrap: int = setting(
+        1000, "Resamples of calibration books and snippets behind the book-level interval.", "method"
+    )
 
 
 @dataclass(frozen=True)
@@ -396,14 +463,16 @@ class SequenceConfig:
     ``ks``. ReCaLL's prefix, when none is given, is ``recall_shots`` non-member texts, left out of the evaluation.
     The blind baseline (docs/methods.md, "Blind baseline") runs on ``blind_folds`` chunks of the texts (0: off)."""
 
-    max_context: int = 2048
+    max_context: int = setting(
+        2048, "Largest window: each text is scored in one window of min(model positions, this) tokens.", "query"
+    )
     fprs: tuple[float, ...] = (0.10, 0.05, 0.01)
     buckets: tuple[int, ...] = (32, 64, 128, 256)
     ks: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-    n_boot: int = 1000
+    n_boot: int = setting(1000, "Bootstrap resamples.", "method")
     seed: int = 0
-    recall_shots: int = 5
-    blind_folds: int = 5
+    recall_shots: int = setting(5, "ReCaLL without --recall-prefix: non-member texts taken as the prefix.", "method")
+    blind_folds: int = setting(5, "Chunks of the texts for the blind baseline (0: no baseline).", "method")
 
 
 @dataclass(frozen=True)
@@ -412,9 +481,14 @@ class DatasetTestConfig:
     p-values are combined (``splits``) and the model-free classifier of the blind p-value (``blind_kind``, chosen
     before seeing any data: choosing the best kind afterwards would make its p-value too small)."""
 
-    methods: tuple[str, ...] = ("loss", "zlib", "mink", "minkpp")
-    splits: int = 10
-    blind_kind: str = "tfidf"
+    methods: tuple[str, ...] = setting(("loss", "zlib", "mink", "minkpp"), "Detector scores to combine.", "method")
+    splits: int = setting(10, "Random half splits whose p-values are combined.", "method")
+    blind_kind: str = setting(
+        "tfidf",
+        "Model-free classifier of the texts whose p-value is reported beside the model's.",
+        "method",
+        choices=("tfidf", "nb", "dates"),
+    )
 
 
 @dataclass(frozen=True)
@@ -442,8 +516,19 @@ class RayConfig:
     characters (one document when longer). A worker that dies is restarted up to ``max_restarts`` times and its
     documents are sent again, each at most ``retries`` times; workers must start within ``start_timeout`` seconds."""
 
-    address: str | None = None
-    workers: int | None = None
+    address: str | None = setting(
+        None,
+        "Query on a running Ray cluster: auto, HOST:6379 or ray://HOST:10001 (docs/scaling.md).",
+        "query",
+        flag="--ray-address",
+    )
+    workers: int | None = setting(
+        None,
+        "Ray workers, each holding a copy of the model (implies --ray; default: one per GPU when the model is queried "
+        "on GPUs, else one per CPU).",
+        "query",
+        flag="--ray-workers",
+    )
     cpus_per_worker: float = 1.0
     gpus_per_worker: float | None = None
     inflight: int = 2

@@ -1,12 +1,23 @@
+import configparser
+import dataclasses
+import importlib
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
+import click
 import pandas as pd
 import pytest
 from click.testing import CliRunner
 from conftest import corpus_ids, corpus_text
 
+from docaudit import __version__
 from docaudit.cli import main
+from docaudit.cli.command import SECTION_TITLES, ConfigCommand
+from docaudit.cli.options import config_from, field_options
+from docaudit.config import SECTIONS, ModelConfig, setting
 from docaudit.verdicts import VERDICTS
 
 FAST = ["--context", "16", "--trees", "20", "--bins", "20", "--norm", "max_tf", "--features", "hist", "--folds", "2"]
@@ -304,3 +315,190 @@ def test_predict_asks_to_retrain_an_older_classifier_and_refuses_tampered_fold_m
 def test_predict_refuses_an_alpha_outside_0_1(trained):
     book = sorted(trained.parent.parent.glob("sets*/mem/*.txt"))[0]
     assert_clean_error(run("predict", "--classifier", trained, "--alpha", "0", book), "--alpha must be in (0, 1)")
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def all_commands(group=main, path=()):
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from all_commands(command, (*path, name))
+        else:
+            yield (*path, name), command
+
+
+@pytest.mark.parametrize("module", ["docaudit", "docaudit.cli"])
+def test_python_dash_m_runs_the_command_line(module):
+    def python_m(*args):
+        return subprocess.run(
+            [sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+        )
+
+    shown = python_m("--help")
+    assert shown.returncode == 0, shown.stderr
+    assert all(f"  {name} " in shown.stdout for name in main.commands), shown.stdout
+    assert __version__ in python_m("--version").stdout
+    wrong = python_m("score", "--no-such-option")
+    assert wrong.returncode == 2 and wrong.stderr.strip().startswith("error: No such option")
+
+
+def help_sections(text: str) -> dict[str, list[str]]:
+    """The long options listed under each section title of a command's help, in the order shown."""
+    sections, current = {}, None
+    for line in text.splitlines():
+        if line and not line.startswith(" ") and line.endswith(":"):
+            current = sections.setdefault(line[:-1], [])
+        elif current is not None and line.startswith("  -"):
+            first_column = line.strip().split("  ")[0]
+            current += [word.strip(",") for word in first_column.split() if word.startswith("--")]
+    return sections
+
+
+@pytest.mark.parametrize("path", [p for p, _ in all_commands()], ids=" ".join)
+def test_each_commands_help_lists_its_options_by_section(path):
+    command = dict(all_commands())[path]
+    sections = help_sections(run(*path, "--help").stdout)
+    assert list(sections) == [t for t in SECTION_TITLES.values() if t in sections]  # in the one order
+    for param in command.params:
+        if isinstance(param, click.Option) and not param.hidden:
+            title = SECTION_TITLES[getattr(param, "section", None)]
+            assert next(o for o in param.opts if o.startswith("--")) in sections[title], (param.opts, title)
+    if "api_base" in {p.name for p in command.params}:  # the backend's own options apart from the others
+        openai = sections["OpenAI-compatible backend (--backend openai)"]
+        assert "--api-base" in openai and "--api-timeout" in openai and "--model" not in openai
+        assert not any(o.startswith("--api-") for t, opts in sections.items() for o in opts if "openai" not in t)
+
+
+def test_the_sections_of_the_querying_commands():
+    expected = [
+        "Inputs",
+        "Model",
+        "Query",
+        "Method",
+        "Output",
+        "Options",
+        "OpenAI-compatible backend (--backend openai)",
+    ]
+    assert list(help_sections(run("evaluate", "--help").stdout)) == expected
+    shown = run("data", "check", "--help").stdout
+    assert list(help_sections(shown)) == ["Inputs", "Method", "Output", "Options"]
+    assert shown.count("SET_A") == 1  # the arguments are in the usage line only
+    lab = help_sections(run("lab", "--help").stdout)
+    assert "--positions" in lab["Target model"] and "--trap-copies" in lab["Traps"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Toy:
+    size: int = setting(3, "How many.", "method")
+    ratio: float | None = setting(None, "A share.", "query", flag="--share")
+    mode: str = setting("a", "Which mode.", "inputs", choices=("a", "b"))
+    names: tuple[str, ...] = setting(("x", "y"), "Names.", "method")
+    loud: bool = setting(False, "Be loud.", "output")
+    kept: int = 7
+
+
+@click.command(cls=ConfigCommand)
+@field_options(Toy, "size", "ratio", "mode", "names", "loud")
+def toy(**kw):
+    click.echo(repr(config_from(Toy, kw, skip=("names",))) + f" names={kw['names']}")
+
+
+def test_an_option_is_built_from_its_field():
+    assert set(SECTION_TITLES) == {*SECTIONS, None}  # every section has a title in the help
+    with pytest.raises(ValueError, match="unknown help section"):
+        setting(1, "A number.", "misc")
+    runner = CliRunner()
+    assert runner.invoke(toy, []).stdout.strip() == repr(Toy()) + " names=x,y"
+    given = runner.invoke(toy, ["--size", "5", "--share", "0.5", "--mode", "b", "--loud", "--names", "z"])
+    assert given.stdout.strip() == repr(Toy(size=5, ratio=0.5, mode="b", loud=True)) + " names=z"
+    assert runner.invoke(toy, ["--mode", "c"]).exit_code == 2
+    assert runner.invoke(toy, ["--size", "many"]).exit_code == 2
+    assert runner.invoke(toy, ["--ratio", "0.5"]).exit_code == 2  # the field names its flag --share
+    sections = help_sections(runner.invoke(toy, ["--help"]).stdout)
+    assert sections["Method"] == ["--size", "--names"] and sections["Query"] == ["--share"]
+    assert sections["Inputs"] == ["--mode"] and sections["Output"] == ["--loud"]
+    shown = " ".join(runner.invoke(toy, ["--help"]).stdout.split())
+    assert "--size INTEGER How many. [default: 3]" in shown and "--mode [a|b] Which mode. [default: a]" in shown
+
+
+def test_every_querying_command_declares_the_model_options_of_the_config():
+    fields = {f.name: f for f in dataclasses.fields(ModelConfig)}
+    for path, command in all_commands():
+        params = {p.name: p for p in command.params}
+        if "api_base" not in params:
+            continue
+        for name in ("model", "dtype", "backend", "api_base", "api_timeout", "api_retries", "kv_cache"):
+            assert params[name].default == fields[name].default, (path, name)
+            assert params[name].help == fields[name].metadata["help"], (path, name)
+            assert params[name].section == fields[name].metadata["section"], (path, name)
+
+
+URL = "http://127.0.0.1:9/v1"
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("flat.toml", f'[score]\nbackend = "openai"\napi-base = "{URL}"\napi-timeout = 5.0\n'),
+        ("nested.toml", f'[score]\nbackend = "openai"\n[score.openai]\napi-base = "{URL}"\napi_timeout = 5.0\n'),
+        ("shared.toml", f'[openai]\napi-base = "{URL}"\napi-timeout = 5.0\n[score]\nbackend = "openai"\n'),
+        ("sectionless.toml", f'backend = "openai"\n[openai]\napi-base = "{URL}"\napi-timeout = 5.0\n'),
+        ("nested.yaml", f"score:\n  backend: openai\n  openai:\n    api-base: {URL}\n    api-timeout: 5.0\n"),
+        ("shared.yml", f"openai:\n  api-base: {URL}\n  api-timeout: 5.0\nscore:\n  backend: openai\n"),
+    ],
+)
+def test_the_openai_options_may_have_their_own_config_section(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    shown = run("config", "show", "score", "--config", path, "--format", "json")
+    assert shown.exit_code == 0, shown.output
+    values = json.loads(shown.stdout)["score"]
+    assert (values["backend"], values["api-base"], values["api-timeout"], values["context"]) == (
+        "openai",
+        URL,
+        5.0,
+        128,
+    )
+
+
+def test_openai_config_sections_precedence_and_errors(tmp_path):
+    def config(text):
+        path = tmp_path / "c.toml"
+        path.write_text(text)
+        return path
+
+    own_wins = config("[openai]\napi-timeout = 5.0\napi-retries = 1\n[score]\napi-timeout = 7.0\n")
+    values = json.loads(run("config", "show", "score", "--config", own_wins, "--format", "json").stdout)["score"]
+    assert (values["api-timeout"], values["api-retries"]) == (7.0, 1)
+    other = config("[openai]\napi-timeout = 5.0\n[data.check]\nfolds = 3\n")  # a command without them ignores it
+    values = json.loads(run("config", "show", "data", "check", "--config", other, "--format", "json").stdout)
+    assert values["data.check"]["folds"] == 3
+    for text, message in [
+        ("[score.openai]\ncontext = 64\n", "[score.openai] has no option 'context' (options: api-base,"),
+        ("[openai]\ncontext = 64\n[score]\n", "[openai] has no option 'context'"),
+        ("[score]\napi-timeout = 5.0\n[score.openai]\napi-timeout = 6.0\n", "is also given in [score.openai]"),
+        ("[data.check.openai]\napi-timeout = 5.0\n", "[data.check.openai] has no option 'api-timeout'"),
+        ("[score.openai]\napi-timeout = inf\n", "not a finite number"),
+        ("[report]\nsnippets = 3\n[openai]\napi-retries = 1\n", "no [score] section"),
+    ]:
+        path = config(text)
+        command = ("data", "check") if "data.check" in text else ("score",)
+        assert_clean_error(run(*command, "--config", path), message)
+
+
+def test_the_package_is_typed_and_its_entry_point_is_the_group():
+    cfg = configparser.ConfigParser()
+    cfg.read(ROOT / "setup.cfg")
+    assert "py.typed" in cfg["options.package_data"]["docaudit"].split()
+    assert (ROOT / "docaudit" / "py.typed").is_file()
+    name, target = cfg["options.entry_points"]["console_scripts"].strip().split(" = ")
+    module, attribute = target.split(":")
+    assert name == "docaudit" and getattr(importlib.import_module(module), attribute) is main
+
+
+def test_no_command_line_module_is_long():
+    lengths = {
+        p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in (ROOT / "docaudit" / "cli").glob("*.py")
+    }
+    assert max(lengths.values()) <= 300, lengths

@@ -30,6 +30,7 @@ LAYERS = {
     "lab": 6,
     "api": 7,
     "cli": 8,
+    "__main__": 8,
 }
 # beyond the order: the methods work on TokenStats and texts, never on documents or their files
 FORBIDDEN = {"methods": {"corpus"}}

@@ -82,6 +82,23 @@ def reference_ranges(calibration) -> str:
     return "; ".join(parts).capitalize() + "."
 
 
+def format_book_rates(books, confidence: float) -> str:
+    """The audited books for the terminal: snippets, contamination rate, book-level and Wilson intervals."""
+    import pandas as pd
+
+    level = f"{confidence:.0%}"
+    shown = pd.DataFrame(
+        {
+            "book": books.book,
+            "snippets": books.n_snippets,
+            "rate": books.contamination_rate.map(percent),
+            f"book-level {level}": [interval(lo, hi) for lo, hi in zip(books.book_ci_low, books.book_ci_high)],
+            f"Wilson {level}": [interval(lo, hi) for lo, hi in zip(books.ci_low, books.ci_high)],
+        }
+    )
+    return shown.to_string(index=False)
+
+
 def _books_table(frame, confidence: float, label: bool = False) -> dict:
     level = f"{confidence:.0%}"
     headers = [

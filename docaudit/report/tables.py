@@ -137,3 +137,11 @@ def format_sequence_metrics(metrics: pd.DataFrame) -> str:
         pivot = swept.pivot_table(index="method", columns="k", values="auc", sort=False)
         out += "\n\nAUC by k (Min-K% / Min-K%++ share):\n" + pivot.to_string(float_format="%.3f")
     return out
+
+
+def format_precisions(precisions: list[dict]) -> str:
+    """Each method's mean AUC per query precision (``lab --extra-dtypes / --extra-quantize``), one column each."""
+    table = pd.DataFrame(precisions).pivot_table(
+        index=["method", "level"], columns="precision", values="auc_mean", sort=False
+    )
+    return table.to_string(float_format="%.3f")

@@ -49,6 +49,21 @@ def write_trapped(plan: TrapPlan, out: Path, registry: Path, overwrite: bool, in
         plan.registry.write(registry)
 
 
+def planted_rows(plan: TrapPlan, out: Path) -> list[dict]:
+    """One row per trapped copy written to ``out``: its file and hash, its traps, their copies and its controls."""
+    return [
+        {
+            "document": d.id,
+            "output": str(Path(out) / d.output),
+            "output_sha256": d.output_sha256,
+            "traps": len(d.traps),
+            "copies": len(d.traps[0].positions),
+            "controls": len(d.controls),
+        }
+        for d in plan.registry.documents
+    ]
+
+
 def detection_table(result: TrapDetection) -> list[dict]:
     """One row per document, then the pooled row."""
     return [*result.rows, result.overall]

@@ -1,0 +1,170 @@
+"""What every command shares: ``--config FILE`` and ``--quiet``, one-line errors, progress bars only on a terminal,
+and help grouped into sections (inputs, model, query, method, output, and the OpenAI-compatible backend's own)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+
+import click
+
+from docaudit.cli.config_file import ConfigError, config_defaults, config_path, section_path
+from docaudit.errors import DocauditError
+
+QUIET_KEY = "docaudit.quiet"
+SECTION_TITLES = {
+    "inputs": "Inputs",
+    "model": "Model",
+    "query": "Query",
+    "method": "Method",
+    "target": "Target model",
+    "traps": "Traps",
+    "output": "Output",
+    None: "Options",
+    "openai": "OpenAI-compatible backend (--backend openai)",
+}
+
+
+def quiet_libraries() -> None:
+    """Library warnings and progress bars off, without importing the libraries (so bad input is answered at once)."""
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    if "transformers" in sys.modules:
+        import transformers
+
+        transformers.utils.logging.set_verbosity_error()
+        transformers.utils.logging.disable_progress_bar()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    # int8 matmuls cast their inputs to float16 by design; bitsandbytes says so on every call
+    logging.getLogger("bitsandbytes").setLevel(logging.ERROR)
+
+
+def friendly_errors(func):
+    """Turn DocauditError into a one-line message and a non-zero exit; interruption keeps the cache."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except DocauditError as e:
+            _close_progress_bars()
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            _close_progress_bars()
+            click.echo("interrupted: finished documents are cached; run the same command again to resume", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+def _close_progress_bars() -> None:
+    """End unfinished progress bars so the error message starts on its own line."""
+    from tqdm import tqdm
+
+    for bar in list(getattr(tqdm, "_instances", [])):
+        bar.close()
+
+
+def is_quiet() -> bool:
+    """Whether ``--quiet`` was given to the running command."""
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.meta.get(QUIET_KEY, False)
+
+
+def show_progress() -> bool:
+    """Progress bars only on a terminal and without ``--quiet``."""
+    return not is_quiet() and sys.stderr.isatty()
+
+
+def _set_quiet(ctx, _param, value) -> None:
+    """Record ``--quiet`` where every command's context sees it (``ctx.meta`` is shared)."""
+    ctx.meta[QUIET_KEY] = ctx.meta.get(QUIET_KEY, False) or value
+
+
+class SectionOption(click.Option):
+    """An option shown under ``section`` of its command's help (a key of ``SECTION_TITLES``; None: Options)."""
+
+    def __init__(self, *args, section: str | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.section = section
+
+
+def option(*decls, section: str | None, **kwargs):
+    """``click.option`` for an option shown under ``section`` of the help."""
+    return click.option(*decls, cls=SectionOption, section=section, **kwargs)
+
+
+QUIET_OPTION = click.Option(
+    ["--quiet", "-q"],
+    is_flag=True,
+    expose_value=False,
+    help="No progress bars (also off when stderr is not a terminal).",
+    callback=_set_quiet,
+)
+CONFIG_OPTION = click.Option(
+    ["--config", "config_file"],
+    type=click.Path(dir_okay=False),
+    expose_value=False,
+    is_eager=True,
+    help="TOML or YAML file of option values: the section named after the command (e.g. [report], [data.check]) "
+    "maps option names to values, the OpenAI-compatible backend's also in [openai]; options given on the command "
+    "line win.",
+)
+
+
+class ConfigCommand(click.Command):
+    """A command with ``--config FILE`` and ``--quiet``: the file's section for this command becomes click's
+    ``default_map`` (keys: option names, with dashes or underscores; arguments by their name), so every option,
+    including those added later, can come from a file. Its help lists the options by section."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        taken = {p.name for p in self.params}
+        self.params += [o for o in (CONFIG_OPTION, QUIET_OPTION) if o.name not in taken]
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        from docaudit import outputs
+
+        outputs.COMMAND_LINE = ["docaudit", *section_path(parent, info_name), *args]
+        path = config_path(args)
+        if path is not None and CONFIG_OPTION in self.params and "default_map" not in extra:
+            extra["default_map"] = config_defaults(self, section_path(parent, info_name), path)
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:  # a missing or unknown option: one line, like every user error
+            raise ConfigError(
+                f"{e.format_message()} (see {' '.join(['docaudit', *section_path(parent, info_name)])} --help)"
+            ) from None
+
+    def format_options(self, ctx, formatter) -> None:
+        """The options under their sections' titles, in the order of ``SECTION_TITLES``."""
+        sections: dict = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None and not isinstance(param, click.Argument):
+                section = getattr(param, "section", None)
+                sections.setdefault(section if section in SECTION_TITLES else None, []).append(record)
+        for key, title in SECTION_TITLES.items():
+            if key in sections:
+                with formatter.section(title):
+                    formatter.write_dl(sections[key])
+
+
+class DocauditGroup(click.Group):
+    """Commands of this group (and of its subgroups) read ``--config`` and ``--quiet``."""
+
+    command_class = ConfigCommand
+    group_class = type
+
+
+def command(*args, **kwargs):
+    """``click.command`` making a ``ConfigCommand``."""
+    return click.command(*args, cls=ConfigCommand, **kwargs)
+
+
+def group(*args, **kwargs):
+    """``click.group`` making a ``DocauditGroup``."""
+    return click.group(*args, cls=DocauditGroup, **kwargs)

@@ -1,0 +1,71 @@
+"""Printing results: strict JSON carrying ``docaudit_version``, CSV, one warning line per kind of skipped document,
+and the Ray pool's summary lines."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+
+def echo_json(value) -> None:
+    """Print strict JSON (NaN and infinities as null) carrying ``docaudit_version``: a key of an object, or of
+    each row of a list."""
+    from docaudit import __version__
+    from docaudit.io import json_text
+
+    if isinstance(value, dict):
+        value = {"docaudit_version": __version__} | value
+    elif isinstance(value, list):
+        value = [{"docaudit_version": __version__} | r if isinstance(r, dict) else r for r in value]
+    click.echo(json_text(value))
+
+
+def echo_csv(rows) -> None:
+    """Print rows (a DataFrame or a list of dicts) as CSV."""
+    import pandas as pd
+
+    click.echo((rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)).to_csv(index=False), nl=False)
+
+
+def echo_rows(rows, fmt: str, table) -> None:
+    """Print ``rows`` as JSON, CSV or, for people, as ``table(rows)`` returns them."""
+    if fmt == "json":
+        echo_json(rows)
+    elif fmt == "csv":
+        echo_csv(rows)
+    else:
+        click.echo(table(rows))
+
+
+def warn_skipped(skipped: list[dict]) -> None:
+    """One warning line on stderr per kind of skipped document."""
+    from docaudit.corpus.documents import skip_warnings
+
+    for line in skip_warnings(skipped):
+        click.echo(f"warning: {line}", err=True)
+
+
+def skipped_note(skipped: list[dict]) -> str:
+    return f" ({len(skipped)} skipped)" if skipped else ""
+
+
+class _SummaryFormatter(logging.Formatter):
+    """A summary line as it is; a warning after ``warning:``, as the CLI prints its own."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        return message if record.levelno <= logging.INFO else f"{record.levelname.lower()}: {message}"
+
+
+def print_ray_summaries() -> None:
+    """Print on stderr the line the Ray pool logs after each batch of queries (documents, cache hits, tokens/s,
+    lost tasks), as it is logged: a summary of the run, shown unless ``--quiet``."""
+    summaries = logging.getLogger("docaudit.query.distributed")
+    if not summaries.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(_SummaryFormatter())
+        summaries.addHandler(handler)
+    summaries.setLevel(logging.INFO)
+    summaries.propagate = False

@@ -1,0 +1,278 @@
+"""``evaluate`` (every method on the same k-fold chunks), ``score`` (raw scores per document) and ``sequence``
+(sequence-level evaluation, as benchmark papers report it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from docaudit.cli.command import command, friendly_errors, option, show_progress
+from docaudit.cli.echo import echo_csv, echo_json, echo_rows, skipped_note, warn_skipped
+from docaudit.cli.inputs import dataset_options, labelled_dataset_options, labelled_sets, sequence_dataset_options
+from docaudit.cli.options import (
+    cleaning_options,
+    config_from,
+    detector_config,
+    detector_options,
+    drop_duplicates_option,
+    field_option,
+    field_options,
+    folds_option,
+    format_option,
+    freq_corpus_option,
+    meta_options,
+    methods_option,
+    model_config,
+    model_options,
+    out_option,
+    overwrite_option,
+    query_config,
+    query_options,
+    ray_config,
+    ray_options,
+    ref_config,
+    seed_option,
+    strict_option,
+    trees_option,
+)
+from docaudit.config import DetectorConfig, MetaConfig, ScalingConfig, SequenceConfig
+from docaudit.corpus.documents import duplicates_note
+
+
+@command()
+@labelled_sets()
+@labelled_dataset_options
+@model_options
+@ray_options
+@query_options
+@methods_option
+@detector_options
+@freq_corpus_option
+@field_option(ScalingConfig, "n_sequences")
+@folds_option
+@seed_option()
+@meta_options
+@trees_option
+@option("--meta/--no-meta", default=True, show_default=True, help="Include the meta-classifier.", section="method")
+@option(
+    "--blind/--no-blind",
+    default=True,
+    show_default=True,
+    help="Include the model-free baselines (tfidf, nb, dates) on the same folds.",
+    section="method",
+)
+@option(
+    "--beyond",
+    default="auto",
+    show_default=True,
+    help="The membership score tested for evidence beyond the blind baseline: meta_classifier, a detector "
+    "(document average) or DETECTOR:doc_threshold; auto = the meta-classifier, else the first detector; none = skip.",
+    section="method",
+)
+@cleaning_options
+@out_option("Write evaluation.csv/.json, roc.csv and roc.png here.")
+@overwrite_option()
+@drop_duplicates_option
+@strict_option
+@format_option
+@friendly_errors
+def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, strict, fmt, **kw):
+    """The meta-classifier and sequence-level detectors side by side on the same k-fold chunks.
+
+    Detectors are scaled to documents three ways (paper sec. 6.2): `sequence` (AUC over sampled windows of
+    --context tokens), `doc_avg` (mean sequence score) and `doc_threshold` (share of sequences above a threshold
+    chosen on the training chunks). Prints mean ± std over folds of AUC and TPR at 10% / 1% FPR."""
+    from docaudit import api
+    from docaudit.audit.evaluation import evaluation_json
+    from docaudit.corpus.documents import Skips
+    from docaudit.methods.blind import KINDS as BLIND_KINDS
+
+    result = api.evaluate(
+        members,
+        nonmembers,
+        Path(out) if out is not None else None,
+        overwrite,
+        model=model_config(kw),
+        query=query_config(kw),
+        methods=methods,
+        detector=detector_config(kw),
+        scaling=config_from(ScalingConfig, kw, seed=kw["seed"]),
+        # the folds and the seed reach the meta-classifier as evaluate's own arguments
+        meta=config_from(MetaConfig, kw, skip=("folds", "seed")) if meta else None,
+        folds=kw["folds"],
+        seed=kw["seed"],
+        raw=kw["raw"],
+        normalize_chars=kw["normalize_chars"],
+        ref_model=ref_config(kw),
+        neighbor_model=kw["neighbor_model"],
+        blind_kinds=None if not blind else BLIND_KINDS,
+        drop_duplicates=kw["drop_duplicates"],
+        skips=Skips(strict),
+        beyond=None if beyond == "none" else beyond,
+        freq_corpus=list(kw["freq_corpus"]) or None,
+        ray=ray_config(kw),
+        progress=show_progress(),
+    )
+    warn_skipped(result.info["skipped"])
+    if result.info["warning"]:
+        click.echo(result.info["warning"], err=True)
+    if fmt == "json":
+        echo_json(evaluation_json(result))
+    elif fmt == "csv":
+        echo_csv(result.table.drop(columns=["configs"], errors="ignore"))
+    else:
+        _echo_evaluation(result, kw["sequences"], kw["folds"], out)
+
+
+def _echo_evaluation(result, sequences: int, folds: int, out) -> None:
+    """What ``evaluate`` prints for people: the sets and model, each method's row, AUC by level, beyond blind."""
+    from docaudit.report.tables import format_auc_pivot, format_beyond_blind, format_methods_table, format_query
+
+    info = result.info
+    model = (
+        f"model {info['model_identity']}; query: {format_query(info['query'])}; {sequences} sequences of "
+        f"{info['query']['context']} tokens per document"
+        if "model_identity" in info
+        else "no model (blind baseline only)"
+    )
+    click.echo(
+        f"{info['n_members']} members, {info['n_nonmembers']} non-members{skipped_note(info['skipped'])}; "
+        f"{folds}-fold chunks; {model}" + duplicates_note(info["duplicates_dropped"], "; ")
+    )
+    click.echo(format_methods_table(result.table))
+    click.echo("\nAUC by level:")
+    click.echo(format_auc_pivot(result.table))
+    if result.beyond_blind:
+        click.echo("\n" + format_beyond_blind(result.beyond_blind))
+    click.echo(f"\nwall time {info['wall_seconds']} s" + (f"; wrote {out}" if out else ""))
+
+
+@command()
+@click.argument("documents", nargs=-1, required=True, type=click.Path())
+@model_options
+@dataset_options
+@ray_options
+@query_options
+@methods_option
+@detector_options
+@freq_corpus_option
+@seed_option(DetectorConfig)
+@cleaning_options
+@strict_option
+@format_option
+@friendly_errors
+def score(documents, methods, freq_corpus, raw, normalize_chars, strict, fmt, **kw):
+    """Raw membership scores per document, higher = more member-like.
+
+    A document with fewer tokens than --context is one window, scored in one forward pass: its numbers are the
+    sequence-level definitions exactly. A longer document is scored over all its windows' tokens (each window an
+    independent pass; text methods' extra passes likewise over the whole lowercased / augmented text). With
+    --max-tokens every method scores the same excerpt of each document. Each row gives the context and stride
+    used; a document that cannot be used is a row saying why."""
+    from docaudit import api
+    from docaudit.corpus.documents import Skips
+
+    skips = Skips(strict)
+    rows = api.score(
+        documents,
+        model_config(kw),
+        methods,
+        detector_config(kw),
+        query_config(kw),
+        ref_config(kw),
+        kw["neighbor_model"],
+        raw=raw,
+        skips=skips,
+        normalize_chars=normalize_chars,
+        freq_corpus=list(freq_corpus) or None,
+        ray=ray_config(kw),
+        progress=show_progress(),
+    )
+    warn_skipped(skips.as_json())
+    rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
+    echo_rows(rows, fmt, _score_table)
+
+
+def _score_table(rows) -> str:
+    import pandas as pd
+
+    return pd.DataFrame(rows).to_string(index=False, float_format="%.4f")
+
+
+@command()
+@labelled_sets("texts")
+@sequence_dataset_options
+@model_options
+@ray_options
+@methods_option
+@detector_options
+@field_option(SequenceConfig, "max_context")
+@freq_corpus_option
+@option(
+    "--recall-prefix",
+    type=click.Path(),
+    default=None,
+    help="ReCaLL: a text file of non-member text put before each text "
+    f"(default: {SequenceConfig.recall_shots} non-member texts, left out of the evaluation).",
+    section="method",
+)
+@field_options(SequenceConfig, "recall_shots", "n_boot", "blind_folds")
+@seed_option()
+@cleaning_options
+@out_option("Write the metrics and per-sample scores here.")
+@overwrite_option()
+@drop_duplicates_option
+@strict_option
+@format_option
+@friendly_errors
+def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict, fmt, **kw):
+    """Sequence-level evaluation, as benchmark papers report it: every text (e.g. a WikiMIA row) scored whole by
+    every detector, AUC and TPR at 10% / 5% / 1% FPR with 95% bootstrap intervals, overall and per WikiMIA length
+    bucket (32/64/128/256 words), and the Min-K% / Min-K%++ k sweep (0.1 to 1.0) from the same query pass.
+    --format csv prints the metrics as CSV; --out also saves every text's scores (CSV and JSONL, with its id,
+    label and group)."""
+    from docaudit import api
+    from docaudit.audit.sequence_level import sequence_json
+    from docaudit.corpus.documents import Skips
+
+    result = api.sequence(
+        members,
+        nonmembers,
+        Path(out) if out is not None else None,
+        overwrite,
+        recall_prefix_file=recall_prefix,
+        model=model_config(kw),
+        methods=methods,
+        detector=detector_config(kw),
+        config=config_from(SequenceConfig, kw, seed=kw["seed"]),
+        raw=kw["raw"],
+        normalize_chars=kw["normalize_chars"],
+        ref_model=ref_config(kw),
+        neighbor_model=kw["neighbor_model"],
+        freq_corpus=list(kw["freq_corpus"]) or None,
+        drop_duplicates=kw["drop_duplicates"],
+        skips=Skips(strict),
+        ray=ray_config(kw),
+        progress=show_progress(),
+    )
+    info = result["info"]
+    warn_skipped(info["skipped"])
+    if info["warning"]:
+        click.echo(info["warning"], err=True)
+    if fmt == "json":
+        echo_json(sequence_json(result))
+        return
+    metrics = result["metrics"]
+    if fmt == "csv":
+        click.echo(metrics.to_csv(index=False), nl=False)
+        return
+    from docaudit.report.tables import format_sequence_metrics
+
+    click.echo(
+        f"{info['n_members']} members, {info['n_nonmembers']} non-members{skipped_note(info['skipped'])}; "
+        f"model {info['model_identity']}; each text in one window of up to {info['context']} tokens"
+        + duplicates_note(info["duplicates_dropped"], "; ")
+    )
+    click.echo(format_sequence_metrics(metrics))
+    click.echo(f"\nwall time {info['wall_seconds']} s" + (f"; wrote {out}" if out else ""))

@@ -1,0 +1,175 @@
+"""``train`` (the meta-classifier on k-fold chunks, then saved) and ``predict`` (a verdict per document from it)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from docaudit.cli.command import command, friendly_errors, option, show_progress
+from docaudit.cli.echo import echo_csv, echo_json, echo_rows, skipped_note, warn_skipped
+from docaudit.cli.inputs import dataset_options, labelled_dataset_options, labelled_sets
+from docaudit.cli.options import (
+    alpha_option,
+    cleaning_options,
+    config_from,
+    drop_duplicates_option,
+    field_option,
+    folds_option,
+    format_option,
+    given_settings,
+    meta_options,
+    model_config,
+    model_options,
+    out_option,
+    overwrite_option,
+    query_config,
+    query_options,
+    ray_config,
+    ray_options,
+    seed_option,
+    strict_option,
+    trees_option,
+)
+from docaudit.config import MetaConfig, ModelConfig, TrainConfig
+from docaudit.corpus.documents import duplicates_note
+from docaudit.errors import DocauditError
+
+
+@command()
+@labelled_sets()
+@labelled_dataset_options
+@model_options
+@ray_options
+@query_options
+@meta_options
+@folds_option
+@seed_option()
+@trees_option
+@field_option(TrainConfig, "min_tokens")
+@cleaning_options
+@option(
+    "--grid", is_flag=True, help="Run the Table-1 grid (norms × features × contexts) and print it.", section="method"
+)
+@option("--grid-contexts", default="32,64,128", show_default=True, help="Contexts of the grid.", section="method")
+@out_option("Save the classifier here, e.g. models/NAME (needed unless --grid).")
+@overwrite_option()
+@drop_duplicates_option
+@strict_option
+@format_option
+@friendly_errors
+def train(members, nonmembers, grid, grid_contexts, out, overwrite, strict, fmt, **kw):
+    """Evaluate the meta-classifier with k-fold chunks, then fit it on all documents and save it."""
+    if not grid and out is None:
+        raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
+    from docaudit import api
+    from docaudit.corpus.documents import Skips
+
+    config = config_from(
+        TrainConfig, kw, model=model_config(kw), query=query_config(kw), meta=config_from(MetaConfig, kw)
+    )
+    skips = Skips(strict)
+    if grid:
+        contexts = [int(c) for c in grid_contexts.split(",")]
+        table = api.grid(
+            members, nonmembers, config, contexts, skips=skips, ray=ray_config(kw), progress=show_progress()
+        )
+        warn_skipped(skips.as_json())
+        if fmt == "json":
+            echo_json(table.to_dict(orient="records"))
+        else:
+            echo_rows(table, fmt, lambda t: t.to_string(index=False, float_format="%.3f"))
+        return
+    result = api.train(
+        members,
+        nonmembers,
+        config,
+        Path(out),
+        overwrite=overwrite,
+        skips=skips,
+        ray=ray_config(kw),
+        progress=show_progress(),
+    )
+    warn_skipped(result.skipped)
+    if fmt == "json":
+        echo_json(result.card)
+    elif fmt == "csv":
+        from docaudit.report.classifier import out_of_fold_predictions
+
+        echo_csv(out_of_fold_predictions(result.documents, result.evaluation))
+    else:
+        _echo_trained(result, kw["folds"], out)
+
+
+def _echo_trained(result, folds: int, out) -> None:
+    """What ``train`` prints for people: the documents, the model, the k-fold and blind results, where it saved."""
+    from docaudit.report.classifier import chance_level
+    from docaudit.report.tables import format_beyond_blind, format_query, format_summary
+
+    card = result.card
+    click.echo(
+        f"documents: {card['n_members']} members, {card['n_nonmembers']} non-members"
+        + skipped_note(result.skipped)
+        + duplicates_note(card["duplicates_dropped"], "; ")
+    )
+    click.echo(f"model: {card['model_identity']}; query: {format_query(card['query'])}")
+    click.echo(f"{folds}-fold chunks ({', '.join(result.evaluation.configs)}): {format_summary(result.summary)}")
+    auc = card["pooled_bootstrap_95"]["auc"]
+    click.echo(f"pooled out-of-fold AUC {auc['point']:.3f} (95% bootstrap interval {auc['lo']:.3f}–{auc['hi']:.3f})")
+    if chance_level(card):
+        click.echo("the interval includes 0.5: this classifier does not detect membership better than chance here")
+    blind = card["blind"]
+    click.echo(f"blind baseline (no model, same folds): AUC {blind['blind_auc']:.3f} ({blind['best_kind']})")
+    click.echo(format_beyond_blind(card["beyond_blind"]))
+    if card["warning"]:
+        click.echo(card["warning"], err=True)
+    click.echo(f"saved {result.final_config} classifier to {out}")
+
+
+@command()
+@click.argument("documents", nargs=-1, required=True, type=click.Path())
+@dataset_options
+@option(
+    "--classifier",
+    type=click.Path(),
+    default=None,
+    help="Saved classifier directory (default: the shipped one).",
+    section="method",
+)
+@alpha_option("Level of the verdict: evidence of membership when the Benjamini-Hochberg q-value is below it.")
+@model_options
+@option(
+    "--use-card-backend",
+    is_flag=True,
+    help="Query the server or hub model the classifier's card names, with its settings (the API key only from "
+    "--api-key-env; --api-timeout, --api-retries given here win).",
+    section="model",
+)
+@ray_options
+@strict_option
+@format_option
+@friendly_errors
+def predict(documents, classifier, alpha, strict, fmt, use_card_backend, **kw):
+    """Verdict for each document: evidence of membership, no evidence, or inconclusive with the reason, from its
+    p-value against the classifier's known non-members (a document that cannot be used is a row saying why)."""
+    from docaudit import api
+    from docaudit.corpus.documents import Skips
+    from docaudit.report.verdicts import format_predictions
+
+    model = model_config(kw) if kw["model"] or kw["backend"] != ModelConfig.backend else None
+    skips = Skips(strict)
+    rows = api.predict(
+        documents,
+        Path(classifier) if classifier else None,
+        model,
+        skips=skips,
+        trust_remote_code=kw["trust_remote_code"],
+        use_card_backend=use_card_backend,
+        user_settings=given_settings(kw, ("api_key_env", "api_timeout", "api_retries", "api_document_timeout")),
+        alpha=alpha,
+        ray=ray_config(kw),
+        progress=show_progress(),
+    )
+    warn_skipped(skips.as_json())
+    rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
+    echo_rows(rows, fmt, format_predictions)
