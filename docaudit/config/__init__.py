@@ -1,0 +1,80 @@
+"""Typed configuration with every default in one place (the methods are described in docs/methods.md).
+
+One module per group of settings; every name is importable from ``docaudit.config``."""
+
+from __future__ import annotations
+
+from docaudit.config.audits import BeyondBlindConfig, ContaminationConfig, DatasetTestConfig, SequenceConfig
+from docaudit.config.base import (
+    API_LOGPROBS,
+    API_RETRIES_MAX,
+    API_TIMEOUT_MAX,
+    DEFAULT_CLASSIFIER,
+    DTYPES,
+    EXCERPTS,
+    FEATURES,
+    MANIFESTS_DIR,
+    MAX_DOCUMENT_BYTES,
+    NORMS,
+    PACKAGE_DIR,
+    QUANTIZE,
+    READ_JOBS,
+    READ_JOBS_MIN_FILES,
+    SECTIONS,
+    check_range,
+    setting,
+)
+from docaudit.config.inputs import (
+    GROUP_SEPARATOR,
+    HUB_PROBE_SECONDS,
+    ID_COLUMNS,
+    LABEL_COLUMNS,
+    PAIR_COLUMNS,
+    TEXT_COLUMNS,
+    DatasetConfig,
+    FetchConfig,
+)
+from docaudit.config.lab import TargetConfig, TrapConfig
+from docaudit.config.methods import DetectorConfig, MetaConfig, ScalingConfig, TrainConfig
+from docaudit.config.query import ModelConfig, QueryConfig, RayConfig
+
+__all__ = [
+    "PACKAGE_DIR",
+    "DEFAULT_CLASSIFIER",
+    "MANIFESTS_DIR",
+    "NORMS",
+    "FEATURES",
+    "DTYPES",
+    "QUANTIZE",
+    "EXCERPTS",
+    "API_LOGPROBS",
+    "API_TIMEOUT_MAX",
+    "API_RETRIES_MAX",
+    "MAX_DOCUMENT_BYTES",
+    "READ_JOBS",
+    "READ_JOBS_MIN_FILES",
+    "SECTIONS",
+    "setting",
+    "check_range",
+    "TEXT_COLUMNS",
+    "LABEL_COLUMNS",
+    "ID_COLUMNS",
+    "PAIR_COLUMNS",
+    "DatasetConfig",
+    "GROUP_SEPARATOR",
+    "HUB_PROBE_SECONDS",
+    "FetchConfig",
+    "ModelConfig",
+    "QueryConfig",
+    "RayConfig",
+    "MetaConfig",
+    "TrainConfig",
+    "DetectorConfig",
+    "ScalingConfig",
+    "ContaminationConfig",
+    "SequenceConfig",
+    "DatasetTestConfig",
+    "BeyondBlindConfig",
+    "TargetConfig",
+    "TrapConfig",
+]

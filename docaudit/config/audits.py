@@ -1,0 +1,85 @@
+"""The audits' settings: contamination report, sequence-level evaluation, dataset test, beyond-blind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from docaudit.config.base import setting
+
+
+@dataclass(frozen=True)
+class ContaminationConfig:
+    """Per-book contamination rates (Min-K% Prob paper, sec. 5): ``snippets`` random snippets of ``snippet_words``
+    words per book, scored by ``method`` in one window of up to ``max_context`` tokens; the threshold maximizes
+    calibration accuracy, or meets ``target_fpr`` on the non-member snippets; Wilson intervals at ``confidence``, and
+    book-level bootstrap intervals from ``book_bootstrap`` resamples of the calibration books and snippets."""
+
+    method: str = setting("minkpp", "The detector that scores the snippets.", "method", flag="--methods")
+    snippets: int = setting(100, "Random snippets per book.", "method")
+    snippet_words: int = setting(512, "Words per snippet.", "method")
+    target_fpr: float | None = setting(
+        None,
+        "Choose the threshold for this FPR on non-member snippets (default: maximize snippet accuracy).",
+        "method",
+    )
+    max_context: int = setting(
+        2048,
+        "Largest window: a snippet is scored in one window of min(model positions, this) tokens, over several "
+        "windows when longer.",
+        "query",
+    )
+    confidence: float = setting(0.95, "Level of the Wilson and book-level intervals of each rate.", "method")
+    book_bootstrap: int = setting(
+        1000, "Resamples of calibration books and snippets behind the book-level interval.", "method"
+    )
+
+
+@dataclass(frozen=True)
+class SequenceConfig:
+    """Sequence-level evaluation (docs/methods.md, "Sequence-level evaluation"): each text scored in one window of
+    up to ``max_context`` tokens; AUC and TPR at each of ``fprs`` with ``n_boot``-resample stratified bootstrap
+    intervals, overall and per WikiMIA length bucket (``buckets``, words); the Min-K% / Min-K%++ share swept over
+    ``ks``. ReCaLL's prefix, when none is given, is ``recall_shots`` non-member texts, left out of the evaluation.
+    The blind baseline (docs/methods.md, "Blind baseline") runs on ``blind_folds`` chunks of the texts (0: off)."""
+
+    max_context: int = setting(
+        2048, "Largest window: each text is scored in one window of min(model positions, this) tokens.", "query"
+    )
+    fprs: tuple[float, ...] = (0.10, 0.05, 0.01)
+    buckets: tuple[int, ...] = (32, 64, 128, 256)
+    ks: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+    n_boot: int = setting(1000, "Bootstrap resamples.", "method")
+    seed: int = 0
+    recall_shots: int = setting(5, "ReCaLL without --recall-prefix: non-member texts taken as the prefix.", "method")
+    blind_folds: int = setting(5, "Chunks of the texts for the blind baseline (0: no baseline).", "method")
+
+
+@dataclass(frozen=True)
+class DatasetTestConfig:
+    """The dataset-level test: the detector scores combined (``methods``), the random half splits whose
+    p-values are combined (``splits``) and the model-free classifier of the blind p-value (``blind_kind``, chosen
+    before seeing any data: choosing the best kind afterwards would make its p-value too small)."""
+
+    methods: tuple[str, ...] = setting(("loss", "zlib", "mink", "minkpp"), "Detector scores to combine.", "method")
+    splits: int = setting(10, "Random half splits whose p-values are combined.", "method")
+    blind_kind: str = setting(
+        "tfidf",
+        "Model-free classifier of the texts whose p-value is reported beside the model's.",
+        "method",
+        choices=("tfidf", "nb", "dates"),
+    )
+
+
+@dataclass(frozen=True)
+class BeyondBlindConfig:
+    """What the model adds over the blind baseline (docs/methods.md, "Beyond the blind baseline"). The combined
+    classifier is fit, inside each training fold, on scores from ``inner_folds``-fold cross-validation; ``delta``
+    gets a paired stratified bootstrap interval (``n_boot`` resamples, level ``confidence``) and DeLong's one-sided
+    p-value; the verdict needs the interval above 0 and p below ``p_level``. ``report`` compares on the calibration
+    books with ``folds`` folds (fewer when a class has fewer books)."""
+
+    inner_folds: int = 3
+    n_boot: int = 1000
+    confidence: float = 0.95
+    p_level: float = 0.05
+    folds: int = 5

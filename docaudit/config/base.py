@@ -1,0 +1,66 @@
+"""The package's paths, the choices of the options, and how a field becomes an option (``setting``)."""
+
+from __future__ import annotations
+
+from dataclasses import field
+from pathlib import Path
+
+from docaudit.errors import DocauditError
+
+# The shipped classifier and manifests live at the repository's top level (models/, data_manifests/); the links in
+# docaudit/_shipped/ point there, so the same paths work in a checkout and, as package data, in a wheel.
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+DEFAULT_CLASSIFIER = PACKAGE_DIR / "_shipped" / "models" / "gemma3-270m-pg"
+
+
+MANIFESTS_DIR = PACKAGE_DIR / "_shipped" / "data_manifests"
+
+
+NORMS = ("none", "ratio_tf", "ratio_gp", "max_tf", "max_gp")
+
+
+FEATURES = ("agg", "hist")
+
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+QUANTIZE = ("int8", "int4")
+
+
+EXCERPTS = ("random", "leading")
+
+
+API_LOGPROBS = ("auto", "echo", "logit_bias")
+
+
+API_TIMEOUT_MAX = 86400.0  # seconds: the longest --api-timeout accepted (a day)
+API_RETRIES_MAX = 100
+
+
+MAX_DOCUMENT_BYTES = 1 << 30  # a larger file is refused (one document is read and cleaned in memory)
+READ_JOBS = -1  # processes that read and clean documents (joblib; -1: one per core)
+READ_JOBS_MIN_FILES = 16  # fewer files are read in this process (starting workers would cost more)
+
+
+# Sections of a command's help, in the order shown; "openai" holds what only the OpenAI-compatible backend reads
+SECTIONS = ("inputs", "model", "query", "method", "target", "traps", "output", "openai")
+
+
+def setting(default, help: str, section: str, **option):
+    """A field that is also a command-line option: its ``help`` text and help ``section`` (one of ``SECTIONS``)
+    beside its default, so the option is declared here once (docaudit/cli/options.py builds it). ``option`` may
+    give the option's ``flag`` (default: ``--`` and the field's name) and its ``choices``."""
+    if section not in SECTIONS:
+        raise ValueError(f"unknown help section {section!r} (sections: {', '.join(SECTIONS)})")
+    return field(default=default, metadata={"help": help, "section": section, **option})
+
+
+def check_range(option: str, value: float, lo: float, hi: float | None = None, note: str = "") -> None:
+    """Refuse ``value`` outside ``lo..hi`` (``hi=None``: no upper bound) with a one-line error naming the option
+    and the allowed range (``note`` says where the bound comes from)."""
+    if value != value or value < lo or (hi is not None and value > hi):  # NaN is out of every range
+        allowed = f"{lo}..{hi}" if hi is not None else f"{lo} or more"
+        raise DocauditError(f"{option} {value} is out of range: allowed {allowed}{f' ({note})' if note else ''}")

@@ -1,0 +1,106 @@
+"""The methods' settings: the meta-classifier, its training, the detectors, the scaling study."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from docaudit.config.base import FEATURES, NORMS, check_range, setting
+from docaudit.config.query import ModelConfig, QueryConfig
+from docaudit.errors import DocauditError
+
+
+@dataclass(frozen=True)
+class MetaConfig:
+    """The meta-classifier (docs/methods.md, "Normalization dictionaries" to "Meta-classifier").
+    ``norm``/``features`` = "auto" chooses them by inner cross-validation inside each training fold (the
+    normalization among ``norms``)."""
+
+    norm: str = setting("auto", "Meta-classifier normalization.", "method", choices=("auto", *NORMS))
+    norms: tuple[str, ...] = NORMS
+    features: str = setting("auto", "Meta-classifier features.", "method", choices=("auto", *FEATURES))
+    bins: int = setting(1000, "HistFE bins.", "method")
+    folds: int = setting(5, "k of the k-fold chunks.", "method")
+    inner_folds: int = 3
+    seed: int = setting(0, "Seed of the folds and the random forest.", "method")
+    n_estimators: int = setting(500, "Random-forest trees.", "method", flag="--trees")
+    max_depth: int = 5
+    min_samples_leaf: int = 3
+    maxnorm_eps: float = 1e-5
+    agg_token_count: bool = False
+    n_jobs: int = -1
+
+    def candidates(self) -> list[tuple[str, str]]:
+        """The (normalization, feature extractor) pairs this configuration may use."""
+        norms = tuple(self.norms) if self.norm == "auto" else (self.norm,)
+        feats = FEATURES if self.features == "auto" else (self.features,)
+        return [(n, f) for n in norms for f in feats]
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything ``docaudit train`` needs. ``raw``: query the files as they are (no boilerplate removal);
+    ``normalize_chars``: also normalize typographic characters, emphasis markup and whitespace (off by default, so
+    the work's text reaches the model as written: docs/methods.md, "Cleaning"); ``drop_duplicates``: leave out
+    documents whose text is in both sets (otherwise they are an error)."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    query: QueryConfig = field(default_factory=QueryConfig)
+    meta: MetaConfig = field(default_factory=MetaConfig)
+    min_tokens: int = setting(0, "Skip documents with fewer tokens (paper: 5000).", "inputs")
+    raw: bool = setting(False, "Keep the files as they are (no Gutenberg boilerplate removal).", "inputs")
+    drop_duplicates: bool = setting(
+        False, "Leave out documents found in both sets (by default they are an error).", "inputs"
+    )
+    normalize_chars: bool = setting(
+        False,
+        "Also normalize typographic characters (curly quotes, dashes, special spaces), emphasis markup (_x_) and "
+        "whitespace. Off by default: the work's text reaches the model as written, only boilerplate is removed.",
+        "inputs",
+    )
+
+
+@dataclass(frozen=True)
+class DetectorConfig:
+    """Sequence-level detectors (docs/methods.md, "Sequence-level detectors"). ``k``: share of tokens averaged by
+    Min-K% Prob and Min-K%++; PAC: top ``pac_k1`` and bottom ``pac_k2`` shares, ``pac_copies`` augmented copies with
+    ``max(1, int(pac_swap_ratio * n_words))`` swaps each; Neighborhood: ``neighbors`` neighbours, each with
+    ``max(1, int(neighbor_mask_ratio * n_tokens))`` masked-LM replacements. ``seed`` seeds every augmentation.
+    DC-PDD clips each token's value at ``dcpdd_a`` (the authors' ``a``); ReCaLL puts ``recall_prefix`` (non-member
+    text) before each text."""
+
+    k: float = setting(0.2, "Share of tokens averaged by Min-K% and Min-K%++.", "method")
+    pac_k1: float = 0.05
+    pac_k2: float = 0.3
+    pac_copies: int = setting(5, "PAC: augmented copies per text.", "method")
+    pac_swap_ratio: float = 0.3
+    neighbors: int = 5
+    neighbor_mask_ratio: float = 0.15
+    seed: int = setting(0, "Seed of the augmentations (PAC, neighbours).", "method")
+    dcpdd_a: float = 0.01
+    recall_prefix: str = ""
+
+    def __post_init__(self):
+        for option, value in (
+            ("--k", self.k),
+            ("pac_k1", self.pac_k1),
+            ("pac_k2", self.pac_k2),
+            ("neighbor_mask_ratio", self.neighbor_mask_ratio),
+        ):
+            if not 0 < value <= 1:
+                raise DocauditError(f"{option} {value} is out of range: allowed a share in (0, 1]")
+        check_range("pac_swap_ratio", self.pac_swap_ratio, 0, 1)
+        check_range("--pac-copies", self.pac_copies, 1)
+        check_range("neighbors", self.neighbors, 1)
+        if not self.dcpdd_a > 0:
+            raise DocauditError(f"dcpdd_a {self.dcpdd_a} is out of range: allowed a positive number")
+
+
+@dataclass(frozen=True)
+class ScalingConfig:
+    """Document-level scaling of sequence scores (paper sec. 6.2): ``n_sequences`` windows sampled per document
+    (seeded), each window one sequence of the query context's length."""
+
+    n_sequences: int = setting(
+        40, "Sequences (windows of --context tokens) sampled per document.", "method", flag="--sequences"
+    )
+    seed: int = 0
