@@ -157,9 +157,7 @@ class ConfigCommand(click.Command):
         self.params += [o for o in (CONFIG_OPTION, QUIET_OPTION) if o.name not in taken]
 
     def make_context(self, info_name, args, parent=None, **extra):
-        from docaudit import outputs
-
-        outputs.COMMAND_LINE = ["docaudit", *_section_path(parent, info_name), *args]
+        extra.setdefault("obj", ["docaudit", *_section_path(parent, info_name), *args])  # the command line
         path = _config_path(args)
         if path is not None and CONFIG_OPTION in self.params and "default_map" not in extra:
             extra["default_map"] = config_defaults(self, _section_path(parent, info_name), path)
@@ -1704,6 +1702,7 @@ def report(
         ray=ray_config(kw),
         book_bootstrap_samples=book_bootstrap,
         alpha=alpha,
+        run=api.RunContext(command=click.get_current_context().obj),
         progress=show_progress(),
     )
     info = result.info
