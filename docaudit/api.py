@@ -36,8 +36,7 @@ from docaudit.report.classifier import save_model_dir
 from docaudit.report.contamination import write_contamination_report
 from docaudit.report.evaluation import write_evaluation
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext, take
-
-__all__ = ["DetectorSpec", "DocumentSpec", "ModelSpec", "RunContext"]
+from docaudit.verdicts import DEFAULT_ALPHA
 
 
 def on_ray(func):
@@ -97,7 +96,7 @@ def predict(paths, classifier_dir: Path | None = None, model=None, *args, **opti
     [run] = _objects(options, "run")
     access = take(meta.CardAccess, options, options.pop("access", None))
     skips = options.pop("skips", None)
-    alpha = options.pop("alpha", meta.DEFAULT_ALPHA)
+    alpha = options.pop("alpha", DEFAULT_ALPHA)
     _no_more("predict", options)
     with scaled(run) as run:
         return meta.predict(paths, classifier_dir, model, access, alpha, skips, run)
@@ -147,10 +146,9 @@ def _inputs(*groups) -> list:
     return paths
 
 
-def _model_inputs(models: ModelSpec, detectors: DetectorSpec | None = None) -> list:
-    """The inputs a command names among its models (and the documents calibrating DC-PDD)."""
-    freq = None if detectors is None else detectors.freq_corpus
-    return _inputs(models.model, models.ref_model, models.neighbor_model, freq)
+def _model_inputs(models: ModelSpec, detectors: DetectorSpec | None = None) -> tuple:
+    """The inputs a command names beside its documents: its models and the documents calibrating DC-PDD."""
+    return models.model, models.ref_model, models.neighbor_model, None if detectors is None else detectors.freq_corpus
 
 
 @on_ray
