@@ -33,16 +33,14 @@ def read_marker(folder: Path) -> dict | None:
     return marker
 
 
-COMMAND_LINE: list[str] | None = None  # set by the command line: the docaudit command being run
-
-
-def provenance(model_identity: str | None = None, tokenizer: str | None = None) -> dict:
+def provenance(model_identity: str | None = None, tokenizer: str | None = None, command=None) -> dict:
     """Where an output comes from: the docaudit version, when (UTC), the model's identity (by content) and its
-    tokenizer's hash, and the full command line that made it (the docaudit command, else the process's)."""
+    tokenizer's hash, and the full command line that made it (``command``: the docaudit command being run, as the
+    run context carries it; None: this process's)."""
     import shlex
     import sys
 
-    command = COMMAND_LINE or [Path(sys.argv[0]).name, *sys.argv[1:]]
+    command = command or [Path(sys.argv[0]).name, *sys.argv[1:]]
     return {
         "docaudit_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

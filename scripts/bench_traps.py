@@ -21,7 +21,8 @@ import numpy as np
 import torch
 
 from docaudit.config import ModelConfig, TargetConfig, TrapConfig
-from docaudit.lab.experiment import run_lab
+from docaudit.lab.experiment import LabSpec, run_lab
+from docaudit.lab.traps import TrapPlan
 from docaudit.query.generate import generate_sequences
 from docaudit.query.models import load_model
 
@@ -106,10 +107,8 @@ def main() -> None:
             res = run_lab(
                 pool,
                 args.out / f"lab-L{tokens}-c{copies}-s{seed}",
-                dataclasses.replace(target, seed=seed),
-                traps=traps,
-                generator=generator_config,
-                trap_sequences=made.sequences,
+                LabSpec(target=dataclasses.replace(target, seed=seed)),
+                TrapPlan(traps, generator_config, made.sequences),
                 overwrite=True,
             )
             rates = res.rates()

@@ -133,7 +133,7 @@ def test_too_few_documents_is_reported_not_raised():
     folds = chunk_folds(labels, 2, 0)
     features = BlindFeatures(texts)
     blind = evaluate_blind(features, labels, folds, kinds=("dates",))
-    out = bb.against_blind(labels, folds, features, blind, "loss", bb.fixed_scorer(np.arange(6.0)))
+    out = bb.against_blind(labels, folds, features, blind, bb.Candidate("loss", bb.fixed_scorer(np.arange(6.0))))
     assert out["model"] == "loss" and "inner folds need at least" in out["unavailable"]
 
 

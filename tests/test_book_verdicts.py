@@ -13,6 +13,7 @@ from docaudit.audit.book_verdicts import (
     debiased_fraction,
     threshold,
 )
+from docaudit.config import ContaminationConfig
 from docaudit.verdicts import EVIDENCE, INCONCLUSIVE
 
 
@@ -97,7 +98,7 @@ def test_books_like_the_calibration_nonmembers_get_evidence_at_most_at_the_nomin
     snip = snippets(
         {"member": members, "non-member": nonmembers, "audited": [book(1.5) for _ in range(5)] + [book(0.0)]}
     )
-    table, info = book_verdicts(snip, {}, 0.1, 50, 0.95, 0, None, 2)
+    table, info = book_verdicts(snip, {}, ContaminationConfig(target_fpr=0.1, book_bootstrap=50), 0, None, 2)
     evidence_members = (table.verdict.iloc[:5] == EVIDENCE).sum()
     assert evidence_members >= 3 and info["n_known_nonmembers"] == 39 and info["smallest_p"] == 1 / 40
 
@@ -111,6 +112,6 @@ def test_too_few_calibration_nonmembers_is_inconclusive():
             "audited": [rng.normal(3, 1, 20)],
         }
     )
-    table, _ = book_verdicts(snip, {}, None, 20, 0.95, 0, None, 2)
+    table, _ = book_verdicts(snip, {}, ContaminationConfig(book_bootstrap=20), 0, None, 2)
     assert table.verdict.iloc[0] == INCONCLUSIVE and "too few known non-members" in table.reason.iloc[0]
     assert table.p_value.iloc[0] == pytest.approx(1 / 6)

@@ -9,7 +9,7 @@ import reference as ref
 import torch
 from conftest import corpus_ids, corpus_text, make_tokenizer
 
-from docaudit.audit.scoring import score_documents
+from docaudit import api
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, ScalingConfig
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors.detector import build_detector
@@ -54,7 +54,7 @@ def test_scores_equal_direct_computations(gpt2, llama, tmp_path):
     doc = tmp_path / "doc.txt"
     doc.write_text(text)
     names = ["loss", "zlib", "lowercase", "ref", "mink", "minkpp", "pac"]
-    [row] = score_documents(
+    [row] = api.score(
         [doc], gpt2, names, DetectorConfig(k=0.2), QueryConfig(context=250), ref_model=llama, raw=True, progress=False
     )
     model, tok = gpt2.model, gpt2.tokenizer
@@ -79,9 +79,7 @@ def test_score_on_a_snippet_equals_the_direct_computation_on_its_raw_text(gpt2, 
 
     doc = tmp_path / "snippet.txt"
     doc.write_text(SNIPPET, encoding="utf-8")
-    [row] = score_documents(
-        [doc], gpt2, ["loss", "zlib", "mink", "minkpp"], query=QueryConfig(context=250), progress=False
-    )
+    [row] = api.score([doc], gpt2, ["loss", "zlib", "mink", "minkpp"], query=QueryConfig(context=250), progress=False)
     model, ids = gpt2.model, ref.token_ids(gpt2.tokenizer, SNIPPET)
     loss = ref.loss_by_labels(model, ids)
     assert row["n_tokens"] == len(ids)

@@ -22,6 +22,7 @@ LAYERS = {
     "outputs": 0,
     "metrics": 0,
     "verdicts": 0,
+    "run": 0,
     "corpus": 1,
     "query": 2,
     "methods": 3,

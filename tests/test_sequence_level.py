@@ -19,6 +19,7 @@ from docaudit.corpus.datasets import DatasetSource
 from docaudit.methods.detectors.detector import build_detector
 from docaudit.metrics import tpr_at_fpr
 from docaudit.query.models import load_model
+from docaudit.run import DetectorSpec, ModelSpec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -43,7 +44,7 @@ def wikimia(tmp_path):
 
 
 def run(path, model, methods, config):
-    return evaluate_sequences([DatasetSource(path, by_label=True)], [], model, methods, config=config, progress=False)
+    return evaluate_sequences([DatasetSource(path, by_label=True)], [], ModelSpec(model), DetectorSpec(methods), config)
 
 
 def test_length_buckets():

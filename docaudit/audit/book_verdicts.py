@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from docaudit.config import ContaminationConfig
 from docaudit.corpus.documents import Document
 from docaudit.methods.blind import BlindFeatures, fit_fold, fold_scores
 from docaudit.methods.conformal import cross_conformal_p
@@ -116,22 +117,23 @@ def blind_p_values(groups: dict[str, list[Document]], blind: dict | None, folds:
 def book_verdicts(
     snip: pd.DataFrame,
     groups: dict[str, list[Document]],
-    target_fpr: float | None,
-    n_boot: int,
-    confidence: float,
+    config: ContaminationConfig,
     seed: int,
     blind: dict | None,
     blind_folds: int,
     alpha: float = DEFAULT_ALPHA,
 ) -> tuple[pd.DataFrame, dict]:
     """Per audited book: debiased fraction with its interval, p-value, q-value (Benjamini–Hochberg over the
-    audited books), blind p-value and verdict with its reason; and the run's TPR and FPR at the threshold."""
+    audited books), blind p-value and verdict with its reason; and the run's TPR and FPR at the threshold. The
+    report's threshold rule (``config.target_fpr``), ``config.book_bootstrap`` resamples and the intervals' level
+    ``config.confidence`` come from its configuration."""
+    target_fpr = config.target_fpr
     members = [s for _, s in _groups(snip, "member")]
     nonmembers = [s for _, s in _groups(snip, "non-member")]
     pos, neg = np.concatenate(members), np.concatenate(nonmembers)
     tau = threshold(pos, neg, target_fpr)
     tpr, fpr = float((pos > tau).mean()), float((neg > tau).mean())
-    table = debiased_bootstrap(snip, target_fpr, n_boot, confidence, seed)
+    table = debiased_bootstrap(snip, target_fpr, config.book_bootstrap, config.confidence, seed)
     audited = dict(_groups(snip, "audited"))
     table["p_value"] = [
         conformal_rate_p(audited[(b, f)], members, nonmembers, target_fpr) for b, f in zip(table.book, table.file)

@@ -45,7 +45,6 @@ from docaudit.config import (
     BeyondBlindConfig,
     ContaminationConfig,
     DetectorConfig,
-    ModelConfig,
     QueryConfig,
     check_range,
 )
@@ -59,6 +58,7 @@ from docaudit.methods.document_level import accuracy_threshold, fpr_threshold
 from docaudit.metrics import chunk_folds
 from docaudit.outputs import provenance
 from docaudit.query.models import LoadedModel, load_model
+from docaudit.run import DocumentSpec, ModelSpec, RunContext
 from docaudit.verdicts import DEFAULT_ALPHA
 
 _WORD = re.compile(r"\S+")
@@ -200,8 +200,9 @@ class ContaminationReport:
 
 
 def _score_books(
-    detector: Detector, method: str, docs: list[Document], role: str, n: int, words: int, seed: int, progress: bool
+    detector: Detector, docs: list[Document], role: str, config: ContaminationConfig, run: RunContext
 ) -> list[dict]:
+    method, n, words, seed, progress = config.method, config.snippets, config.snippet_words, run.seed, run.progress
     if detector.target.pool is not None:  # every snippet and its extra passes on the Ray workers at once
         snippets = [t for d in docs for _, t in book_snippets(d, n, words, seed)]
         detector.target.prefetch([(t, None) for t in snippets], progress)
@@ -247,41 +248,42 @@ def _rates(snippets: pd.DataFrame, tau: float, confidence: float) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
+@dataclass(frozen=True)
+class ReportSpec:
+    """What a contamination report computes: snippets, threshold and intervals (``contamination``), the
+    comparison of the calibration books' mean snippet scores with the blind baseline (``beyond``) and the level of
+    the per-book verdicts (``alpha``, ``audit.book_verdicts``)."""
+
+    contamination: ContaminationConfig = ContaminationConfig()
+    beyond: BeyondBlindConfig = BeyondBlindConfig()
+    alpha: float = DEFAULT_ALPHA
+
+
 def contamination_report(
     books,
     calibrate_members,
     calibrate_nonmembers,
-    model: ModelConfig | LoadedModel = ModelConfig(),
-    method: str = ContaminationConfig.method,
-    snippets: int = ContaminationConfig.snippets,
-    snippet_words: int = ContaminationConfig.snippet_words,
-    target_fpr: float | None = ContaminationConfig.target_fpr,
+    models: ModelSpec = ModelSpec(),
     detector: DetectorConfig = DetectorConfig(),
-    seed: int = 0,
-    max_context: int = ContaminationConfig.max_context,
-    confidence: float = ContaminationConfig.confidence,
-    raw: bool = False,
-    normalize_chars: bool = False,
-    ref_model: ModelConfig | LoadedModel | None = None,
-    neighbor_model=None,
-    progress: bool = False,
-    drop_duplicates: bool = False,
-    skips: Skips | None = None,
-    beyond: BeyondBlindConfig = BeyondBlindConfig(),
-    book_bootstrap_samples: int = ContaminationConfig.book_bootstrap,
-    alpha: float = DEFAULT_ALPHA,
+    spec: ReportSpec = ReportSpec(),
+    reading: DocumentSpec = DocumentSpec(),
+    run: RunContext = RunContext(),
 ) -> ContaminationReport:
     """Calibrate a snippet threshold on known member and non-member books, then measure each audited book's
-    contamination rate (see the module docstring). Every input is checked before the model is loaded; a book in
-    both calibration sets is an error, or with ``drop_duplicates`` left out of both; books that cannot be used
-    (unreadable, too short for one snippet ...) are left out and recorded in ``skips``. ``beyond`` sets the
-    comparison of the calibration books' mean snippet scores with the blind baseline; ``book_bootstrap_samples`` is
-    the number of resamples of the book-level interval (and of the debiased fraction's); ``alpha`` the level of the
-    per-book verdicts (``audit.book_verdicts``)."""
+    contamination rate (see the module docstring) with the detector ``spec.contamination.method``, seeded by
+    ``run.seed``. Every input is checked before the model is loaded; a book in both calibration sets is an error, or
+    with ``reading.drop_duplicates`` left out of both; books that cannot be used (unreadable, too short for one
+    snippet ...) are left out and recorded in ``reading.skips``. ``spec.contamination.book_bootstrap`` is the
+    number of resamples of the book-level interval (and of the debiased fraction's). The command line of ``run``
+    is written into the report's provenance."""
     from sklearn.metrics import roc_auc_score
 
     started = time.time()
-    skips = Skips() if skips is None else skips
+    config, beyond, alpha, seed = spec.contamination, spec.beyond, spec.alpha, run.seed
+    method, snippets, snippet_words = config.method, config.snippets, config.snippet_words
+    target_fpr = config.target_fpr
+    max_context, confidence, book_bootstrap_samples = config.max_context, config.confidence, config.book_bootstrap
+    skips = Skips() if reading.skips is None else reading.skips
     if method not in METHODS:
         raise DocauditError(f"unknown method '{method}': choose from {', '.join(METHODS)}")
     if snippets < 1 or snippet_words < 1:
@@ -297,26 +299,29 @@ def contamination_report(
         if not paths:
             what = "books to audit" if role == "audited" else f"calibration books of class {role}"
             raise DocauditError(f"no {what} given")
-        docs = load_documents(paths, raw=raw, progress=False, skips=skips, normalize_chars=normalize_chars)
+        docs = load_documents(
+            paths, raw=reading.raw, progress=False, skips=skips, normalize_chars=reading.normalize_chars
+        )
         groups[role] = [docs[i] for i in skips.select(docs, [too_short(d, snippet_words) for d in docs], "too short")]
     groups["member"], groups["non-member"], duplicates = separate_sets(
-        groups["member"], groups["non-member"], drop_duplicates, ("calibration members", "calibration non-members")
+        groups["member"],
+        groups["non-member"],
+        reading.drop_duplicates,
+        ("calibration members", "calibration non-members"),
     )
 
+    model = models.model
     lm = model if isinstance(model, LoadedModel) else load_model(model)
     scorer = build_detector(
         lm,
         QueryConfig(seed=seed),
         [method],
         detector,
-        ref_model if method == "ref" else None,
-        neighbor_model if method == "neighbor" else None,
+        models.ref_model if method == "ref" else None,
+        models.neighbor_model if method == "neighbor" else None,
         single_pass=max_context,
-    )
-    scored = {
-        role: _score_books(scorer, method, docs, role, snippets, snippet_words, seed, progress)
-        for role, docs in groups.items()
-    }
+    ).on_pool(run.pool)
+    scored = {role: _score_books(scorer, docs, role, config, run) for role, docs in groups.items()}
     snip = pd.DataFrame([r for rows in scored.values() for r in rows])
 
     cal = snip[snip.role != "audited"]
@@ -346,15 +351,13 @@ def contamination_report(
         frame["snippets_overlap"] = frame.overlapping_snippets > 0
     beyond_result, blind = _calibration_beyond_blind(groups, snip, method, beyond, seed)
     blind_folds = min(beyond.folds, len(groups["member"]), len(groups["non-member"]))
-    verdicts, verdict_info = book_verdicts(
-        snip, groups, target_fpr, book_bootstrap_samples, confidence, seed, blind, blind_folds, alpha
-    )
+    verdicts, verdict_info = book_verdicts(snip, groups, config, seed, blind, blind_folds, alpha)
     audited = audited.merge(verdicts, on=["book", "file"])
     means = cal.groupby(["book", "file"], sort=False).score.mean()
     book_y = cal.groupby(["book", "file"], sort=False).role.first().eq("member").astype(int)
     book_auc = float(roc_auc_score(book_y, means)) if book_y.nunique() == 2 else None
     info = {
-        "provenance": provenance(lm.identity, lm.tokenizer_hash),
+        "provenance": provenance(lm.identity, lm.tokenizer_hash, run.command),
         "model_identity": lm.identity,
         "model_config": asdict(lm.config),
         "method": method,
@@ -415,5 +418,5 @@ def _calibration_beyond_blind(groups: dict, snip: pd.DataFrame, method: str, con
     folds = chunk_folds(labels, k, seed)
     features = BlindFeatures([d.text for d in docs])
     blind = evaluate_blind(features, labels, folds, seed=seed)
-    fixed = beyond_blind.fixed_scorer(scores)
-    return beyond_blind.against_blind(labels, folds, features, blind, name, fixed, scores, config, seed), blind
+    compared = beyond_blind.Candidate(name, beyond_blind.fixed_scorer(scores), scores)
+    return beyond_blind.against_blind(labels, folds, features, blind, compared, config, seed), blind

@@ -54,6 +54,7 @@ import numpy as np
 
 from docaudit.config import DatasetTestConfig
 from docaudit.errors import DocauditError
+from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
 from docaudit.verdicts import DEFAULT_ALPHA, decide
 
 MIN_DOCS = 4
@@ -304,22 +305,16 @@ def dataset_test_documents(
     suspect_paths,
     nonmember_paths,
     model=None,
-    methods=DatasetTestConfig.methods,
     query=None,
-    seed: int = 0,
-    n_splits: int = DatasetTestConfig.splits,
-    raw: bool = False,
-    progress: bool = False,
-    skips=None,
-    drop_duplicates: bool = False,
-    normalize_chars: bool = False,
-    blind_kind: str = DatasetTestConfig.blind_kind,
+    config: DatasetTestConfig = DatasetTestConfig(),
+    reading: DocumentSpec = DocumentSpec(),
+    run: RunContext = RunContext(),
 ) -> tuple[DatasetTestResult, list[dict]]:
-    """Score both document sets with the detectors ``methods`` on the target model (one query pass each, cached)
-    and run :func:`dataset_test` on the score matrices. A text in both sets is an error, or with
-    ``drop_duplicates`` left out of both. Documents that cannot be used are left out and recorded in ``skips``
-    (a ``data.Skips``). The documents' texts give the blind p-value (a model-free classifier of kind
-    ``blind_kind``). Returns the result and the per-document scores."""
+    """Score both document sets with the detectors ``config.methods`` on the target model (one query pass each,
+    cached) and run :func:`dataset_test` on the score matrices with ``config.splits`` splits, seeded by
+    ``run.seed``. A text in both sets is an error, or with ``reading.drop_duplicates`` left out of both. Documents
+    that cannot be used are left out and recorded in ``reading.skips``. The documents' texts give the blind p-value
+    (a model-free classifier of kind ``config.blind_kind``). Returns the result and the per-document scores."""
     from dataclasses import replace
 
     from docaudit.audit.scoring import score_documents
@@ -327,32 +322,27 @@ def dataset_test_documents(
     from docaudit.corpus.documents import load_documents, separate_sets
     from docaudit.query.models import load_model
 
+    read = {"raw": reading.raw, "progress": run.progress, "skips": reading.skips}
     suspect_docs, known_docs, duplicates = separate_sets(
-        load_documents(suspect_paths, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars),
-        load_documents(nonmember_paths, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars),
-        drop_duplicates,
+        load_documents(suspect_paths, **read, normalize_chars=reading.normalize_chars),
+        load_documents(nonmember_paths, **read, normalize_chars=reading.normalize_chars),
+        reading.drop_duplicates,
         ("suspects", "non-members"),
     )
-    lm = load_model(model or ModelConfig())
-    kwargs = {
-        "methods": list(methods),
-        "query": query or QueryConfig(),
-        "raw": raw,
-        "progress": progress,
-        "skips": skips,
-    }
-    suspect = score_documents(suspect_docs, lm, **kwargs)
-    known = score_documents(known_docs, lm, **kwargs)
+    methods = config.methods
+    scoring = (ModelSpec(load_model(model or ModelConfig())), query or QueryConfig(), DetectorSpec(list(methods)))
+    suspect = score_documents(suspect_docs, *scoring, reading, run)
+    known = score_documents(known_docs, *scoring, reading, run)
     from docaudit.methods.blind import BlindFeatures
 
     text_of = {d.path: d.text for d in suspect_docs + known_docs}
     result = dataset_test(
         _score_matrix(suspect, methods),
         _score_matrix(known, methods),
-        seed=seed,
-        n_splits=n_splits,
+        seed=run.seed,
+        n_splits=config.splits,
         blind=BlindFeatures([text_of[row["file"]] for row in suspect + known]),
-        blind_kind=blind_kind,
+        blind_kind=config.blind_kind,
     )
     result = replace(result, duplicates_dropped=duplicates)
     return result, [{"set": "suspect", **r} for r in suspect] + [{"set": "nonmember", **r} for r in known]

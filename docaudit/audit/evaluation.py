@@ -25,9 +25,7 @@ import pandas as pd
 from docaudit import __version__
 from docaudit.config import (
     BeyondBlindConfig,
-    DetectorConfig,
     MetaConfig,
-    ModelConfig,
     QueryConfig,
     ScalingConfig,
 )
@@ -52,6 +50,7 @@ from docaudit.metrics import (
 )
 from docaudit.query.models import LoadedModel, backend_name, load_model, served_query
 from docaudit.query.querier import SINGLE_PASS_CAP
+from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
 
 META = "meta_classifier"
 
@@ -88,38 +87,39 @@ def _rows(method: str, level: str, folds: list[FoldMetrics], n_test: list[int]):
     return {"method": method, "title": title, "level": level, **summarize(folds), "n_folds": len(folds)}, fold_rows
 
 
+@dataclass(frozen=True)
+class EvaluationSpec:
+    """What ``evaluate_methods`` computes besides the detectors: the meta-classifier (``meta``; None: not run),
+    the detectors' document-level scaling, the ``levels`` reported, the model-free baselines ``blind_kinds`` (none
+    when empty or None), the number of ``folds``, and ``beyond``: the membership method compared with the blind
+    baseline (``meta_classifier``, a detector at ``doc_avg``, or ``detector:level``; ``auto``: the meta-classifier
+    when it runs, else the first detector at ``doc_avg``; None: no comparison), compared as ``beyond_config``
+    says."""
+
+    meta: MetaConfig | None = MetaConfig()
+    scaling: ScalingConfig = ScalingConfig()
+    folds: int = 5
+    levels: Sequence[str] = tuple(LEVELS)
+    blind_kinds: Sequence[str] | None = BLIND_KINDS
+    beyond: str | None = "auto"
+    beyond_config: BeyondBlindConfig = BeyondBlindConfig()
+
+
 def evaluate_methods(
     members,
     nonmembers,
-    model: ModelConfig | LoadedModel = ModelConfig(),
+    models: ModelSpec = ModelSpec(),
     query: QueryConfig = QueryConfig(),
-    methods: Sequence[str] | str | None = None,
-    detector: DetectorConfig = DetectorConfig(),
-    scaling: ScalingConfig = ScalingConfig(),
-    meta: MetaConfig | None = MetaConfig(),
-    folds: int = 5,
-    seed: int = 0,
-    raw: bool = False,
-    normalize_chars: bool = False,
-    ref_model: ModelConfig | LoadedModel | None = None,
-    neighbor_model=None,
-    levels: Sequence[str] = tuple(LEVELS),
-    blind_kinds: Sequence[str] | None = BLIND_KINDS,
-    progress: bool = False,
-    drop_duplicates: bool = False,
-    skips: Skips | None = None,
-    beyond: str | None = "auto",
-    beyond_config: BeyondBlindConfig = BeyondBlindConfig(),
-    freq_corpus=None,
+    detectors: DetectorSpec = DetectorSpec(),
+    spec: EvaluationSpec = EvaluationSpec(),
+    reading: DocumentSpec = DocumentSpec(),
+    run: RunContext = RunContext(),
 ) -> MethodsEvaluation:
-    """Evaluate the meta-classifier (unless ``meta`` is None), every selected detector at every level and the
-    model-free baselines ``blind_kinds`` (none when empty or None) on the same ``folds`` chunks (seeded by
-    ``seed``). Documents are queried once with ``query`` (the cache is shared with ``train``); the sequences are
-    that query's windows. A text in both sets is an error, or with ``drop_duplicates`` left out of both; documents
-    that cannot be used are left out and recorded in ``skips``. ``beyond`` names the membership method compared with
-    the blind baseline (``meta_classifier``, a detector at ``doc_avg``, or ``detector:level``; ``auto``: the
-    meta-classifier when it runs, else the first detector at ``doc_avg``; None: no comparison). ``freq_corpus``:
-    documents whose token frequencies calibrate DC-PDD (None: the evaluated documents' texts, without labels)."""
+    """Evaluate the meta-classifier (unless ``spec.meta`` is None), every selected detector at every level and
+    the model-free baselines on the same ``spec.folds`` chunks (seeded by ``run.seed``). Documents are queried once
+    with ``query`` (the cache is shared with ``train``); the sequences are that query's windows. A text in both sets
+    is an error, or with ``reading.drop_duplicates`` left out of both; documents that cannot be used are left out
+    and recorded in ``reading.skips``. ``spec.beyond`` names the membership method compared with the blind baseline."""
     from docaudit.audit.frequencies import set_reference_frequencies
     from docaudit.corpus.documents import labelled_documents
     from docaudit.query.querier import (
@@ -129,21 +129,24 @@ def evaluate_methods(
     )
 
     started = time.time()
-    skips = Skips() if skips is None else skips
-    methods, blind_kinds = _split_blind(methods, blind_kinds)
+    skips = Skips() if reading.skips is None else reading.skips
+    model, ref_model, neighbor_model = models.model, models.ref_model, models.neighbor_model
+    meta, folds, seed, progress = spec.meta, spec.folds, run.seed, run.progress
+    methods, blind_kinds = _split_blind(detectors.methods, spec.blind_kinds)
     if methods != []:
         backend = backend_name(model)
         methods = resolve_methods(methods, ref_model is not None, neighbor_model is not None, backend)
         check_served(methods, backend)
         meta = None if meta is None else served_norms(meta, backend)
         query = served_query(query, model)
+    raw, normalize_chars = reading.raw, reading.normalize_chars
     docs, labels, duplicates = labelled_documents(
-        members, nonmembers, raw, progress, skips, drop_duplicates, normalize_chars
+        members, nonmembers, raw, progress, skips, reading.drop_duplicates, normalize_chars
     )
     summary_rows, fold_rows, curves, info = [], [], {}, {}
     if methods != []:  # only `--methods blind` needs no model
         lm = model if isinstance(model, LoadedModel) else load_model(model)
-        querier = open_querier(lm, query)
+        querier = open_querier(lm, query, pool=run.pool)
         keep = queryable_documents(querier, docs, skips)
         docs, labels = [docs[i] for i in keep], labels[keep]
     splits = chunk_folds(labels, folds, seed)
@@ -159,9 +162,12 @@ def evaluate_methods(
     )
     if methods != []:
         # text passes of a sequence (lowercased, augmented, ...) are queried in one window of the widest context
-        scorer = build_detector(lm, query, methods, detector, ref_model, neighbor_model, single_pass=SINGLE_PASS_CAP)
-        set_reference_frequencies(scorer, docs, freq_corpus, raw, normalize_chars, progress, skips)
-        compared = _beyond_target(beyond, meta, scorer.methods) if blind_kinds else None
+        detector = detectors.detector
+        scorer = build_detector(
+            lm, query, methods, detector, ref_model, neighbor_model, single_pass=SINGLE_PASS_CAP
+        ).on_pool(run.pool)
+        set_reference_frequencies(scorer, docs, detectors.freq_corpus, raw, normalize_chars, progress, skips)
+        compared = _beyond_target(spec.beyond, meta, scorer.methods) if blind_kinds else None
         stats = query_documents(querier, docs, progress)
         if meta is not None:
             meta = replace(meta, folds=folds, seed=seed)
@@ -175,13 +181,13 @@ def evaluate_methods(
                 model_scorer = beyond_blind.meta_scorer(stats, labels, meta, ev.configs)
                 model_oof = ev.scores
 
-        seq = sequence_scores(stats, [d.sha256 for d in docs], scorer, scaling, progress)
+        seq = sequence_scores(stats, [d.sha256 for d in docs], scorer, spec.scaling, progress)
         for method in scorer.methods:
             values = seq.scores[method]
             if compared is not None and compared[0] == method:
                 model_scorer = beyond_blind.level_scorer(values, seq.doc, labels, compared[1])
                 model_oof = beyond_blind.out_of_fold(labels, splits, model_scorer)
-            for level in levels:
+            for level in spec.levels:
                 tested = [LEVELS[level](values, seq.doc, labels, train, test) for train, test in splits]
                 row, per = _rows(method, level, [fold_metrics(y, s) for y, s in tested], [len(y) for y, _ in tested])
                 summary_rows.append(row)
@@ -199,10 +205,10 @@ def evaluate_methods(
             "query": query.used(),
             "text_pass_context": scorer.target.query.context,
             "detector": asdict(detector),
-            "scaling": asdict(scaling),
+            "scaling": asdict(spec.scaling),
             "meta": None if meta is None else asdict(meta),
             "methods": scorer.methods,
-            "levels": list(levels),
+            "levels": list(spec.levels),
             "sequences_per_document": np.bincount(seq.doc, minlength=len(docs)).tolist(),
         }
 
@@ -219,8 +225,9 @@ def evaluate_methods(
         blind_auc = blind["blind_auc"]
         if methods != [] and compared is not None:
             name = META if compared[0] == META else ":".join(compared)
+            compared_model = beyond_blind.Candidate(name, model_scorer, model_oof)
             beyond_result = beyond_blind.against_blind(
-                labels, splits, features, blind, name, model_scorer, model_oof, beyond_config, seed
+                labels, splits, features, blind, compared_model, spec.beyond_config, seed
             )
     for row in summary_rows:
         row |= _pooled_interval(*curves[(row["method"], row["level"])]) if row["level"] != "sequence" else {}

@@ -47,6 +47,7 @@ from docaudit.query.querier import (
     query_usable,
     queryable_documents,
 )
+from docaudit.run import RunContext
 from docaudit.verdicts import DEFAULT_ALPHA, run_verdicts, smallest_p
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ def train(
     progress: bool = False,
     skips: Skips | None = None,
     beyond: BeyondBlindConfig = BeyondBlindConfig(),
+    pool=None,
 ) -> TrainResult:
     """Query the documents, evaluate the meta-classifier on k-fold chunks beside the blind baseline (and what it
     adds over it, ``methods.beyond_blind`` with ``beyond``), and fit it on all documents; the card holds the
@@ -88,7 +90,7 @@ def train(
     docs, labels, duplicates = labelled_documents(
         members, nonmembers, config.raw, progress, skips, config.drop_duplicates, config.normalize_chars
     )
-    querier = open_querier(target, config.query)
+    querier = open_querier(target, config.query, pool=pool)
     keep = queryable_documents(querier, docs, skips)
     docs, labels = [docs[i] for i in keep], labels[keep]
     stats = query_documents(querier, docs, progress)
@@ -113,9 +115,11 @@ def train(
         folds,
         features,
         blind,
-        "meta_classifier",
-        beyond_blind.meta_scorer(stats, labels, config.meta, evaluation.configs),
-        evaluation.scores,
+        beyond_blind.Candidate(
+            "meta_classifier",
+            beyond_blind.meta_scorer(stats, labels, config.meta, evaluation.configs),
+            evaluation.scores,
+        ),
         beyond,
         config.meta.seed,
     )
@@ -210,6 +214,7 @@ def grid(
     model: LoadedModel | None = None,
     progress: bool = False,
     skips: Skips | None = None,
+    pool=None,
 ) -> pd.DataFrame:
     """The paper's Table 1: every normalization × feature extractor × context, on the same folds, from one cache.
     (This is a look at all configurations on the test folds; use ``train`` for an honest choice.) Documents that
@@ -222,7 +227,7 @@ def grid(
         members, nonmembers, config.raw, progress, skips, config.drop_duplicates, config.normalize_chars
     )
     lm = model or load_model(config.model)
-    queriers = [open_querier(lm, replace(config.query, context=context)) for context in contexts]
+    queriers = [open_querier(lm, replace(config.query, context=context), pool=pool) for context in contexts]
     keep = queryable_documents(queriers[0], docs, skips)
     docs, labels = [docs[i] for i in keep], labels[keep]
     folds = chunk_folds(labels, config.meta.folds, config.meta.seed)
@@ -307,28 +312,36 @@ def _granting_options(config: ModelConfig) -> str:
     return f"--model {config.model}" + (f" --revision {config.revision}" if config.revision else "")
 
 
+@dataclass(frozen=True)
+class CardAccess:
+    """What the user grants the model a classifier's card names, used when no model is given (:func:`card_model`):
+    ``trust_remote_code`` (the user's own flag, never the card's), ``use_card_backend`` (accept a server or hub model
+    the card names) and ``user_settings`` (the user's ModelConfig fields, replacing the card's)."""
+
+    trust_remote_code: bool = False
+    use_card_backend: bool = False
+    user_settings: dict | None = None
+
+
 def predict(
     paths,
     classifier_dir: Path | None = None,
     model: ModelConfig | LoadedModel | None = None,
-    progress: bool = False,
-    skips: Skips | None = None,
-    trust_remote_code: bool = False,
-    use_card_backend: bool = False,
-    user_settings: dict | None = None,
+    access: CardAccess = CardAccess(),
     alpha: float = DEFAULT_ALPHA,
+    skips: Skips | None = None,
+    run: RunContext = RunContext(),
 ) -> list[dict]:
     """The verdict on each document under a saved meta-classifier (docs/methods.md, "Per-book p-values"): its
     cross-conformal p-value against the classifier's known non-members, the same from the blind baseline, the
     Benjamini–Hochberg q-value over the documents of the run, and "evidence of membership", "no evidence of
     membership" or "inconclusive" with the reason; beside them the classifier's score, its own evaluated AUC and how
-    many of each document's tokens were queried. Without ``model``, the card's model is used (with
-    ``trust_remote_code`` only as given here; a server or hub model the card names only with ``use_card_backend``,
-    the user's ``user_settings`` replacing the card's: :func:`card_model`). A different model than the classifier's
-    is refused, a local one before any of its files are loaded. Documents are cleaned as the classifier's training
-    documents were (its card's ``raw`` and ``normalize_chars``); those that cannot be used are left out and
-    recorded in ``skips``."""
+    many of each document's tokens were queried. Without ``model``, the card's model is used as ``access`` grants
+    it (:func:`card_model`). A different model than the classifier's is refused, a local one before any of its files
+    are loaded. Documents are cleaned as the classifier's training documents were (its card's ``raw`` and
+    ``normalize_chars``); those that cannot be used are left out and recorded in ``skips``."""
     skips = Skips() if skips is None else skips
+    progress = run.progress
     if not 0 < alpha < 1:
         raise DocauditError(f"--alpha must be in (0, 1), got {alpha}")
     directory = Path(classifier_dir or DEFAULT_CLASSIFIER)
@@ -337,7 +350,7 @@ def predict(
     if conformal is not None:
         fold_pipes, blind_models = load_folds(directory, conformal["blind_kind"], len(conformal["nonmember_scores"]))
     if model is None:
-        model = card_model(card, trust_remote_code, use_card_backend, user_settings)
+        model = card_model(card, access.trust_remote_code, access.use_card_backend, access.user_settings)
     if model is not None:
         norm = card["configuration"].split("+")[0]
         served = [n for n in NORMS if set(NORM_NEEDS[n]) <= provides(backend_name(model))]
@@ -367,7 +380,7 @@ def predict(
             f"{lm.vocab_size} tokens: it was not trained for this model"
         )
     query = served_query(QueryConfig(**card["query"]), lm)
-    querier = open_querier(lm, query)
+    querier = open_querier(lm, query, pool=run.pool)
     docs = [docs[i] for i in queryable_documents(querier, docs, skips)]
     if not docs:
         return []

@@ -4,42 +4,45 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from docaudit.config import DetectorConfig, ModelConfig, QueryConfig
+from docaudit.config import QueryConfig
 from docaudit.methods.detectors.detector import build_detector
-from docaudit.methods.detectors.neighborhood import MaskedNeighbors
 from docaudit.query.models import LoadedModel, load_model
+from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
 
 
 def score_documents(
     paths,
-    model: ModelConfig | LoadedModel = ModelConfig(),
-    methods=None,
-    config: DetectorConfig = DetectorConfig(),
+    models: ModelSpec = ModelSpec(),
     query: QueryConfig = QueryConfig(),
-    ref_model: ModelConfig | LoadedModel | None = None,
-    neighbor_model: str | MaskedNeighbors | None = None,
-    raw: bool = False,
-    progress: bool = False,
-    skips=None,
-    normalize_chars: bool = False,
-    freq_corpus=None,
+    detectors: DetectorSpec = DetectorSpec(),
+    reading: DocumentSpec = DocumentSpec(),
+    run: RunContext = RunContext(),
 ) -> list[dict]:
     """Raw per-document scores: ``[{"file", "n_tokens", "context", "stride", <method>: score, ...}]`` of the files
     ``paths`` (or of already loaded Documents). A document shorter than the context is one window, so its scores
     equal the sequence-level definitions; a longer one is scored over all its windows' tokens (and its extra passes
     over all theirs). With ``query.max_tokens`` every method scores the document's excerpt
     (:func:`querier.excerpt`): its characters are the text scored, extra passes included. Documents that cannot be
-    used are left out and recorded in ``skips`` (a ``data.Skips``). ``freq_corpus``: documents whose token
+    used are left out and recorded in ``reading.skips``; ``detectors.freq_corpus``: documents whose token
     frequencies calibrate DC-PDD (None: the scored documents' texts)."""
     from docaudit.audit.frequencies import set_reference_frequencies
     from docaudit.corpus.documents import Document, Skips, load_documents
     from docaudit.io import sha256_text
     from docaudit.query.querier import excerpt, queryable_documents, warn_floored
 
-    skips = Skips() if skips is None else skips
+    skips = Skips() if reading.skips is None else reading.skips
+    raw, normalize_chars, progress = reading.raw, reading.normalize_chars, run.progress
     docs = load_documents(paths, raw=raw, progress=progress, skips=skips, normalize_chars=normalize_chars)
+    model = models.model
     lm = model if isinstance(model, LoadedModel) else load_model(model)
-    detector = build_detector(lm, replace(query, max_tokens=None), methods, config, ref_model, neighbor_model)
+    detector = build_detector(
+        lm,
+        replace(query, max_tokens=None),
+        detectors.methods,
+        detectors.detector,
+        models.ref_model,
+        models.neighbor_model,
+    ).on_pool(run.pool)
     if query.max_tokens is not None:
         cut = [excerpt(lm.tokenizer, d.text, query.max_tokens, query.excerpt, query.seed, d.sha256) for d in docs]
         docs = [
@@ -47,7 +50,7 @@ def score_documents(
             for d, c in zip(docs, cut)
         ]
     docs = [docs[i] for i in queryable_documents(detector.target, docs, skips)]
-    set_reference_frequencies(detector, docs, freq_corpus, raw, normalize_chars, progress, skips)
+    set_reference_frequencies(detector, docs, detectors.freq_corpus, raw, normalize_chars, progress, skips)
     used = {"context": query.context, "stride": query.effective_stride}
     detector.target.prefetch([(d.text, d.sha256) for d in docs], progress)
     detector.prefetch([d.text for d in docs], progress)

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from docaudit import __version__
-from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, SequenceConfig
+from docaudit.config import DetectorConfig, QueryConfig, SequenceConfig
 from docaudit.corpus.documents import Document, Skips
 from docaudit.errors import DocauditError
 from docaudit.io import jsonable
@@ -31,6 +31,7 @@ from docaudit.methods.blind import evaluate_blind, shift_warning
 from docaudit.methods.detectors.registry import METHODS, View
 from docaudit.metrics import bootstrap_ci, chunk_folds
 from docaudit.query.models import LoadedModel
+from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
 
 SWEPT = ("mink", "minkpp")  # the detectors whose share k is swept
 ALL = "all"
@@ -82,25 +83,18 @@ def metric_rows(
 def evaluate_sequences(
     members,
     nonmembers,
-    model: ModelConfig | LoadedModel = ModelConfig(),
-    methods: Sequence[str] | str | None = None,
-    detector: DetectorConfig = DetectorConfig(),
+    models: ModelSpec = ModelSpec(),
+    detectors: DetectorSpec = DetectorSpec(),
     config: SequenceConfig = SequenceConfig(),
-    raw: bool = False,
-    normalize_chars: bool = False,
-    ref_model: ModelConfig | LoadedModel | None = None,
-    neighbor_model=None,
-    freq_corpus=None,
     recall_prefix: str | None = None,
-    progress: bool = False,
-    drop_duplicates: bool = False,
-    skips: Skips | None = None,
+    reading: DocumentSpec = DocumentSpec(),
+    run: RunContext = RunContext(),
 ) -> dict:
     """Score every text of both sets with every selected detector and evaluate them at the sequence level.
 
-    ``freq_corpus``: documents whose token frequencies DC-PDD uses (None: the evaluated texts themselves, without
-    their labels). ``recall_prefix``: ReCaLL's non-member prefix (None: ``config.recall_shots`` non-member texts,
-    chosen with ``config.seed`` and left out of the evaluation). Returns ``{"metrics": DataFrame, "samples":
+    ``detectors.freq_corpus``: documents whose token frequencies DC-PDD uses (None: the evaluated texts themselves,
+    without their labels). ``recall_prefix``: ReCaLL's non-member prefix (None: ``config.recall_shots`` non-member
+    texts, chosen with ``config.seed`` and left out of the evaluation). Returns ``{"metrics": DataFrame, "samples":
     DataFrame, "info": dict}``: one metrics row per method (and swept ``k``) and bucket; one sample row per text
     with ``id``, ``label``, ``group``, ``file``, ``n_words``, ``n_tokens``, ``bucket`` and one column per score."""
 
@@ -112,13 +106,22 @@ def evaluate_sequences(
     from docaudit.query.querier import query_documents, queryable_documents
 
     started = time.time()
-    skips = Skips() if skips is None else skips
+    skips = Skips() if reading.skips is None else reading.skips
+    raw, normalize_chars, progress, detector = reading.raw, reading.normalize_chars, run.progress, detectors.detector
     docs, labels, duplicates = labelled_documents(
-        members, nonmembers, raw, progress, skips, drop_duplicates, normalize_chars
+        members, nonmembers, raw, progress, skips, reading.drop_duplicates, normalize_chars
     )
+    model = models.model
     lm = model if isinstance(model, LoadedModel) else load_model(model)
-    single = config.max_context
-    scorer = build_detector(lm, QueryConfig(), methods, detector, ref_model, neighbor_model, single_pass=single)
+    scorer = build_detector(
+        lm,
+        QueryConfig(),
+        detectors.methods,
+        detector,
+        models.ref_model,
+        models.neighbor_model,
+        single_pass=config.max_context,
+    ).on_pool(run.pool)
     keep = queryable_documents(scorer.target, docs, skips)
     docs, labels = [docs[i] for i in keep], labels[keep]
     prefix_ids: list[str] = []
@@ -134,7 +137,9 @@ def evaluate_sequences(
         for kind in (OVER_WINDOW, MISALIGNED):
             keep = skips.select(docs, [p[1] if p and p[0] == kind else None for p in problems], kind)
             docs, labels, problems = [docs[i] for i in keep], labels[keep], [problems[i] for i in keep]
-    frequencies_from = set_reference_frequencies(scorer, docs, freq_corpus, raw, normalize_chars, progress, skips)
+    frequencies_from = set_reference_frequencies(
+        scorer, docs, detectors.freq_corpus, raw, normalize_chars, progress, skips
+    )
     rows = []
     queried = query_documents(scorer.target, docs, progress)  # on Ray workers inside ``scale_out``
     scores = scorer.score_many([(s.logp, s.mu, s.sigma, d.text, s.targets) for d, s in zip(docs, queried)], progress)

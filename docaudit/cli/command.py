@@ -126,9 +126,7 @@ class ConfigCommand(click.Command):
         self.params += [o for o in (CONFIG_OPTION, QUIET_OPTION) if o.name not in taken]
 
     def make_context(self, info_name, args, parent=None, **extra):
-        from docaudit import outputs
-
-        outputs.COMMAND_LINE = ["docaudit", *section_path(parent, info_name), *args]
+        extra.setdefault("obj", ["docaudit", *section_path(parent, info_name), *args])  # the command line
         path = config_path(args)
         if path is not None and CONFIG_OPTION in self.params and "default_map" not in extra:
             extra["default_map"] = config_defaults(self, section_path(parent, info_name), path)

@@ -100,6 +100,7 @@ def report(books, calibrate_members, calibrate_nonmembers, method, method_alias,
         ray=ray_config(kw),
         book_bootstrap_samples=kw["book_bootstrap"],
         alpha=kw["alpha"],
+        run=api.RunContext(command=click.get_current_context().obj),
         progress=show_progress(),
     )
     info = result.info

@@ -5,24 +5,24 @@ from __future__ import annotations
 import json
 import pathlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from docaudit import __version__
-from docaudit.config import ModelConfig, QueryConfig, TargetConfig, TrapConfig
+from docaudit.config import ModelConfig, QueryConfig, TargetConfig
 from docaudit.corpus.documents import Document
 from docaudit.errors import DocauditError
 from docaudit.io import atomic_write_text, sha256_text
 from docaudit.lab.target import leading_token_ids, train_target
-from docaudit.lab.traps import TRAP_ENTRIES
+from docaudit.lab.traps import TRAP_ENTRIES, TrapLabResult, TrapPlan, run_trap_lab
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.query.querier import open_querier, single_pass_context
+from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
 
 if TYPE_CHECKING:
     from docaudit.audit.evaluation import MethodsEvaluation
-    from docaudit.lab.traps import TrapLabResult
 
 
 def split_members(ids: list[str], seed: int, member_fraction: float = 0.5) -> dict[str, int]:
@@ -130,56 +130,60 @@ def _trained_documents(directory: pathlib.Path, texts: dict[str, str]) -> list[D
     return docs
 
 
+@dataclass(frozen=True)
+class LabSpec:
+    """What a lab trains and evaluates: the ``target`` trained from scratch (or on top of ``base_model``), the
+    ``methods`` evaluated on ``folds`` folds and again at the ``precisions`` given, at most ``max_docs`` documents of
+    the pool (None: all), the pool cleaned with ``normalize_chars`` or not."""
+
+    target: TargetConfig = TargetConfig()
+    base_model: str | None = None
+    methods: Sequence[str] | str | None = None
+    folds: int = 5
+    precisions: Sequence[str] = ()
+    max_docs: int | None = None
+    normalize_chars: bool = False
+
+
 def run_lab(
     corpus: str | pathlib.Path,
     out: str | pathlib.Path,
-    target: TargetConfig = TargetConfig(),
-    base_model: str | None = None,
-    methods: Sequence[str] | str | None = None,
-    folds: int = 5,
-    precisions: Sequence[str] = (),
-    max_docs: int | None = None,
-    progress: bool = False,
+    spec: LabSpec = LabSpec(),
+    traps: TrapPlan | None = None,
+    run: RunContext = RunContext(),
     overwrite: bool = False,
-    normalize_chars: bool = False,
-    traps: TrapConfig | None = None,
-    generator: ModelConfig | None = None,
-    trap_sequences=None,
 ) -> LabResult | TrapLabResult:
-    """A randomized controlled membership experiment. Split the documents of ``corpus`` at random (seeded) into
-    members and non-members, train ``target`` on the members (resumable), then evaluate the meta-classifier, the
-    detectors and the blind baseline with the true labels on exactly the text the target was trained on: each
-    document's leading ``target.doc_tokens`` tokens, decoded, passed to the evaluation as they are (and written to
-    ``out/members`` and ``out/nonmembers``). The query windows are as long as the training blocks, less one
-    position for the BOS put before each window. ``precisions`` (e.g. ``["bfloat16", "int8", "int4"]``) re-query
-    the same target at those precisions for the paper's Table-5 comparison. ``out`` is a new or empty folder or an
-    earlier lab, resumed, or with ``overwrite`` discarded first (``outputs.prepare_output``). ``normalize_chars``
-    cleans the pool with character normalization (:func:`docaudit.corpus.cleaning.clean_text`); the trained text
-    is evaluated as it is, so it is never cleaned twice. With ``traps``, the members are trained on with copyright
-    traps from ``generator`` planted in them, and every document is tested for its traps instead of evaluating the
-    detectors (:mod:`docaudit.lab.traps`; ``trap_sequences``: sequences generated before, reused)."""
-    from docaudit.audit.evaluation import evaluate_methods
+    """A randomized controlled membership experiment. Split the documents of ``corpus`` at random (seeded by
+    ``spec.target.seed``) into members and non-members, train the target on the members (resumable), then evaluate
+    the meta-classifier, the detectors and the blind baseline with the true labels on exactly the text the target was
+    trained on: each document's leading ``target.doc_tokens`` tokens, decoded, passed to the evaluation as they are
+    (and written to ``out/members`` and ``out/nonmembers``). The query windows are as long as the training blocks,
+    less one position for the BOS put before each window. ``spec.precisions`` (e.g. ``["bfloat16", "int8",
+    "int4"]``) re-query the same target at those precisions for the paper's Table-5 comparison. ``out`` is a new or
+    empty folder or an earlier lab, resumed, or with ``overwrite`` discarded first (``outputs.prepare_output``).
+    ``spec.normalize_chars`` cleans the pool with character normalization
+    (:func:`docaudit.corpus.cleaning.clean_text`); the trained text is evaluated as it is, so it is never cleaned
+    twice. With ``traps``, the members are trained on with those copyright traps planted in them, and every
+    document is tested for its traps instead of evaluating the detectors (:mod:`docaudit.lab.traps`)."""
+    from docaudit.audit.evaluation import EvaluationSpec, evaluate_methods
     from docaudit.corpus.documents import load_documents
     from docaudit.outputs import discard_output, prepare_output, write_marker
     from docaudit.report.evaluation import write_evaluation
 
+    target, base_model, methods, folds, progress = spec.target, spec.base_model, spec.methods, spec.folds, run.progress
     out = prepare_output(out, "lab", overwrite, [corpus, *([base_model] if base_model else [])], resume=True)
-    docs = load_documents([corpus], progress=progress, normalize_chars=normalize_chars)
+    docs = load_documents([corpus], progress=progress, normalize_chars=spec.normalize_chars)
     if overwrite:
         discard_output(out)
     out.mkdir(parents=True, exist_ok=True)
     write_marker(out, "lab", LAB_ENTRIES)
-    if max_docs is not None:
+    if spec.max_docs is not None:
         rng = np.random.default_rng(target.seed)
-        docs = [docs[i] for i in sorted(rng.choice(len(docs), size=min(max_docs, len(docs)), replace=False))]
+        docs = [docs[i] for i in sorted(rng.choice(len(docs), size=min(spec.max_docs, len(docs)), replace=False))]
     texts = {d.id: d.text for d in docs}
     split = split_members(list(texts), seed=target.seed)
     if traps is not None:
-        from docaudit.lab.traps import run_trap_lab
-
-        return run_trap_lab(
-            texts, split, out, target, base_model, traps, generator or ModelConfig(), trap_sequences, progress
-        )
+        return run_trap_lab(texts, split, out, target, base_model, traps, run)
     members = [texts[b] for b in sorted(texts) if split[b]]
     model_dir = train_target(members, list(texts.values()), out / "target", target, base_model, progress)
 
@@ -199,36 +203,34 @@ def run_lab(
         [trained[b] for b in sorted(trained) if not split[b]],
         query,
     )
+    seeded, raw = replace(run, seed=target.seed), DocumentSpec(raw=True)
     evaluation = evaluate_methods(
         trained_members,
         trained_nonmembers,
-        lm,
-        query=query,
-        methods=methods,
-        folds=folds,
-        seed=target.seed,
-        raw=True,
-        progress=progress,
+        ModelSpec(lm),
+        query,
+        DetectorSpec(methods),
+        EvaluationSpec(folds=folds),
+        raw,
+        seeded,
     )
     write_evaluation(evaluation, out / "evaluation", overwrite=True)
     columns = ["method", "level", "auc_mean", "auc_std"]
     baseline = evaluation.table[evaluation.table.method != "blind"][columns]
-    rows = [{"precision": "float32", **r} for r in baseline.to_dict("records")] if precisions else []
-    for precision in precisions:
+    rows = [{"precision": "float32", **r} for r in baseline.to_dict("records")] if spec.precisions else []
+    for precision in spec.precisions:
         model = ModelConfig(
             model=str(model_dir), **({"quantize": precision} if precision in ("int8", "int4") else {"dtype": precision})
         )
         ev = evaluate_methods(
             trained_members,
             trained_nonmembers,
-            model,
-            query=query,
-            methods=methods,
-            folds=folds,
-            seed=target.seed,
-            raw=True,
-            blind_kinds=None,
-            progress=progress,
+            ModelSpec(model),
+            query,
+            DetectorSpec(methods),
+            EvaluationSpec(folds=folds, blind_kinds=None),
+            raw,
+            seeded,
         )
         rows += [{"precision": precision, **r} for r in ev.table[columns].to_dict("records")]
     result = LabResult(

@@ -15,6 +15,7 @@ import dataclasses
 import pathlib
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from docaudit.corpus.documents import Document
 from docaudit.io import atomic_write_text, json_text, sha256_text
 from docaudit.lab.target import leading_token_ids, train_target
 from docaudit.query.models import load_model
+from docaudit.run import RunContext
 
 TRAP_ENTRIES = ("traps-registry.json", "traps.json", "traps.csv")
 
@@ -86,29 +88,39 @@ def _leading_texts(texts: dict[str, str], target: TargetConfig, base_model: str 
     }
 
 
+@dataclass(frozen=True)
+class TrapPlan:
+    """The copyright traps a lab plants in its documents: ``config``, the ``generator`` model that writes them, and
+    ``sequences`` generated before, reused (None: generated here)."""
+
+    config: TrapConfig = TrapConfig()
+    generator: ModelConfig = ModelConfig()
+    sequences: Any = None
+
+
 def run_trap_lab(
     texts: dict[str, str],
     split: dict[str, int],
     out: pathlib.Path,
     target: TargetConfig,
     base_model: str | None,
-    traps: TrapConfig,
-    generator: ModelConfig,
-    sequences=None,
-    progress: bool = False,
+    plan: TrapPlan,
+    run: RunContext = RunContext(),
 ) -> TrapLabResult:
-    """Plant traps in every document of ``texts``, train ``target`` on the trapped members, and test every
-    document (see the module docstring); writes the registry, ``traps.json`` and ``traps.csv`` into ``out``."""
+    """Plant the traps of ``plan`` in every document of ``texts``, train ``target`` on the trapped members, and
+    test every document (see the module docstring); writes the registry, ``traps.json`` and ``traps.csv`` into
+    ``out``."""
     import pandas as pd
 
+    traps, progress = plan.config, run.progress
     seconds = {}
     t0 = time.perf_counter()
     cut = _leading_texts(texts, target, base_model)
     docs = [Document(b, f"{b}.txt", t, sha256_text(t)) for b, t in sorted(cut.items())]
-    plan = make_traps(docs, generator, traps, progress, sequences)
-    plan.registry.write(out / "traps-registry.json")
+    planted = make_traps(docs, plan.generator, traps, progress, plan.sequences)
+    planted.registry.write(out / "traps-registry.json")
     seconds["plant"] = round(time.perf_counter() - t0, 1)
-    by_id = {e.id: plan.texts[e.output] for e in plan.registry.documents}
+    by_id = {e.id: planted.texts[e.output] for e in planted.registry.documents}
     members = [by_id[b] for b in sorted(by_id) if split[b]]
     t0 = time.perf_counter()
     model_dir = train_target(
@@ -122,7 +134,7 @@ def run_trap_lab(
     seconds["train"] = round(time.perf_counter() - t0, 1)
     t0 = time.perf_counter()
     lm = load_model(ModelConfig(model=str(model_dir)))
-    detection = detect_traps(plan.registry, lm, alpha=traps.alpha, progress=progress)
+    detection = detect_traps(planted.registry, lm, alpha=traps.alpha, progress=progress)
     seconds["detect"] = round(time.perf_counter() - t0, 1)
     for row in detection.rows:
         row["trained"] = split[row["document"]]

@@ -36,7 +36,7 @@ give exactly from placement values: the p-value has no resampling noise and cost
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
@@ -226,11 +226,10 @@ def beyond_blind(
     model_oof=None,
     config: BeyondBlindConfig = BeyondBlindConfig(),
     seed: int = 0,
-    info: dict | None = None,
 ) -> BeyondBlind:
     """Compare the combined classifier with the blind one on ``folds`` (module docstring). ``blind_oof`` and
     ``model_oof``: the out-of-fold scores when already computed on these folds (else they are computed with the
-    scorers); ``info``: what to record beside the numbers (names of the blind kind and the model)."""
+    scorers)."""
     labels = np.asarray(labels).astype(int)
     if not 0 < config.confidence < 1 or not 0 < config.p_level < 1:
         raise DocauditError(f"confidence and p level must be in (0, 1), got {config.confidence}, {config.p_level}")
@@ -263,9 +262,19 @@ def beyond_blind(
         (ci.lo, ci.hi),
         test.p_value,
         verdict(ci.lo, test.p_value, config.p_level, bool((weights > 0).any())),
-        (info or {}) | details,
+        details,
         baseline,
     )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """The membership scores compared with the blind baseline: their ``name``, the ``scorer`` that fits them on a
+    fold's training documents, and their out-of-fold scores on the same folds when already computed (``oof``)."""
+
+    name: str
+    scorer: FoldScorer
+    oof: np.ndarray | None = None
 
 
 def against_blind(
@@ -273,9 +282,7 @@ def against_blind(
     folds,
     features: BlindFeatures,
     blind_result: dict,
-    model_name: str,
-    model: FoldScorer,
-    model_oof=None,
+    model: Candidate,
     config: BeyondBlindConfig = BeyondBlindConfig(),
     seed: int = 0,
 ) -> dict:
@@ -284,17 +291,16 @@ def against_blind(
     are too small for the inner folds."""
     reason = too_few(labels, folds, config.inner_folds)
     if reason:
-        return {"unavailable": reason, "model": model_name}
+        return {"unavailable": reason, "model": model.name}
     kind = blind_result["best_kind"]
     result = beyond_blind(
         labels,
         folds,
         blind_scorer(features, kind, labels, seed),
-        model,
+        model.scorer,
         blind_oof=blind_result["kinds"][kind]["scores"],
-        model_oof=model_oof,
+        model_oof=model.oof,
         config=config,
         seed=seed,
-        info={"model": model_name, "blind_kind": kind},
     )
-    return result.as_json()
+    return replace(result, info={"model": model.name, "blind_kind": kind} | result.info).as_json()
