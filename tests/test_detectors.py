@@ -33,11 +33,6 @@ TOL = dict(rel=1e-4, abs=1e-5)
 
 
 @pytest.fixture(scope="module")
-def gpt2(tiny_gpt2):
-    return load_model(ModelConfig(model=str(tiny_gpt2)))
-
-
-@pytest.fixture(scope="module")
 def llama(tiny_llama):
     return load_model(ModelConfig(model=str(tiny_llama)))
 

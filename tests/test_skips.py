@@ -3,7 +3,6 @@ and never the end of the run; ``--strict`` makes it an error."""
 
 import json
 import os
-import time
 
 import pytest
 from conftest import CORPUS
@@ -48,9 +47,7 @@ def add_bad(d):
 def test_data_check_skips_unusable_documents_of_a_large_set(tmp_path):
     sets = snippet_sets(tmp_path)
     bad = add_bad(sets["a"])
-    started = time.time()
     result = run("data", "check", sets["a"], sets["b"], "--format", "json")
-    elapsed = time.time() - started
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["n_a"] == out["n_b"] == N_PER_SET
@@ -68,7 +65,6 @@ def test_data_check_skips_unusable_documents_of_a_large_set(tmp_path):
             f"warning: skipped 1 document (unreadable): {sets['a'] / '0600_loop.txt'}",
         ]
     )
-    assert elapsed < 120, f"data check on {2 * N_PER_SET} snippets took {elapsed:.0f} s"
 
     strict = run("data", "check", sets["a"], sets["b"], "--strict")
     assert_clean_error(strict, "0100_credits.txt: no text left after cleaning")
