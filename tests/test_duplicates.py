@@ -74,6 +74,7 @@ def test_train(sets, tiny_gpt2, tmp_path):
     assert "1 document found in both sets left out" in (tmp_path / "clf" / "card.md").read_text()
 
 
+@pytest.mark.slow
 def test_report_calibration(sets, tiny_gpt2, tmp_path):
     args = [
         "report",

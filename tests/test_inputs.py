@@ -155,6 +155,7 @@ def test_every_command_refuses_the_same_bad_values(command, options, message, do
     assert result.stdout == "" and not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_report_checks_max_context_and_shows_the_context_used(docs, tiny_gpt2, tmp_path):
     base = [
         "report",
@@ -180,6 +181,7 @@ def test_report_checks_max_context_and_shows_the_context_used(docs, tiny_gpt2, t
     assert (info["context"], info["stride"]) == (256, 255)
 
 
+@pytest.mark.slow
 def test_values_used_appear_in_every_output(docs, tiny_gpt2, tmp_path):
     query = ["--context", "64", "--stride", "32"]
     rows = strict_json(
@@ -267,6 +269,7 @@ print(json.dumps({"mb": (peak - base) / 1024, "n_tokens": row["n_tokens"]}))
 """
 
 
+@pytest.mark.slow
 def test_large_document_with_max_tokens_is_bounded_by_the_excerpt(spm_model, tmp_path):
     """A 50 MB document with --max-tokens 512 (with a tokenizer whose cost grows faster than the text, as Gemma's):
     only spans around the excerpt are tokenized and every method scores the excerpt. Measured on 2 busy cores:

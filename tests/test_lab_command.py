@@ -41,6 +41,7 @@ def pool(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
     save = lab._save_checkpoint
     saves = []

@@ -35,6 +35,7 @@ def test_missing_classifier_directory(tmp_path):
         load_classifier(tmp_path / "nope")
 
 
+@pytest.mark.slow
 def test_shipped_classifier_loads():
     """The classifier shipped in models/ loads with this version's module layout, with the fold models and card
     section that per-document p-values need, and its own card gives the reasons its verdicts are "inconclusive"."""

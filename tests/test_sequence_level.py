@@ -46,6 +46,7 @@ def test_length_buckets():
     assert [length_bucket(n, SequenceConfig.buckets) for n in words] == list(expected)
 
 
+@pytest.mark.slow
 def test_k_sweep_equals_single_k_runs_from_one_query_pass(gpt2, wikimia, tmp_path):
     path, rows = wikimia
     config = SequenceConfig(n_boot=50)

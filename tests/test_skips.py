@@ -44,6 +44,7 @@ def add_bad(d):
     return {str(d / name): kind for name, (_, kind) in BAD.items()} | {str(d / "0600_loop.txt"): "unreadable"}
 
 
+@pytest.mark.slow
 def test_data_check_skips_unusable_documents_of_a_large_set(tmp_path):
     sets = snippet_sets(tmp_path)
     bad = add_bad(sets["a"])
@@ -155,6 +156,7 @@ def test_train_and_evaluate_list_skipped_documents(docs_with_bad, tiny_gpt2, tmp
     assert_clean_error(run(*evaluate, "--strict"), "no text left after cleaning")
 
 
+@pytest.mark.slow
 def test_report_skips_books_that_cannot_be_used(docs_with_bad, tiny_gpt2, tmp_path):
     sets, out = docs_with_bad, tmp_path / "rep"
     result = run(

@@ -85,6 +85,7 @@ def _docs(tmp_path, n=3):
     return folder
 
 
+@pytest.mark.slow
 def test_traps_make_writes_copies_and_a_complete_registry(tmp_path, generator):
     docs = _docs(tmp_path)
     before = {p.name: p.read_bytes() for p in docs.iterdir()}

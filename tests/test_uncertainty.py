@@ -70,6 +70,7 @@ def test_dataset_test_detects_shift():
     assert dataset_test(suspect, nonmember) == res
 
 
+@pytest.mark.slow
 def test_dataset_test_null_is_not_systematically_small():
     single, combined = [], []
     for seed in range(40):
@@ -111,6 +112,7 @@ def test_dataset_test_on_a_trained_target():
     assert null.p_value > 0.05
 
 
+@pytest.mark.slow
 def test_dataset_test_is_one_sided_in_the_member_direction():
     """Suspects that are the *less* member-like set (a detector scores them lower) get a large p-value: a fitted
     negative weight must not turn the difference into evidence."""
@@ -122,6 +124,7 @@ def test_dataset_test_is_one_sided_in_the_member_direction():
     assert dataset_test(nonmember, reversed_set).p_value < 0.01  # the same sets the right way round
 
 
+@pytest.mark.slow
 def test_dataset_test_self_check_and_p_by_size():
     """Maini et al.'s false-positive check is the same test on two halves of the known non-members, and the
     p-value by number of suspects is the same test on random subsets of them (both recomputed here)."""
@@ -143,6 +146,7 @@ def test_dataset_test_self_check_and_p_by_size():
     assert few.self_check_p_value is None and "at least 8" in few.self_check_reason
 
 
+@pytest.mark.slow
 def test_dataset_test_null_self_check_rate():
     """Under the null the self-check's p-value falls below 0.05 at most at about the nominal rate."""
     small = [
@@ -157,6 +161,7 @@ def _texts(n, years, rng):
     return [" ".join(rng.choice(words, 120)) + f" written in {rng.choice(years)}" for _ in range(n)]
 
 
+@pytest.mark.slow
 def test_dataset_test_blind_p_value_and_verdict():
     """Sets that differ as text (an era the dates give away): the blind p-value is small and the verdict is
     inconclusive however small the model's p-value; sets alike as text: the model's p-value decides."""
