@@ -27,6 +27,9 @@ from docaudit.lab.experiment import split_members
 from docaudit.lab.target import train_target
 from docaudit.methods.beyond_blind import ADDS, NO_EVIDENCE, NOTHING
 
+# every test here needs the target that `shifted` trains on book excerpts; the unit tests are in test_beyond_blind.py
+pytestmark = pytest.mark.slow
+
 WORDS, TOKENS = 2000, 256
 QUERY = ["--context", "63", "--max-tokens", str(TOKENS), "--excerpt", "leading"]
 META = ["--norm", "none", "--features", "hist", "--trees", "100", "--bins", "50"]
@@ -82,7 +85,6 @@ def test_a_random_split_blind_near_chance_model_adds(shifted):
     assert b["delta_ci"][0] > 0.2 and b["p_value"] < 0.001 and b["verdict"] == ADDS
 
 
-@pytest.mark.slow
 def test_b_shifted_sets_never_trained_on_do_not_fool_it(shifted, tmp_path):
     """Through the command line: the JSON it prints and evaluation.json carry the same comparison."""
     root, model, _ = shifted
@@ -97,7 +99,6 @@ def test_b_shifted_sets_never_trained_on_do_not_fool_it(shifted, tmp_path):
     assert b["delta_ci"][0] <= 0 <= b["delta_ci"][1] and b["p_value"] > 0.05 and b["verdict"] in (NO_EVIDENCE, NOTHING)
 
 
-@pytest.mark.slow
 def test_c_shifted_sets_with_trained_members_show_added_evidence(shifted, tmp_path):
     """Through the command line's text output, with a named detector as the model."""
     root, model, _ = shifted
@@ -113,7 +114,6 @@ def test_c_shifted_sets_with_trained_members_show_added_evidence(shifted, tmp_pa
     assert f"blind + model {b['auc_combined']:.3f}" in result.stdout and ADDS in result.stdout
 
 
-@pytest.mark.slow
 def test_train_card_carries_the_comparison(shifted, tmp_path):
     root, model, _ = shifted
     args = ["train", "--members", root / "S", "--nonmembers", root / "U", "--model", model, *QUERY, *META]
@@ -128,7 +128,6 @@ def test_train_card_carries_the_comparison(shifted, tmp_path):
     assert line in result.stdout and line in (tmp_path / "clf" / "card.md").read_text()
 
 
-@pytest.mark.slow
 def test_report_compares_the_calibration_books(shifted, tmp_path):
     """Book level: the calibration books' mean snippet score is the model's score. The books are the leading 100
     words of excerpts (inside what the target was trained on for ``S``)."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import CORPUS, corpus_ids, corpus_text
+from conftest import CORPUS, corpus_ids, corpus_text, document_sets
 from test_cli import assert_clean_error, run
 
 from docaudit.config import MAX_DOCUMENT_BYTES, QueryConfig
@@ -68,14 +68,7 @@ def spm_model(tmp_path_factory):
 
 @pytest.fixture()
 def docs(tmp_path):
-    dirs = {}
-    for group, name in (("members", "mem"), ("nonmembers", "non")):
-        d = tmp_path / name
-        d.mkdir()
-        for book in corpus_ids(group, 4):
-            (d / f"{book}.txt").write_text(corpus_text(group, book, n_chars=1500))
-        dirs[name] = d
-    return dirs
+    return document_sets(tmp_path, n_chars=1500)
 
 
 # ---------------------------------------------------------------------------------------------------------------
