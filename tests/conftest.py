@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from click.testing import CliRunner
 
 CORPUS = Path(os.environ.get("DOCAUDIT_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
 if not (CORPUS / "catalog.csv").is_file():
@@ -87,6 +88,45 @@ def tiny_gpt2(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory) -> Path:
     return make_model(tmp_path_factory.mktemp("llama"), "llama")
+
+
+@pytest.fixture(scope="session")
+def gpt2(tiny_gpt2):
+    """The tiny GPT-2 loaded once, for the tests that score with it directly."""
+    from docaudit.config import ModelConfig
+    from docaudit.query.models import load_model
+
+    return load_model(ModelConfig(model=str(tiny_gpt2)))
+
+
+def document_sets(root: Path, n: int = 4, n_chars: int = 1200) -> dict[str, Path]:
+    """``n`` member and ``n`` non-member book slices from the shared corpus, in ``root/mem`` and ``root/non``."""
+    dirs = {}
+    for group, label in (("members", "mem"), ("nonmembers", "non")):
+        d = root / label
+        d.mkdir()
+        for book in corpus_ids(group, n):
+            (d / f"{book}.txt").write_text(corpus_text(group, book, n_chars=n_chars))
+        dirs[label] = d
+    return dirs
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory, tiny_gpt2) -> Path:
+    """A classifier trained once (on ``document_sets`` of the tiny GPT-2, with its own statistics cache so no test's
+    cache holds its entries), for the tests that predict with one or edit copies of it."""
+    from docaudit.cli import main
+
+    dirs = document_sets(tmp_path_factory.mktemp("sets"))
+    out = tmp_path_factory.mktemp("models") / "tiny"
+    args = ["train", "--members", dirs["mem"], "--nonmembers", dirs["non"], "--model", tiny_gpt2, "--out", out]
+    args += ["--context", "16", "--trees", "20", "--bins", "20", "--norm", "max_tf", "--features", "hist"]
+    args += ["--folds", "2"]
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("DOCAUDIT_CACHE", str(tmp_path_factory.mktemp("trained-cache")))
+        result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exit_code == 0, result.output
+    return out
 
 
 @pytest.fixture(scope="module")

@@ -155,12 +155,10 @@ def test_wrong_key_unreachable_server_and_tokenizer_mismatch(server, monkeypatch
     assert "wrong" not in str(e.value)
     monkeypatch.setenv(KEY_ENV, KEY)
     port = _free_port()
-    started = time.time()
     with pytest.raises(DocauditError, match=f"cannot reach http://127.0.0.1:{port}/v1/models"):
         load_model(
             ModelConfig(backend="openai", api_base=f"http://127.0.0.1:{port}/v1", api_retries=1, api_backoff=0.01)
         )
-    assert time.time() - started < 5
     with pytest.raises(DocauditError, match="does not tokenize as the server does"):
         load_model(api(server, api_tokenizer=str(tiny_gpt2)))
     with pytest.raises(DocauditError, match="needs the served model's tokenizer"):

@@ -192,7 +192,10 @@ def _null_simulation():
     return module
 
 
-@pytest.mark.parametrize("n, repetitions", [(12, 20), (30, 15), (100, 8)])
+@pytest.mark.parametrize(
+    "n, repetitions",
+    [(12, 20), pytest.param(30, 15, marks=pytest.mark.slow), pytest.param(100, 8, marks=pytest.mark.slow)],
+)
 def test_null_rate_of_adds_evidence_is_at_most_nominal(n, repetitions):
     """Noise model scores against a real blind classifier refit on every outer and inner fold, on sets that differ
     by a word-distribution shift: "adds evidence" at most at the nominal 5%, up to binomial noise (the count may

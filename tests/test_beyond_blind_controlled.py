@@ -27,6 +27,9 @@ from docaudit.lab.experiment import split_members
 from docaudit.lab.target import train_target
 from docaudit.methods.beyond_blind import ADDS, NO_EVIDENCE, NOTHING
 
+# every test here needs the target that `shifted` trains on book excerpts; the unit tests are in test_beyond_blind.py
+pytestmark = pytest.mark.slow
+
 WORDS, TOKENS = 2000, 256
 QUERY = ["--context", "63", "--max-tokens", str(TOKENS), "--excerpt", "leading"]
 META = ["--norm", "none", "--features", "hist", "--trees", "100", "--bins", "50"]

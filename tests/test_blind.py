@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 from conftest import CORPUS
+from sklearn.metrics import roc_auc_score
 
 from docaudit.corpus.cleaning import clean_text
 from docaudit.corpus.documents import read_text
@@ -21,7 +22,7 @@ from docaudit.methods.blind import (
     shift_warning,
     years_mentioned,
 )
-from docaudit.metrics import FoldMetrics, chunk_folds
+from docaudit.metrics import chunk_folds
 
 # speed: clean only the first RAW_CHARS characters of each file (headers are a few thousand characters; the END
 # marker is then missing, which strip_gutenberg handles) and give the baselines the first MAX_CHARS of the result
@@ -42,12 +43,15 @@ def test_blind_baseline_sees_the_pg19_vs_post2024_shift():
     # flip even though the shift is real; with 30 + 30 per fold the best kind reaches about 0.85 on 10k characters.
     members, nonmembers = load_group("members", 150, seed=1), load_group("nonmembers", None, seed=0)
     texts, labels = members + nonmembers, np.array([1] * len(members) + [0] * len(nonmembers))
-    result = evaluate_blind(texts, labels, chunk_folds(labels, 5, seed=0), max_chars=MAX_CHARS)
+    folds = chunk_folds(labels, 5, seed=0)
+    result = evaluate_blind(texts, labels, folds, max_chars=MAX_CHARS)
     assert set(result["kinds"]) == set(KINDS)
     for kind in KINDS:
-        folds = result["kinds"][kind]["folds"]
-        assert len(folds) == 5 and all(isinstance(f, FoldMetrics) for f in folds)
-        assert not np.isnan(result["kinds"][kind]["scores"]).any()  # every document scored once, out of fold
+        scores = result["kinds"][kind]["scores"]
+        assert not np.isnan(scores).any()  # every document scored once, out of fold
+        # each fold's AUC is that of the out-of-fold scores of its test documents
+        expected = [roc_auc_score(labels[test], scores[test]) for _, test in folds]
+        assert [f.auc for f in result["kinds"][kind]["folds"]] == pytest.approx(expected), kind
     assert result["blind_auc"] == max(result["kinds"][k]["summary"]["auc_mean"] for k in KINDS)
     assert result["blind_auc"] >= 0.8, {k: v["summary"]["auc_mean"] for k, v in result["kinds"].items()}
     assert shift_warning(result["blind_auc"]) is not None

@@ -23,18 +23,6 @@ from docaudit.verdicts import VERDICTS
 FAST = ["--context", "16", "--trees", "20", "--bins", "20", "--norm", "max_tf", "--features", "hist", "--folds", "2"]
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, tiny_gpt2):
-    """A classifier trained once on good documents, for the predict checks."""
-    dirs = make_sets(tmp_path_factory.mktemp("sets"))
-    out = tmp_path_factory.mktemp("models") / "tiny"
-    result = run(
-        "train", "--members", dirs["mem"], "--nonmembers", dirs["non"], "--model", tiny_gpt2, *FAST, "--out", out
-    )
-    assert result.exit_code == 0, result.output
-    return out
-
-
 @pytest.fixture()
 def sets(tmp_path):
     return make_sets(tmp_path)

@@ -34,6 +34,7 @@ def experiment(tmp_path_factory):
     return root, model
 
 
+@pytest.mark.slow
 def test_meta_classifier_detects_memorized_members(experiment):
     root, model = experiment
     result = CliRunner().invoke(
@@ -66,6 +67,7 @@ def test_meta_classifier_detects_memorized_members(experiment):
     assert metrics["auc_mean"] >= 0.9
 
 
+@pytest.mark.slow
 def test_shuffled_labels_stay_near_chance(experiment):
     """Same documents and model, labels permuted at random: no signal is left to find. With 20 + 20 documents the
     AUC of a 4-fold mean under the null has a standard deviation of about 0.09 (Mann-Whitney variance

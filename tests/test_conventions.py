@@ -123,7 +123,8 @@ def test_cache_info_and_clear_touch_only_docaudit_entries(sets, tiny_gpt2, tmp_p
     info = run("cache", "info", "--format", "json")
     assert info.exit_code == 0, info.output
     summary = json.loads(info.stdout)
-    assert summary["entries"] == 4 and summary["bytes"] > 0
+    entries = list((tmp_path / "cache" / "stats").rglob("*.npz"))
+    assert summary["entries"] == len(entries) == 4 and summary["bytes"] == sum(p.stat().st_size for p in entries)
     ((model, row),) = summary["models"].items()
     assert model.startswith("local@") and row["entries"] == 4
     assert "4 entries" in run("cache", "info").stdout

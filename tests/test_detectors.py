@@ -33,11 +33,6 @@ TOL = dict(rel=1e-4, abs=1e-5)
 
 
 @pytest.fixture(scope="module")
-def gpt2(tiny_gpt2):
-    return load_model(ModelConfig(model=str(tiny_gpt2)))
-
-
-@pytest.fixture(scope="module")
 def llama(tiny_llama):
     return load_model(ModelConfig(model=str(tiny_llama)))
 
@@ -216,18 +211,19 @@ def test_doc_threshold_uses_training_documents_only():
     assert y.tolist() == [1] * 4 + [0] * 4 and s.tolist() == values[4:].tolist()
 
 
-def test_score_cli_json_fields(tiny_gpt2, tmp_path):
+def test_score_cli_json_fields(tiny_gpt2, gpt2, tmp_path):
     from click.testing import CliRunner
 
     from docaudit.cli import main
 
-    for i in range(2):
-        (tmp_path / f"d{i}.txt").write_text(short_text(300, i))
+    texts = [short_text(300, i) for i in range(2)]
+    for i, text in enumerate(texts):
+        (tmp_path / f"d{i}.txt").write_text(text)
     result = CliRunner().invoke(main, ["score", "--model", str(tiny_gpt2), "--format", "json", str(tmp_path)])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
     assert len(rows) == 2
-    for row in rows:
+    for row, text in zip(rows, texts):
         assert set(row) == {
             "docaudit_version",
             "file",
@@ -242,7 +238,11 @@ def test_score_cli_json_fields(tiny_gpt2, tmp_path):
             "pac",
         }
         assert (row["context"], row["stride"]) == (128, 127)
-        assert all(isinstance(row[m], float) for m in ("loss", "zlib", "lowercase", "mink", "minkpp", "pac"))
+        # the default windows (128 tokens, stride 127), one window at a time in float64
+        stats, _ = ref.naive_token_stats(gpt2.model, ref.token_ids(gpt2.tokenizer, text), 128, 127)
+        assert row["n_tokens"] == len(stats["logp"]) + 1
+        assert row["loss"] == pytest.approx(stats["logp"].mean(), **TOL)
+        assert row["mink"] == pytest.approx(ref.lowest(stats["logp"], 0.2), **TOL)
     csv = CliRunner().invoke(
         main,
         ["score", "--model", str(tiny_gpt2), "--methods", "loss,mink", "--format", "csv", str(tmp_path / "d0.txt")],

@@ -7,6 +7,8 @@ import pytest
 from conftest import corpus_ids, corpus_text
 from test_cli import FAST, assert_clean_error, run
 
+from docaudit.verdicts import EVIDENCE, INCONCLUSIVE, NO_EVIDENCE
+
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -72,6 +74,7 @@ def test_train(sets, tiny_gpt2, tmp_path):
     assert "1 document found in both sets left out" in (tmp_path / "clf" / "card.md").read_text()
 
 
+@pytest.mark.slow
 def test_report_calibration(sets, tiny_gpt2, tmp_path):
     args = [
         "report",
@@ -119,8 +122,11 @@ def test_dataset_test(sets, tiny_gpt2):
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["n_suspect"] == 4 and report["n_nonmember"] == 4
-    assert 0 <= report["p_value_blind"] <= 1 and report["blind_kind"] == "tfidf"
-    assert report["verdict"]["verdict"] in ("evidence of membership", "no evidence of membership", "inconclusive")
+    assert report["blind_kind"] == "tfidf"
+    # the verdict rule at the default level 0.05: a blind test that separates the sets makes it inconclusive
+    p, p_blind = report["p_value"], report["p_value_blind"]
+    expected = INCONCLUSIVE if p_blind < 0.05 else EVIDENCE if p < 0.05 else NO_EVIDENCE
+    assert report["verdict"]["verdict"] == expected, (p, p_blind)
     assert report["self_check_p_value"] is None and "at least 8" in report["self_check_reason"]
     assert_dropped(report["duplicates_dropped"], sets)
     assert str(sets["copied"]) not in {row["file"] for row in report["scores"]}

@@ -41,6 +41,7 @@ def pool(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
     save = lab._save_checkpoint
     saves = []
@@ -68,10 +69,13 @@ def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
     report = json.loads(result.stdout)
     assert report["members"] == report["nonmembers"] == 8
     assert report["loss"]["gap"] > 0  # the target fits its members better
-    assert 0 <= report["blind_auc"] <= 1
-    methods = {(m["method"], m["level"]) for m in report["methods"]}
-    assert {("meta_classifier", "document"), ("loss", "doc_avg"), ("minkpp", "doc_threshold")} <= methods
-    assert ("blind", "tfidf") in methods
+    # the target memorized its members: every member's loss is below every non-member's, and document-level AUCs
+    # are near 1 (1.0 measured; 0.9 leaves room for another platform's arithmetic)
+    assert max(report["loss"]["member_doc_losses"]) < min(report["loss"]["nonmember_doc_losses"])
+    auc = {(m["method"], m["level"]): m["auc_mean"] for m in report["methods"]}
+    assert auc[("meta_classifier", "document")] >= 0.9 and auc[("loss", "doc_avg")] >= 0.9, auc
+    assert ("minkpp", "doc_threshold") in auc
+    assert report["blind_auc"] == max(v for (m, _), v in auc.items() if m == "blind")
     assert json.loads((out / "lab.json").read_text())["members"] == 8
     precisions = {(p["precision"], p["method"], p["level"]) for p in report["precisions"]}
     assert {
@@ -79,7 +83,9 @@ def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
         ("bfloat16", "meta_classifier", "document"),
         ("bfloat16", "minkpp", "doc_avg"),
     } <= precisions
-    assert all(0 <= p["auc_mean"] <= 1 for p in report["precisions"])
+    by_precision = {(p["precision"], p["method"], p["level"]): p["auc_mean"] for p in report["precisions"]}
+    for (precision, method, level), value in by_precision.items():
+        assert value == pytest.approx(auc[(method, level)], abs=0 if precision == "float32" else 0.1), precision
     for label in ("members", "nonmembers"):
         assert len(list((out / label).glob("*.txt"))) == 8
 

@@ -51,6 +51,7 @@ def _extra_mb(model_dir, n_tokens: int) -> float:
     return result["extra_mb"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the peak RSS from /proc")
 def test_peak_memory_flat_in_document_length(tiny_gpt2):
     try:

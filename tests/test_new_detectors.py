@@ -18,11 +18,6 @@ TOL = dict(rel=1e-4, abs=1e-6)
 
 
 @pytest.fixture(scope="module")
-def gpt2(tiny_gpt2):
-    return load_model(ModelConfig(model=str(tiny_gpt2)))
-
-
-@pytest.fixture(scope="module")
 def lab():
     """The controlled lab target (its probabilities vary far more than a random model's, so that an error of one
     token shows) and 10-word cuts of its member and non-member excerpts (prefix and text fit its 64 positions)."""

@@ -52,29 +52,12 @@ def blind_eval(sets, out, *extra):
 def test_train_refuses_a_foreign_folder_before_querying(precious, tmp_path, tiny_gpt2):
     sets = make_sets(tmp_path)
     before = snapshot(precious)
-    result = run(
-        "train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST, "--out", precious
-    )
-    assert_clean_error(result, "not empty and was not written by docaudit")
+    train = ("train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST)
+    assert_clean_error(run(*train, "--out", precious), "not empty and was not written by docaudit")
     assert snapshot(precious) == before
     assert not (tmp_path / "cache" / "stats").exists()  # nothing was queried
     # --overwrite does not make a foreign folder docaudit's
-    assert_clean_error(
-        run(
-            "train",
-            "--members",
-            sets["mem"],
-            "--nonmembers",
-            sets["non"],
-            "--model",
-            tiny_gpt2,
-            *FAST,
-            "--out",
-            precious,
-            "--overwrite",
-        ),
-        "not written by docaudit",
-    )
+    assert_clean_error(run(*train, "--out", precious, "--overwrite"), "not written by docaudit")
     assert snapshot(precious) == before
 
 

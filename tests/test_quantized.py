@@ -17,7 +17,7 @@ def llama128(tmp_path_factory):
     return make_model(tmp_path_factory.mktemp("llama128"), "llama", width=128)
 
 
-@pytest.mark.parametrize("quantize", ["int8", "int4"])
+@pytest.mark.parametrize("quantize", [pytest.param("int8", marks=pytest.mark.slow), "int4"])
 def test_quantized_losses_close_to_float32(llama128, quantize):
     text = corpus_text("members", corpus_ids("members", 1)[0], n_chars=2000)
     full = Querier(load_model(ModelConfig(model=str(llama128), device="cpu")), QueryConfig(context=32)).stats(text)

@@ -77,6 +77,7 @@ def _same(stats, reference) -> None:
             assert np.array_equal(getattr(a, name), getattr(b, name)), name
 
 
+@pytest.mark.slow
 def test_same_stats_and_cache_keys_as_one_process(cluster, tiny_gpt2, texts, reference, tmp_path):
     querier = _querier(tiny_gpt2, cluster)
     stats = querier.stats_many(texts, progress=False)
@@ -108,6 +109,7 @@ def _interrupt():
     raise KeyboardInterrupt
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["ray.kill", "SIGKILL"])
 def test_worker_killed_mid_run(cluster, tiny_gpt2, texts, reference, tmp_path, how):
     """An actor killed through Ray, or its process killed as the out-of-memory killer would."""
@@ -127,6 +129,7 @@ def test_worker_killed_mid_run(cluster, tiny_gpt2, texts, reference, tmp_path, h
     assert _entries(tmp_path / "cache") == reference[1]  # each entry once, none half-written
 
 
+@pytest.mark.slow
 def test_rerun_after_interrupted_driver_skips_finished_documents(cluster, tiny_gpt2, texts, reference, tmp_path):
     querier = _querier(tiny_gpt2, cluster)
     cache = tmp_path / "cache"
@@ -144,6 +147,7 @@ def test_rerun_after_interrupted_driver_skips_finished_documents(cluster, tiny_g
     assert _entries(cache) == reference[1]
 
 
+@pytest.mark.slow
 def test_a_document_too_short_is_the_same_error_as_in_one_process(cluster, tiny_gpt2, texts):
     from docaudit.errors import DocauditError
 
@@ -151,6 +155,7 @@ def test_a_document_too_short_is_the_same_error_as_in_one_process(cluster, tiny_
         _querier(tiny_gpt2, cluster).stats_many([texts[0], ("a", None)], progress=False)
 
 
+@pytest.mark.slow
 def test_score_on_ray_gives_the_same_scores_and_cache(cluster, tiny_gpt2, texts, tmp_path, monkeypatch, one_thread):
     from click.testing import CliRunner
 
@@ -186,6 +191,7 @@ def test_ray_options_are_checked_before_anything_starts(tmp_path):
     assert result.exit_code == 2 and "error: --ray-workers 0 is out of range" in result.stderr
 
 
+@pytest.mark.slow
 def test_documents_read_through_joblibs_ray_backend_on_a_cluster(cluster, texts, tmp_path):
     """With an address, joblib's ``ray`` backend is the default: many files are read and cleaned on the cluster,
     into the same documents in the same order."""

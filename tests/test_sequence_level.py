@@ -14,21 +14,15 @@ from sklearn.metrics import roc_auc_score
 
 from docaudit.audit.sequence_level import evaluate_sequences, length_bucket
 from docaudit.cli import main
-from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, SequenceConfig
+from docaudit.config import DetectorConfig, QueryConfig, SequenceConfig
 from docaudit.corpus.datasets import DatasetSource
 from docaudit.methods.detectors.detector import build_detector
 from docaudit.metrics import tpr_at_fpr
-from docaudit.query.models import load_model
 from docaudit.run import DetectorSpec, ModelSpec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 LENGTHS = [32, 64, 32, 64, 40, 70, 32, 64]
-
-
-@pytest.fixture(scope="module")
-def gpt2(tiny_gpt2):
-    return load_model(ModelConfig(model=str(tiny_gpt2)))
 
 
 @pytest.fixture
@@ -53,6 +47,7 @@ def test_length_buckets():
     assert [length_bucket(n, SequenceConfig.buckets) for n in words] == list(expected)
 
 
+@pytest.mark.slow
 def test_k_sweep_equals_single_k_runs_from_one_query_pass(gpt2, wikimia, tmp_path):
     path, rows = wikimia
     config = SequenceConfig(n_boot=50)

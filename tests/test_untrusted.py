@@ -4,14 +4,13 @@ saved classifiers and output folders."""
 
 import json
 import shutil
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import corpus_ids, corpus_text
 from hostile import hostile_server
-from test_cli import FAST, assert_clean_error, make_sets, run
+from test_cli import assert_clean_error, run
 
 from docaudit.config import ModelConfig, QueryConfig
 from docaudit.errors import DocauditError
@@ -55,17 +54,6 @@ def completions(server) -> int:
 # --- a card decides nothing that reaches the network -----------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory, tiny_gpt2):
-    sets = make_sets(tmp_path_factory.mktemp("sets"))
-    out = tmp_path_factory.mktemp("models") / "tiny"
-    result = run(
-        "train", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2, *FAST, "--out", out
-    )
-    assert result.exit_code == 0, result.output
-    return out
-
-
 def card_naming(server, trained, tmp_path, tiny_gpt2) -> Path:
     """A copy of the classifier whose card names the server, a key variable, its own timeout and retries."""
     forged = tmp_path / "forged"
@@ -99,21 +87,22 @@ def test_a_card_naming_a_server_needs_the_users_grant(trained, tokenizer, tiny_g
         )
         assert result.exit_code == 0, result.output
         row = json.loads(result.stdout)[0]
-        assert 0 <= row["membership_score"] <= 1 and row["floored_logprobs"] == 0
-        assert completions(server) > 0
+        local = json.loads(run("predict", "--classifier", trained, "--format", "json", doc).stdout)[0]
+        assert row["floored_logprobs"] == 0 and row["n_tokens"] == local["n_tokens"]  # the same tokens as locally
+        served = completions(server)
+        assert served > 0
         assert {auth for _, auth in server.seen} == {f"Bearer {MINE}"}  # the user's key, never the card's
         assert SECRET not in result.output
         # the card's 3600 s timeout and 50 retries give way to the user's
         server.mode = "silent"
         other = tmp_path / "other.txt"
         other.write_text(corpus_text("nonmembers", corpus_ids("nonmembers", 1)[0], n_chars=600))
-        started = time.monotonic()
         result = run(
             "predict", "--classifier", forged, "--use-card-backend", "--api-key-env", MINE_ENV,
             "--api-timeout", "1", "--api-retries", "0", other,
         )  # fmt: skip
         assert_clean_error(result, "gave no complete answer within 1 s (--api-timeout)")
-        assert time.monotonic() - started < 20
+        assert completions(server) - served < 51  # the card's 50 retries would try one window 51 times
         # a server other than the card's, named by the user, is refused before it is asked anything
         with hostile_server(tokenizer) as other_server:
             result = run(
@@ -240,32 +229,26 @@ def test_logit_bias_positions_that_never_win_are_counted_as_floored(tokenizer, t
     assert f"{doc}: 5 of 5 log-probabilities are only upper bounds" in caplog.text
 
 
-# --- deadlines ---------------------------------------------------------------------------------------------------
+# --- deadlines: the hostile server holds a connection for at most hostile.MAX_WAIT (30 s), so a deadline that did
+# not fire would end in another error (the connection closed, every retry used), never in the deadline's message
 
 
 def test_a_trickling_server_is_abandoned_at_the_request_deadline(tokenizer, tiny_gpt2, doc):
+    """One byte a second never ends a read timeout: only the whole-request deadline does."""
     with hostile_server(tokenizer, "trickle") as server:
-        started = time.monotonic()
         result = score(doc, server, tiny_gpt2, "--api-timeout", "3", "--api-retries", "0")
-        took = time.monotonic() - started
     assert_clean_error(result, "gave no complete answer within 3 s (--api-timeout)")
-    assert took < 20  # one byte a second never ends a read timeout: only the whole-request deadline does
 
 
 def test_a_silent_server_costs_the_timeouts_the_user_chose(tokenizer, tiny_gpt2, doc):
     with hostile_server(tokenizer, "silent") as server:
-        started = time.monotonic()
         result = score(doc, server, tiny_gpt2, "--api-timeout", "1", "--api-retries", "1")
-        took = time.monotonic() - started
         assert_clean_error(result, "(2 tries; --api-retries 1)")
-        assert took < 15 and completions(server) <= 2 * 4  # two tries of each window, four windows at once at most
-        started = time.monotonic()
+        assert completions(server) <= 2 * 4  # two tries of each window, four windows at once at most
         result = score(
             doc, server, tiny_gpt2, "--api-timeout", "1", "--api-retries", "20", "--api-document-timeout", "2.5"
         )
-        took = time.monotonic() - started
     assert_clean_error(result, "allowed per document (--api-document-timeout)")
-    assert took < 15
 
 
 def test_api_deadlines_are_checked_like_options(tmp_path, doc):
@@ -283,9 +266,7 @@ def test_a_yaml_alias_bomb_is_refused_at_once(tmp_path, doc):
         lines.append(f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join([f'*{chr(96 + i)}'] * 9)}]")
     bomb = tmp_path / "bomb.yaml"
     bomb.write_text("\n".join(lines) + "\nscore: {methods: *g}\n")
-    started = time.monotonic()
     assert_clean_error(run("score", "--config", bomb, doc), "aliases (*name) are not accepted")
-    assert time.monotonic() - started < 5
     big = tmp_path / "big.yaml"
     big.write_text("score:\n  context: 16\n" + "# padding\n" * 200_000)
     assert_clean_error(run("score", "--config", big, doc), "larger than")

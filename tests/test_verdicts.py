@@ -55,6 +55,7 @@ def fold_scores(X, y, X_new, k=5, seed=0):
     return np.array(book), held
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shift", [0.0, 1.0])
 def test_held_out_nonmembers_get_evidence_at_most_at_the_nominal_rate(shift):
     """The null, where the truth is known: new non-members drawn like the known ones. Whether the classifier has

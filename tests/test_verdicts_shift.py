@@ -4,6 +4,7 @@ membership"; they come out "inconclusive" (the blind baseline separates them) or
 
 import json
 
+import pytest
 from click.testing import CliRunner
 from conftest import CORPUS
 
@@ -16,6 +17,7 @@ def excerpt(path, n_words=200):
     return " ".join(words[len(words) // 2 : len(words) // 2 + n_words])
 
 
+@pytest.mark.slow
 def test_shifted_never_trained_books_get_no_evidence(tiny_gpt2, tmp_path):
     sets = {}
     for group, n in (("members", 30), ("nonmembers", 24)):
