@@ -21,6 +21,7 @@ from docaudit.config import ModelConfig, RayConfig, TrainConfig
 from docaudit.corpus.documents import Skips, load_documents
 from docaudit.lab.experiment import run_lab
 from docaudit.outputs import prepare_output
+from docaudit.provenance import document_records
 from docaudit.query.distributed import scale_out
 from docaudit.query.models import LoadedModel
 from docaudit.report.classifier import save_model_dir
@@ -177,7 +178,8 @@ def data_check(
         for s in (set_a, set_b)
     )
     result = check_sets(docs_a, docs_b, folds=folds, seed=seed, progress=progress, drop_duplicates=drop_duplicates)
-    return result | {"skipped": skips.as_json()}
+    inputs = document_records(docs_a, "a") + document_records(docs_b, "b")
+    return result | {"skipped": skips.as_json(), "inputs": inputs}
 
 
 @on_ray

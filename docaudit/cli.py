@@ -561,16 +561,11 @@ def strict_option(func):
 
 
 def echo_json(value) -> None:
-    """Print strict JSON (NaN and infinities as null) carrying ``docaudit_version``: a key of an object, or of
-    each row of a list."""
-    from docaudit import __version__
+    """Print strict JSON (NaN and infinities as null) in the envelope of every output (docs/outputs.md)."""
     from docaudit.io import json_text
+    from docaudit.provenance import command_schema, envelope
 
-    if isinstance(value, dict):
-        value = {"docaudit_version": __version__} | value
-    elif isinstance(value, list):
-        value = [{"docaudit_version": __version__} | r if isinstance(r, dict) else r for r in value]
-    click.echo(json_text(value))
+    click.echo(json_text(envelope(command_schema(click.get_current_context().command_path), value)))
 
 
 def echo_csv(rows) -> None:
@@ -783,7 +778,9 @@ def train(
     click.echo(f"model: {result.card['model_identity']}; query: {format_query(result.card['query'])}")
     click.echo(f"{folds}-fold chunks ({', '.join(result.evaluation.configs)}): {format_summary(result.summary)}")
     auc = result.card["pooled_bootstrap_95"]["auc"]
-    click.echo(f"pooled out-of-fold AUC {auc['point']:.3f} (95% bootstrap interval {auc['lo']:.3f}–{auc['hi']:.3f})")
+    click.echo(
+        f"pooled out-of-fold AUC {auc['point']:.3f} (95% bootstrap interval {auc['ci_low']:.3f}–{auc['ci_high']:.3f})"
+    )
     if chance_level(result.card):
         click.echo("the interval includes 0.5: this classifier does not detect membership better than chance here")
     blind = result.card["blind"]

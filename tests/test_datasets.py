@@ -180,6 +180,6 @@ def test_score_reads_a_dataset_row_by_row(tmp_path, tiny_gpt2):
     args = ["score", str(f), "--model", str(tiny_gpt2), "--methods", "loss", "--context", "64", "--format", "json"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     assert [r["file"] for r in rows] == [f"{f}#r0", f"{f}#r1", f"{f}#r2", f"{f}#3"]
     assert "loss" in rows[0] and rows[3]["skipped"] == "no text in column 'text'"

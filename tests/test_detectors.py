@@ -227,7 +227,7 @@ def test_score_cli_json_fields(tiny_gpt2, tmp_path):
         (tmp_path / f"d{i}.txt").write_text(short_text(300, i))
     result = CliRunner().invoke(main, ["score", "--model", str(tiny_gpt2), "--format", "json", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     assert len(rows) == 2
     for row in rows:
         assert set(row) == {

@@ -258,7 +258,7 @@ def score(path):
     args = ["score", "--model", sys.argv[1], "--max-tokens", "512", "--raw", "--format", "json", path]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)[0]
+    return json.loads(result.stdout)["rows"][0]
 score(sys.argv[2])  # imports, model and tokenizer loaded: the baseline
 base, started = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.time()
 row = score(sys.argv[3])

@@ -100,7 +100,7 @@ def test_score_skips_unusable_documents_by_name(docs_with_bad, tiny_gpt2):
     d = docs_with_bad["a"]
     result = run("score", "--model", tiny_gpt2, "--methods", "loss,zlib", "--context", "64", "--format", "json", d)
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     scored = [r for r in rows if "skipped" not in r]
     assert len(scored) == 4 and all(isinstance(r["loss"], float) for r in scored)
     assert {os.path.basename(r["file"]): r["skipped"] for r in rows if "skipped" in r} == {
@@ -143,7 +143,7 @@ def test_train_and_evaluate_list_skipped_documents(docs_with_bad, tiny_gpt2, tmp
 
     result = run("predict", "--classifier", tmp_path / "clf", "--format", "json", sets["a"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     assert sum("verdict" in r for r in rows) == 4
     assert {os.path.basename(r["file"]) for r in rows if "skipped" in r} == {"0100_credits.txt", "0200_one_token.txt"}
 
