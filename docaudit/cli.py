@@ -35,7 +35,7 @@ from docaudit.config import (
     TrapConfig,
 )
 from docaudit.corpus.documents import duplicates_note
-from docaudit.errors import DocauditError
+from docaudit.errors import DEBUG_KEY, DocauditError, remember_debug, report_error
 from docaudit.methods.detectors import METHODS, default_methods, methods_help
 from docaudit.query.backends.base import BACKENDS
 from docaudit.verdicts import DEFAULT_ALPHA
@@ -62,10 +62,9 @@ def friendly_errors(func):
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except DocauditError as e:
+        except Exception as e:  # every failure: docaudit.errors gives its line and exit status
             _close_progress_bars()
-            click.echo(f"error: {e}", err=True)
-            sys.exit(2)
+            sys.exit(report_error(e, click.get_current_context().meta.get(DEBUG_KEY, False)))
         except KeyboardInterrupt:
             _close_progress_bars()
             click.echo("interrupted: finished documents are cached; run the same command again to resume", err=True)
@@ -223,7 +222,7 @@ def read_config_file(path) -> dict:
         raise ConfigError(f"--config {path}: cannot read it ({e})") from None
     try:
         if suffix == ".toml":
-            import tomllib
+            from docaudit.io import tomllib
 
             data = tomllib.loads(text)
         else:
@@ -660,6 +659,13 @@ def query_config(kw) -> QueryConfig:
 
 @click.group(cls=DocauditGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="docaudit")
+@click.option(
+    "--debug",
+    is_flag=True,
+    expose_value=False,
+    callback=remember_debug,
+    help="Show the traceback of an internal error.",
+)
 def main():
     """docaudit: was this document in the training data of this language model?"""
     _quiet_libraries()

@@ -177,5 +177,5 @@ def test_an_unknown_model_score_is_refused_before_querying(shifted, tmp_path):
     root, model, _ = shifted
     args = ["evaluate", "--members", root / "U6", "--nonmembers", root / "S", "--model", model, *QUERY]
     result = CliRunner().invoke(main, [*args, "--methods", "loss", "--beyond", "zlib"])
-    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.exit_code == 3 and "Traceback" not in result.output, result.output
     assert result.stderr.strip().splitlines()[-1].startswith("error: --beyond zlib: 'zlib' is not among")

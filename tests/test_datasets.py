@@ -96,7 +96,7 @@ def test_hub_id_offline_fails_fast_with_one_line(tmp_path):
     started = time.time()
     result = CliRunner().invoke(main, ["data", "check", "hf:swj0419/WikiMIA:WikiMIA_length32", "hf:x/y"])
     assert time.time() - started < 15  # datasets' own retries take ~25 s
-    assert result.exit_code == 2
+    assert result.exit_code == 3
     assert result.output.startswith("error: hf:swj0419/WikiMIA:WikiMIA_length32: cannot load the dataset")
     assert len(result.output.strip().splitlines()) == 1
 
@@ -171,7 +171,7 @@ def test_data_check_and_evaluate_read_a_labelled_file(tmp_path, tiny_gpt2):
     assert (out["info"]["n_members"], out["info"]["n_nonmembers"]) == (2, 2)  # groups are documents
     assert {r["level"] for r in out["methods"]} == {"sequence", "doc_avg", "doc_threshold"}
     result = runner.invoke(main, ["evaluate", "--methods", "blind"])
-    assert result.exit_code == 2 and "give --members and --nonmembers, or --data" in result.output
+    assert result.exit_code == 3 and "give --members and --nonmembers, or --data" in result.output
 
 
 def test_score_reads_a_dataset_row_by_row(tmp_path, tiny_gpt2):

@@ -186,7 +186,7 @@ def test_ray_options_are_checked_before_anything_starts(tmp_path):
     from docaudit.cli import main
 
     result = CliRunner().invoke(main, ["score", str(tmp_path / "none.txt"), "--ray-workers", "0"])
-    assert result.exit_code == 2 and "error: --ray-workers 0 is out of range" in result.stderr
+    assert result.exit_code == 3 and "error: --ray-workers 0 is out of range" in result.stderr
 
 
 def test_documents_read_through_joblibs_ray_backend_on_a_cluster(cluster, texts, tmp_path):

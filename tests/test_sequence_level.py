@@ -123,7 +123,7 @@ def test_cli_writes_per_sample_scores_with_ids_labels_and_groups(tiny_gpt2, wiki
     assert "mink@0.5" in csv.columns
     assert json.loads((out / "sequence_metrics.json").read_text())["info"]["n_members"] == 8
     again = CliRunner().invoke(main, args)
-    assert again.exit_code == 2 and "--overwrite" in again.output  # an earlier output is not replaced silently
+    assert again.exit_code == 3 and "--overwrite" in again.output  # an earlier output is not replaced silently
 
 
 def test_blind_baseline_beside_the_detectors(gpt2, wikimia):
