@@ -120,17 +120,19 @@ def queried_tokens(docs, stats) -> dict:
 def model_record(lm) -> dict:
     """A loaded model (``query.models.LoadedModel``) as an output records it: the id or path it was loaded from, its
     identity (the weights' SHA-256 prefix for a local model or GGUF file, the commit for a hub model), the revision,
-    the tokenizer's hash, the backend, dtype and quantization, and the device actually used."""
+    the tokenizer's hash, the backend, dtype and quantization (a GGUF file's own: ``gguf``; a server's: unknown,
+    null), and the device actually used (``server`` for a model queried through a server)."""
     config = lm.config
+    local = config.backend == "transformers"
     return {
         "id": config.model,
         "identity": lm.identity,
         "revision": config.revision,
         "tokenizer_hash": lm.tokenizer_hash,
         "backend": config.backend,
-        "dtype": config.dtype if config.backend == "transformers" else None,
-        "quantization": config.quantize if config.backend == "transformers" else config.backend,
-        "device": str(lm.device),
+        "dtype": config.dtype if local else None,
+        "quantization": config.quantize if local else {"llamacpp": "gguf"}.get(config.backend),
+        "device": "server" if config.backend == "openai" else str(lm.device),
         **({"api_base": config.api_base} if config.backend == "openai" else {}),
     }
 

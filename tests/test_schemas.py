@@ -257,3 +257,27 @@ def test_traps_and_lab_outputs_are_valid(tmp_path):
         printed = run_json("lab", "--corpus", pool, "--out", out, *args, "--format", "json")
     validate(printed, "lab")
     validate(read(out / "lab.json"), "lab")
+
+
+def test_the_model_record_says_where_the_model_ran():
+    from types import SimpleNamespace
+
+    import torch
+
+    from docaudit.config import ModelConfig
+    from docaudit.provenance import model_record
+
+    def record(**config):
+        lm = SimpleNamespace(
+            config=ModelConfig(**config), identity="x@0", tokenizer_hash="t", device=torch.device("cpu")
+        )
+        rec = model_record(lm)
+        validator("cache-info").validate(_minimal(model=rec))
+        return rec
+
+    served = record(model=None, backend="openai", api_base="http://127.0.0.1:1/v1")
+    assert served["device"] == "server" and served["dtype"] is None and served["quantization"] is None
+    assert served["api_base"] == "http://127.0.0.1:1/v1"
+    local = record(model="/m", dtype="bfloat16", quantize="int8")
+    assert (local["device"], local["dtype"], local["quantization"]) == ("cpu", "bfloat16", "int8")
+    assert record(model="/m.gguf", backend="llamacpp")["quantization"] == "gguf"
