@@ -231,7 +231,6 @@ def test_score_cli_json_fields(tiny_gpt2, tmp_path):
     assert len(rows) == 2
     for row in rows:
         assert set(row) == {
-            "docaudit_version",
             "file",
             "n_tokens",
             "context",
