@@ -82,9 +82,9 @@ def environment() -> dict:
 
 def document_records(docs, roles=None, tokens: dict | None = None) -> list[dict]:
     """One record per document (anything with ``id``, ``path``, ``sha256``): its path, id, the SHA-256 of its text
-    as read for querying (after cleaning; an excerpt's when ``docs`` are excerpts) and, where ``tokens`` (path → (queried, total)) says, the tokens
-    queried and in total; with ``roles`` (one for all, one per document, or labels: 1 = ``member``, 0 =
-    ``non-member``) its role."""
+    as read for querying (after cleaning; an excerpt's when ``docs`` are excerpts) and, where ``tokens`` (path →
+    (queried, total)) says, the tokens queried and in total; with ``roles`` (one for all, one per document, or
+    labels: 1 = ``member``, 0 = ``non-member``) its role."""
     tokens = tokens or {}
     if roles is None or isinstance(roles, str):
         roles = [roles] * len(docs)
