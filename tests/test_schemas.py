@@ -281,3 +281,23 @@ def test_the_model_record_says_where_the_model_ran():
     local = record(model="/m", dtype="bfloat16", quantize="int8")
     assert (local["device"], local["dtype"], local["quantization"]) == ("cpu", "bfloat16", "int8")
     assert record(model="/m.gguf", backend="llamacpp")["quantization"] == "gguf"
+
+
+def test_a_card_with_the_former_interval_names_is_read_with_the_current_ones():
+    """The shipped classifier's card was written with ``lo``/``hi`` and a ``delta_ci`` pair."""
+    from docaudit.config import DEFAULT_CLASSIFIER
+    from docaudit.methods.meta.persistence import read_card
+
+    path = DEFAULT_CLASSIFIER / "card.json"
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    assert {"lo", "hi"} <= set(raw["pooled_bootstrap_95"]["auc"]) and len(raw["beyond_blind"]["delta_ci"]) == 2
+    card = read_card(path)
+    for name, interval in raw["pooled_bootstrap_95"].items():
+        assert card["pooled_bootstrap_95"][name] == {
+            "point": interval["point"],
+            "ci_low": interval["lo"],
+            "ci_high": interval["hi"],
+        }
+    beyond = card["beyond_blind"]
+    assert [beyond["delta_ci_low"], beyond["delta_ci_high"]] == raw["beyond_blind"]["delta_ci"]
+    assert not former_bounds(card)
