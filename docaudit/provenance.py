@@ -111,10 +111,15 @@ def _role(role) -> str | None:
     return "member" if int(role) == 1 else "non-member"
 
 
-def queried_tokens(docs, stats) -> dict:
-    """``tokens`` for :func:`document_records` from each document's query statistics (their ``n_tokens``, the total
-    unknown)."""
-    return {str(d.path): (int(s.n_tokens), None) for d, s in zip(docs, stats)}
+def queried_tokens(docs, stats, max_tokens: int | None = None, whole: bool = True) -> dict:
+    """``tokens`` for :func:`document_records` from each document's query statistics: their ``n_tokens`` queried,
+    and as the total the same where the whole document was queried (``whole``, and fewer tokens than a
+    ``max_tokens`` excerpt: the rule of ``audit.meta.total_tokens``), else unknown."""
+    tokens = {}
+    for d, s in zip(docs, stats):
+        n = int(s.n_tokens)
+        tokens[str(d.path)] = (n, n if whole and (max_tokens is None or n < max_tokens) else None)
+    return tokens
 
 
 def model_record(lm) -> dict:

@@ -177,6 +177,7 @@ def test_every_command_prints_and_writes_valid_outputs(sets, tiny_gpt2, tmp_path
                           "--format", "json"), "train")  # fmt: skip
     assert {r["sha256"] for r in card["inputs"]} == {r["sha256"] for r in run_inputs(files, tiny_gpt2)}
     assert sorted(r["role"] for r in card["inputs"]) == ["member"] * 4 + ["non-member"] * 4
+    assert all(r["tokens_total"] == r["tokens_queried"] > 0 for r in card["inputs"])  # whole documents queried
     grid = run_json("train", "--members", mem, "--nonmembers", non, "--model", tiny_gpt2, *FAST, "--grid",
                     "--grid-contexts", "16", "--format", "json")  # fmt: skip
     check(grid, "train")
@@ -187,6 +188,7 @@ def test_every_command_prints_and_writes_valid_outputs(sets, tiny_gpt2, tmp_path
                              "loss", "--no-meta", "--folds", "2", "--sequences", "2", "--context", "32", "--out", ev,
                              "--format", "json"), "evaluation")  # fmt: skip
     written = check(read(ev / "evaluation.json"), "evaluation")
+    assert printed["inputs"] == card["inputs"] and printed["model"] == card["model"]  # same documents, same model
     assert {k: v for k, v in written.items() if k not in ("created", "command")} == {
         k: v for k, v in printed.items() if k not in ("created", "command")
     }

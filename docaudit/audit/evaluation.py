@@ -196,7 +196,7 @@ def evaluate_methods(
         info = {
             "model_identity": lm.identity,
             "model": model_record(lm),
-            "inputs": document_records(docs, labels, queried_tokens(docs, stats)),
+            "inputs": document_records(docs, labels, queried_tokens(docs, stats, query.max_tokens)),
             "model_config": asdict(lm.config),
             **({"requests": querier.backend.requests} if querier.backend.requests else {}),
             "query": query.used(),

@@ -142,7 +142,7 @@ def train(
         "n_members": int(labels.sum()),
         "n_nonmembers": int((labels == 0).sum()),
         "n_skipped": len(skips.items),
-        "inputs": document_records(docs, labels, queried_tokens(docs, stats)),
+        "inputs": document_records(docs, labels, queried_tokens(docs, stats, config.query.max_tokens)),
         "skipped": skips.as_json(),
         "duplicates_dropped": duplicates,
         "configuration": meta_classifier.chosen(estimator),

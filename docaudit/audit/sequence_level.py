@@ -165,7 +165,7 @@ def evaluate_sequences(
     info = {
         "model_identity": lm.identity,
         "model": model_record(lm),
-        "inputs": document_records(docs, labels, queried_tokens(docs, queried)),
+        "inputs": document_records(docs, labels, queried_tokens(docs, queried, whole=False)),
         "seed": config.seed,
         "context": scorer.target.query.context,
         "methods": scorer.methods,
