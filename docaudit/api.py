@@ -30,6 +30,7 @@ from docaudit.corpus.documents import Skips, load_documents
 from docaudit.lab.experiment import LabSpec, run_lab
 from docaudit.lab.traps import TrapPlan
 from docaudit.outputs import prepare_output
+from docaudit.provenance import document_records
 from docaudit.query.distributed import scale_out
 from docaudit.query.models import LoadedModel
 from docaudit.report.classifier import save_model_dir
@@ -284,7 +285,8 @@ def data_check(set_a, set_b, *args, **options) -> dict:
     result = check_sets(
         docs_a, docs_b, folds=folds, seed=run.seed, progress=run.progress, drop_duplicates=reading.drop_duplicates
     )
-    return result | {"skipped": skips.as_json()}
+    inputs = document_records(docs_a, "a") + document_records(docs_b, "b")
+    return result | {"skipped": skips.as_json(), "inputs": inputs}
 
 
 def lab(corpus, out: Path, overwrite: bool = False, base_model: str | None = None, **options):

@@ -1,7 +1,81 @@
-"""The one exception type that reaches users as a one-line message."""
+"""The exceptions that reach users as a one-line message, and the exit status of each kind of failure.
+
+======  ===========================================================================================================
+status  meaning
+======  ===========================================================================================================
+0       success
+2       usage error: the command line or its ``--config`` file (unknown option, missing argument, bad value type)
+3       bad input: a document, data set, classifier, registry, cache entry, output folder or option value docaudit
+        refuses (:class:`DocauditError`, :class:`InputError`)
+4       a model or backend that cannot be loaded or reached: unknown model, missing weights or package, a device
+        that is not there, a server that does not answer (:class:`ModelError`)
+70      internal error: a failure of docaudit itself; one line says where to report it (``docaudit --debug ...``
+        shows the traceback)
+130     interrupted (Ctrl-C); finished documents are cached
+======  ===========================================================================================================
+"""
 
 from __future__ import annotations
 
+import sys
+import traceback
+
+USAGE = 2
+BAD_INPUT = 3
+MODEL_UNAVAILABLE = 4
+INTERNAL = 70  # EX_SOFTWARE of sysexits.h
+INTERRUPTED = 130
+
+REPORT_TO = "the docaudit maintainers (the project's issue tracker)"
+
 
 class DocauditError(Exception):
-    """A problem with the user's input or setup; the CLI prints it on one line and exits non-zero."""
+    """A problem with the user's input or setup; the CLI prints it on one line and exits with ``exit_code``."""
+
+    exit_code = BAD_INPUT
+
+
+class InputError(DocauditError):
+    """Input data or an option value that docaudit refuses (the status of every :class:`DocauditError`)."""
+
+
+class ModelError(DocauditError):
+    """A model or backend that cannot be loaded or reached."""
+
+    exit_code = MODEL_UNAVAILABLE
+
+
+def report_error(error: Exception, debug: bool = False, stream=None) -> int:
+    """What the command line does with an exception of a command: a DocauditError is its ``error:`` line and its
+    exit status; anything else is a failure of docaudit itself, one line saying so and where to report it (with
+    ``debug``, the traceback before it), status :data:`INTERNAL`. click's own exceptions (usage errors, ``--help``,
+    an aborted confirmation) are raised again for click to handle."""
+    import click
+
+    if isinstance(error, (click.ClickException, click.exceptions.Exit, click.exceptions.Abort)):
+        raise error
+    stream = sys.stderr if stream is None else stream
+    if isinstance(error, DocauditError):
+        print(f"error: {error}", file=stream)
+        return error.exit_code
+    from docaudit import __version__
+
+    if debug:
+        traceback.print_exception(type(error), error, error.__traceback__, file=stream)
+    problem = (str(error).strip().splitlines() or [""])[0]
+    print(
+        f"error: internal error in docaudit {__version__} ({type(error).__name__}"
+        + (f": {problem[:200]}" if problem else "")
+        + f"); please report it to {REPORT_TO} with the command"
+        + ("" if debug else ", and run it again with docaudit --debug to see the traceback"),
+        file=stream,
+    )
+    return INTERNAL
+
+
+def remember_debug(ctx, _param, value) -> None:
+    """The callback of the group's ``--debug`` flag: recorded where every command's error handler sees it."""
+    ctx.meta[DEBUG_KEY] = ctx.meta.get(DEBUG_KEY, False) or value
+
+
+DEBUG_KEY = "docaudit.debug"

@@ -1,4 +1,5 @@
-"""Writing files safely: atomic writes, content hashes and strict JSON (no NaN)."""
+"""Writing files safely: atomic writes, content hashes and strict JSON (no NaN); ``tomllib`` for reading TOML
+on every supported Python."""
 
 from __future__ import annotations
 
@@ -12,6 +13,11 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: tomllib is the standard library's copy of tomli (3.11+)
+    import tomli as tomllib  # noqa: F401 (imported from here by the config reader)
 
 
 def current_umask() -> int:

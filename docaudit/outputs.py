@@ -33,20 +33,25 @@ def read_marker(folder: Path) -> dict | None:
     return marker
 
 
-def provenance(model_identity: str | None = None, tokenizer: str | None = None, command=None) -> dict:
-    """Where an output comes from: the docaudit version, when (UTC), the model's identity (by content) and its
-    tokenizer's hash, and the full command line that made it (``command``: the docaudit command being run, as the
-    run context carries it; None: this process's)."""
-    import shlex
+def command_line(command: list[str] | None = None) -> list[str]:
+    """The command that makes an output, as argv: ``command`` when given (the run context carries the docaudit
+    command being run), else this process's own."""
     import sys
 
-    command = command or [Path(sys.argv[0]).name, *sys.argv[1:]]
+    return [str(a) for a in (command or [Path(sys.argv[0]).name, *sys.argv[1:]])]
+
+
+def provenance(model_identity: str | None = None, tokenizer: str | None = None, command=None) -> dict:
+    """Where an output comes from: the docaudit version, when (UTC), the model's identity (by content) and its
+    tokenizer's hash, and the full command line that made it (:func:`command_line`)."""
+    import shlex
+
     return {
         "docaudit_version": __version__,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "model_identity": model_identity,
         "tokenizer": tokenizer,
-        "command": shlex.join(str(a) for a in command),
+        "command": shlex.join(command_line(command)),
     }
 
 

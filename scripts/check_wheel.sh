@@ -32,7 +32,10 @@ from pathlib import Path
 import docaudit.config
 import docaudit.report
 
-rows = json.loads(Path("predictions.json").read_text())
+output = json.loads(Path("predictions.json").read_text())
+rows = output["rows"]
+assert output["schema"]["name"] == "predict" and output["model"]["device"] == "cpu", output["model"]
+assert (Path(docaudit.config.__file__).parent / "schemas" / "predict.schema.json").is_file(), "output schemas"
 assert len(rows) == 1 and all(0 <= r["membership_score"] <= 1 for r in rows), rows
 # the shipped classifier cannot give evidence either way: it says so, with its reason
 assert all(r["verdict"] == "inconclusive" and r["reason"] and r["p_value"] is not None for r in rows), rows

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -136,3 +137,10 @@ def one_thread():
 
     with single_thread():
         yield
+
+
+def results_of(output: str) -> dict:
+    """A JSON output's results: the output without its envelope (the command and the time differ between runs)."""
+    from docaudit.provenance import ENVELOPE_KEYS
+
+    return {k: v for k, v in json.loads(output).items() if k not in ENVELOPE_KEYS}

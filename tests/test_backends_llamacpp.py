@@ -67,7 +67,7 @@ def test_score_command(llama_pair, tmp_path):
     cpp = run(*common, "--model", str(gguf), "--backend", "llamacpp")
     ref = run(*common, "--model", hf.config.model)
     assert cpp.exit_code == 0 and ref.exit_code == 0, cpp.output + ref.output
-    a, b = json.loads(cpp.stdout)[0], json.loads(ref.stdout)[0]
+    a, b = json.loads(cpp.stdout)["rows"][0], json.loads(ref.stdout)["rows"][0]
     assert abs(a["loss"] - b["loss"]) < TOLERANCE and abs(a["minkpp"] - b["minkpp"]) < 1e-2
 
 
@@ -99,7 +99,7 @@ def test_train_then_predict_through_llamacpp(llama_pair, tmp_path):
     docs = sorted(members.iterdir())
     predicted = run("predict", *docs, "--classifier", tmp_path / "clf", *backend[:4], "--format", "json")
     assert predicted.exit_code == 0, predicted.output
-    assert len(json.loads(predicted.stdout)) == 4
+    assert len(json.loads(predicted.stdout)["rows"]) == 4
 
 
 @pytest.fixture(scope="module")

@@ -129,7 +129,7 @@ def test_api_cannot_serve_minkpp_or_gp(server, api_key, tmp_path):
     assert_clean_error(result, "normalization 'max_gp' needs the GP sums")
     ok = run("score", str(doc), "--format", "json", *common)  # the default methods: those the API serves
     assert ok.exit_code == 0, ok.output
-    assert "loss" in json.loads(ok.stdout)[0] and "minkpp" not in json.loads(ok.stdout)[0]
+    assert "loss" in json.loads(ok.stdout)["rows"][0] and "minkpp" not in json.loads(ok.stdout)["rows"][0]
 
 
 def test_max_requests_is_checked_before_querying(server, api_key, tmp_path):

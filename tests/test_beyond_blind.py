@@ -83,9 +83,19 @@ def test_beyond_blind_finds_added_evidence():
     labels, blind, model = _synthetic(5, 1.5)
     folds = chunk_folds(labels, 5, 0)
     found = bb.beyond_blind(labels, folds, bb.fixed_scorer(blind), bb.fixed_scorer(model)).as_json()
-    assert found["verdict"] == bb.ADDS and found["delta_ci"][0] > 0 and found["p_value"] < 0.05
+    assert found["verdict"] == bb.ADDS and found["delta_ci_low"] > 0 and found["p_value"] < 0.05
     assert found["auc_combined"] > max(found["auc_blind"], found["auc_model"])
-    assert set(found) >= {"auc_blind", "auc_model", "auc_combined", "delta", "delta_ci", "p_value", "test", "verdict"}
+    assert set(found) >= {
+        "auc_blind",
+        "auc_model",
+        "auc_combined",
+        "delta",
+        "delta_ci_low",
+        "delta_ci_high",
+        "p_value",
+        "test",
+        "verdict",
+    }
 
 
 def test_a_model_without_evidence_is_not_credited():
@@ -100,7 +110,7 @@ def test_a_model_without_evidence_is_not_credited():
     out = [r.as_json() for r in runs]
     assert all(o["verdict"] in (bb.NO_EVIDENCE, bb.NOTHING) for o in out)
     assert abs(np.mean([o["delta"] for o in out])) < 0.02
-    assert np.mean([o["delta_ci"][0] <= 0 <= o["delta_ci"][1] for o in out]) >= 0.8
+    assert np.mean([o["delta_ci_low"] <= 0 <= o["delta_ci_high"] for o in out]) >= 0.8
 
 
 def test_no_fit_sees_the_documents_it_scores():
@@ -155,7 +165,7 @@ def test_fold_offsets_of_the_blind_classifier_do_not_credit_a_noise_model():
 
     out = bb.beyond_blind(labels, folds, offset_blind, bb.fixed_scorer(noise), config=BeyondBlindConfig(n_boot=300))
     result = out.as_json()
-    assert result["verdict"] != bb.ADDS and result["delta_ci"][0] <= 0
+    assert result["verdict"] != bb.ADDS and result["delta_ci_low"] <= 0
     assert result["auc_blind_raw"] < result["auc_blind"] - 0.1  # the pooled raw scores suffer from the offsets
     assert abs(result["delta"]) < 0.05
 

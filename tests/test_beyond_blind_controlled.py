@@ -78,11 +78,17 @@ def _evaluate(members, nonmembers, model):
 def test_a_random_split_blind_near_chance_model_adds(shifted):
     root, model, _ = shifted
     b = _evaluate([root / "S"], [root / "U"], model)
-    print("(a)", {k: b[k] for k in ("auc_blind", "auc_model", "auc_combined", "delta", "delta_ci", "p_value")})
+    print(
+        "(a)",
+        {
+            k: b[k]
+            for k in ("auc_blind", "auc_model", "auc_combined", "delta", "delta_ci_low", "delta_ci_high", "p_value")
+        },
+    )
     assert 0.35 <= b["auc_blind"] <= 0.65
     assert b["auc_model"] >= 0.95 and b["auc_combined"] >= b["auc_model"] - 0.05
     assert b["delta"] == pytest.approx(b["auc_combined"] - b["auc_blind"])
-    assert b["delta_ci"][0] > 0.2 and b["p_value"] < 0.001 and b["verdict"] == ADDS
+    assert b["delta_ci_low"] > 0.2 and b["p_value"] < 0.001 and b["verdict"] == ADDS
 
 
 def test_b_shifted_sets_never_trained_on_do_not_fool_it(shifted, tmp_path):
@@ -93,10 +99,18 @@ def test_b_shifted_sets_never_trained_on_do_not_fool_it(shifted, tmp_path):
         result = CliRunner().invoke(main, [*args, "--methods", "loss", "--format", "json", "--out", tmp_path / "ev"])
     assert result.exit_code == 0, result.output
     b = json.loads(result.stdout)["beyond_blind"]
-    print("(b)", {k: b[k] for k in ("auc_blind", "auc_model", "auc_combined", "delta", "delta_ci", "p_value")})
+    print(
+        "(b)",
+        {
+            k: b[k]
+            for k in ("auc_blind", "auc_model", "auc_combined", "delta", "delta_ci_low", "delta_ci_high", "p_value")
+        },
+    )
     assert json.loads((tmp_path / "ev" / "evaluation.json").read_text())["beyond_blind"] == b
     assert b["model"] == "meta_classifier" and b["auc_blind"] >= 0.7
-    assert b["delta_ci"][0] <= 0 <= b["delta_ci"][1] and b["p_value"] > 0.05 and b["verdict"] in (NO_EVIDENCE, NOTHING)
+    assert (
+        b["delta_ci_low"] <= 0 <= b["delta_ci_high"] and b["p_value"] > 0.05 and b["verdict"] in (NO_EVIDENCE, NOTHING)
+    )
 
 
 def test_c_shifted_sets_with_trained_members_show_added_evidence(shifted, tmp_path):
@@ -108,9 +122,15 @@ def test_c_shifted_sets_with_trained_members_show_added_evidence(shifted, tmp_pa
         result = CliRunner().invoke(main, [*args, "--out", tmp_path / "ev"])
     assert result.exit_code == 0, result.output
     b = json.loads((tmp_path / "ev" / "evaluation.json").read_text())["beyond_blind"]
-    print("(c)", {k: b[k] for k in ("auc_blind", "auc_model", "auc_combined", "delta", "delta_ci", "p_value")})
+    print(
+        "(c)",
+        {
+            k: b[k]
+            for k in ("auc_blind", "auc_model", "auc_combined", "delta", "delta_ci_low", "delta_ci_high", "p_value")
+        },
+    )
     assert b["model"] == "loss:doc_avg" and b["auc_blind"] >= 0.65
-    assert b["delta_ci"][0] > 0 and b["p_value"] < 0.05 and b["verdict"] == ADDS
+    assert b["delta_ci_low"] > 0 and b["p_value"] < 0.05 and b["verdict"] == ADDS
     assert f"blind + model {b['auc_combined']:.3f}" in result.stdout and ADDS in result.stdout
 
 
@@ -122,7 +142,7 @@ def test_train_card_carries_the_comparison(shifted, tmp_path):
     assert result.exit_code == 0, result.output
     card = json.loads((tmp_path / "clf" / "card.json").read_text())
     b = card["beyond_blind"]
-    assert b["model"] == "meta_classifier" and b["verdict"] == ADDS and b["delta_ci"][0] > 0
+    assert b["model"] == "meta_classifier" and b["verdict"] == ADDS and b["delta_ci_low"] > 0
     assert b["auc_model"] == pytest.approx(card["pooled_bootstrap_95"]["auc"]["point"])
     line = f"delta {b['delta']:+.3f}"
     assert line in result.stdout and line in (tmp_path / "clf" / "card.md").read_text()
@@ -143,7 +163,13 @@ def test_report_compares_the_calibration_books(shifted, tmp_path):
         result = CliRunner().invoke(main, [*args, "--snippets", "4", "--snippet-words", "30", "--out", tmp_path / "r"])
     assert result.exit_code == 0, result.output
     b = json.loads((tmp_path / "r" / "report.json").read_text())["info"]["beyond_blind"]
-    print("report", {k: b[k] for k in ("auc_blind", "auc_model", "auc_combined", "delta", "delta_ci", "p_value")})
+    print(
+        "report",
+        {
+            k: b[k]
+            for k in ("auc_blind", "auc_model", "auc_combined", "delta", "delta_ci_low", "delta_ci_high", "p_value")
+        },
+    )
     assert b["model"] == "loss (mean snippet score)" and b["n_members"] == b["n_nonmembers"] == 12
     assert b["auc_model"] >= 0.9 and b["verdict"] == ADDS
     assert "calibration books, beyond the blind baseline" in result.stdout
@@ -154,5 +180,5 @@ def test_an_unknown_model_score_is_refused_before_querying(shifted, tmp_path):
     root, model, _ = shifted
     args = ["evaluate", "--members", root / "U6", "--nonmembers", root / "S", "--model", model, *QUERY]
     result = CliRunner().invoke(main, [*args, "--methods", "loss", "--beyond", "zlib"])
-    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert result.exit_code == 3 and "Traceback" not in result.output, result.output
     assert result.stderr.strip().splitlines()[-1].startswith("error: --beyond zlib: 'zlib' is not among")

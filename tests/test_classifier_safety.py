@@ -283,15 +283,21 @@ def test_predict_reports_classifier_auc_and_coverage(trained_64):
     auc = card["pooled_bootstrap_95"]["auc"]
     result = run("predict", "--classifier", classifier, "--format", "json", sets["non"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     for row in rows:
-        assert row["classifier_auc"] == auc["point"] and row["classifier_auc_ci"] == [auc["lo"], auc["hi"]]
+        assert row["classifier_auc"] == auc["point"] and (
+            row["classifier_auc_ci_low"],
+            row["classifier_auc_ci_high"],
+        ) == (
+            auc["ci_low"],
+            auc["ci_high"],
+        )
         assert row["n_tokens"] == 64 < row["n_tokens_total"]
-        assert ("includes 0.5" in row["reason"]) == (auc["lo"] <= 0.5 <= auc["hi"])
+        assert ("includes 0.5" in row["reason"]) == (auc["ci_low"] <= 0.5 <= auc["ci_high"])
     table = run("predict", "--classifier", classifier, sets["non"])
     assert table.exit_code == 0
     lines = table.stdout.splitlines()
-    assert f"classifier AUC {auc['point']:.3f} (95% interval {auc['lo']:.3f}-{auc['hi']:.3f})" in lines[0]
+    assert f"classifier AUC {auc['point']:.3f} (95% interval {auc['ci_low']:.3f}-{auc['ci_high']:.3f})" in lines[0]
     for row in rows:  # per document: its file, then the verdict line, then the numbers
         at = lines.index(row["file"])
         assert (
@@ -308,7 +314,7 @@ def test_chance_warning_follows_the_interval(trained_64, tmp_path, lo, hi):
     out = copy_classifier(classifier, tmp_path / "c", pooled_bootstrap_95=bootstrap)
     result = run("predict", "--classifier", out, "--format", "json", sorted(sets["non"].iterdir())[0])
     assert result.exit_code == 0, result.output
-    reason = json.loads(result.stdout)[0]["reason"] or ""
+    reason = json.loads(result.stdout)["rows"][0]["reason"] or ""
     assert ("includes 0.5" in reason) == (lo <= 0.5 <= hi), reason
     if lo <= 0.5 <= hi:
         assert f"{lo:.3f}-{hi:.3f}" in reason and "better than chance" in reason

@@ -83,12 +83,12 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
     assert card["n_members"] == card["n_nonmembers"] == 4 and card["configuration"] == "max_tf+hist"
     assert 0 <= card["blind"]["blind_auc"] <= 1 and "blind baseline" in result.output
     auc = card["pooled_bootstrap_95"]["auc"]
-    assert auc["lo"] <= auc["point"] <= auc["hi"] and "bootstrap interval" in result.output
+    assert auc["ci_low"] <= auc["point"] <= auc["ci_high"] and "bootstrap interval" in result.output
 
     book = sorted(sets["mem"].iterdir())[0]
     result = run("predict", "--classifier", out, "--model", tiny_gpt2, "--format", "json", book, sets["non"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     assert len(rows) == 5
     for row in rows:
         assert 0 <= row["membership_score"] <= 1 and row["n_tokens"] > 1
@@ -130,7 +130,7 @@ def test_predict_cleans_documents_as_the_card_says(trained, tiny_gpt2, tmp_path)
         (copy / "card.json").write_text(json.dumps(edited))
         result = run("predict", "--classifier", copy, "--model", tiny_gpt2, "--format", "json", doc)
         assert result.exit_code == 0, result.output
-        assert json.loads(result.stdout)[0]["n_tokens"] == expected
+        assert json.loads(result.stdout)["rows"][0]["n_tokens"] == expected
 
 
 @pytest.mark.parametrize(
@@ -233,7 +233,7 @@ def test_short_document_is_one_window_and_min_tokens_skips(sets, tiny_gpt2, tmp_
     assert result.exit_code == 0, result.output
     assert "2 skipped" in result.output
     ok = run("predict", "--classifier", out, "--format", "json", sets["mem"] / "short.txt")
-    assert ok.exit_code == 0 and json.loads(ok.stdout)[0]["n_tokens"] < 16
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["rows"][0]["n_tokens"] < 16
 
 
 def test_grid_covers_every_configuration_from_one_cache(sets, tiny_gpt2):
@@ -258,7 +258,7 @@ def test_grid_covers_every_configuration_from_one_cache(sets, tiny_gpt2):
         "json",
     )
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     assert len(rows) == 2 * 5 * 2
     assert {(r["context"], r["norm"], r["features"]) for r in rows} == {
         (c, n, f)
@@ -291,7 +291,7 @@ def test_predict_asks_to_retrain_an_older_classifier_and_refuses_tampered_fold_m
     (old / "card.json").write_text(json.dumps({k: v for k, v in card.items() if k != "conformal"}))
     result = run("predict", "--classifier", old, "--model", tiny_gpt2, "--format", "json", book)
     assert result.exit_code == 0, result.output
-    row = json.loads(result.stdout)[0]
+    row = json.loads(result.stdout)["rows"][0]
     assert row["verdict"] == "inconclusive" and "train it again" in row["reason"] and row["p_value"] is None
 
     bad = tmp_path / "bad"

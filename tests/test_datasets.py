@@ -93,7 +93,7 @@ def test_saved_hf_dataset_and_split(tmp_path):
 
 def test_hub_id_offline_fails_fast_with_one_line(tmp_path):
     result = CliRunner().invoke(main, ["data", "check", "hf:swj0419/WikiMIA:WikiMIA_length32", "hf:x/y"])
-    assert result.exit_code == 2
+    assert result.exit_code == 3
     assert result.output.startswith("error: hf:swj0419/WikiMIA:WikiMIA_length32: cannot load the dataset")
     assert len(result.output.strip().splitlines()) == 1
 
@@ -168,7 +168,7 @@ def test_data_check_and_evaluate_read_a_labelled_file(tmp_path, tiny_gpt2):
     assert (out["info"]["n_members"], out["info"]["n_nonmembers"]) == (2, 2)  # groups are documents
     assert {r["level"] for r in out["methods"]} == {"sequence", "doc_avg", "doc_threshold"}
     result = runner.invoke(main, ["evaluate", "--methods", "blind"])
-    assert result.exit_code == 2 and "give --members and --nonmembers, or --data" in result.output
+    assert result.exit_code == 3 and "give --members and --nonmembers, or --data" in result.output
 
 
 def test_score_reads_a_dataset_row_by_row(tmp_path, tiny_gpt2):
@@ -177,6 +177,6 @@ def test_score_reads_a_dataset_row_by_row(tmp_path, tiny_gpt2):
     args = ["score", str(f), "--model", str(tiny_gpt2), "--methods", "loss", "--context", "64", "--format", "json"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     assert [r["file"] for r in rows] == [f"{f}#r0", f"{f}#r1", f"{f}#r2", f"{f}#3"]
     assert "loss" in rows[0] and rows[3]["skipped"] == "no text in column 'text'"

@@ -221,11 +221,10 @@ def test_score_cli_json_fields(tiny_gpt2, gpt2, tmp_path):
         (tmp_path / f"d{i}.txt").write_text(text)
     result = CliRunner().invoke(main, ["score", "--model", str(tiny_gpt2), "--format", "json", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     assert len(rows) == 2
     for row, text in zip(rows, texts):
         assert set(row) == {
-            "docaudit_version",
             "file",
             "n_tokens",
             "context",

@@ -90,7 +90,7 @@ def test_evaluate_end_to_end(tiny_gpt2, tmp_path):
             assert column.notna().all()
             mine = [roc_auc_score(labels[test], column.iloc[test]) for _, test in chunk_folds(labels, 2, 1)]
             assert row["fold_aucs"] == pytest.approx(mine), (method, level)
-    assert [r["document"] for r in json.loads((out / "documents.json").read_text())] == ids
+    assert [r["document"] for r in json.loads((out / "documents.json").read_text())["rows"]] == ids
     assert report["docaudit_version"] and json.loads((out / "evaluation.json").read_text())["docaudit_version"]
     table = pd.read_csv(out / "evaluation.csv")
     assert len(table) == 1 + len(METHODS) * len(LEVELS) + len(blind)

@@ -92,7 +92,7 @@ def test_first_conversion_shows_progress(tiny_gguf, tmp_path):
     assert "3/3" in first.stderr and "writing safetensors" in first.stderr
     again = run(*args)
     assert again.exit_code == 0 and "converting" not in again.stderr
-    assert json.loads(again.stdout)[0]["loss"] == json.loads(first.stdout)[0]["loss"]
+    assert json.loads(again.stdout)["rows"][0]["loss"] == json.loads(first.stdout)["rows"][0]["loss"]
 
 
 def test_copy_under_another_name_is_the_same_model(tiny_gguf, tmp_path):

@@ -179,7 +179,7 @@ def test_values_used_appear_in_every_output(docs, tiny_gpt2, tmp_path):
     query = ["--context", "64", "--stride", "32"]
     rows = strict_json(
         run("score", "--model", tiny_gpt2, "--methods", "loss", *query, "--format", "json", docs["mem"]).stdout
-    )
+    )["rows"]
     assert {(r["context"], r["stride"]) for r in rows} == {(64, 32)}
 
     common = ["--members", docs["mem"], "--nonmembers", docs["non"], "--model", tiny_gpt2, *query, "--folds", "2"]
@@ -253,7 +253,7 @@ def score(path):
     args = ["score", "--model", sys.argv[1], "--max-tokens", "512", "--raw", "--format", "json", path]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)[0]
+    return json.loads(result.stdout)["rows"][0]
 score(sys.argv[2])  # imports, model and tokenizer loaded: the baseline
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 row = score(sys.argv[3])
@@ -334,7 +334,7 @@ def test_detector_options_checked_and_json_has_no_nan(tiny_gpt2, tmp_path):
     )
     assert_clean_error(run("score", "--model", tiny_gpt2, "--k", "0", doc), "--k 0.0 is out of range")
     result = run("score", "--model", tiny_gpt2, "--context", "64", "--pac-copies", "1", "--format", "json", doc)
-    assert result.exit_code == 0 and math.isfinite(strict_json(result.stdout)[0]["pac"])
+    assert result.exit_code == 0 and math.isfinite(strict_json(result.stdout)["rows"][0]["pac"])
     assert strict_json(json_text({"a": float("nan"), "b": [np.float32("inf"), 1.5]})) == {"a": None, "b": [None, 1.5]}
 
 

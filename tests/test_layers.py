@@ -20,6 +20,7 @@ LAYERS = {
     "io": 0,
     "net": 0,
     "outputs": 0,
+    "provenance": 0,
     "metrics": 0,
     "verdicts": 0,
     "run": 0,

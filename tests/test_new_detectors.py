@@ -142,7 +142,7 @@ def test_score_and_evaluate_take_a_frequency_corpus(lab, tmp_path):
     ids = ref.token_ids(lm.tokenizer, members[0])
     ref_ids = [ref.token_ids(lm.tokenizer, t) for t in nonmembers[1:]]
     expected = ref.dcpdd(lm.model, ids, ref_ids, lm.vocab_size, bos=lm.tokenizer.bos_token_id)
-    assert json.loads(result.stdout)[0]["dcpdd"] == pytest.approx(expected, **TOL)
+    assert json.loads(result.stdout)["rows"][0]["dcpdd"] == pytest.approx(expected, **TOL)
     for i, t in enumerate(members[:4]):
         (folder["m"] / f"{i}.txt").write_text(t, encoding="utf-8")
     for i, t in enumerate(nonmembers[:4]):

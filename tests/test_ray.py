@@ -188,7 +188,7 @@ def test_ray_options_are_checked_before_anything_starts(tmp_path):
     from docaudit.cli import main
 
     result = CliRunner().invoke(main, ["score", str(tmp_path / "none.txt"), "--ray-workers", "0"])
-    assert result.exit_code == 2 and "error: --ray-workers 0 is out of range" in result.stderr
+    assert result.exit_code == 3 and "error: --ray-workers 0 is out of range" in result.stderr
 
 
 @pytest.mark.slow

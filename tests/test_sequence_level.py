@@ -84,7 +84,7 @@ def test_metrics_match_direct_computations(gpt2, wikimia):
             assert row["auc"] == pytest.approx(roc_auc_score(y, s))
             for fpr, key in ((0.10, "tpr_at_10fpr"), (0.05, "tpr_at_5fpr"), (0.01, "tpr_at_1fpr")):
                 assert row[key] == pytest.approx(tpr_at_fpr(y, s, fpr))
-            assert row["auc_lo"] <= row["auc"] <= row["auc_hi"]
+            assert row["auc_ci_low"] <= row["auc"] <= row["auc_ci_high"]
 
 
 def test_recall_takes_its_prefix_from_the_nonmembers(gpt2, wikimia):
@@ -110,7 +110,7 @@ def test_cli_writes_per_sample_scores_with_ids_labels_and_groups(tiny_gpt2, wiki
     args += ["--methods", "loss,mink", "--n-boot", "20", "--out", str(out), "--format", "csv"]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
-    assert result.stdout.startswith("method,k,bucket,n_members,n_nonmembers,auc,auc_lo,auc_hi,tpr_at_10fpr")
+    assert result.stdout.startswith("method,k,bucket,n_members,n_nonmembers,auc,auc_ci_low,auc_ci_high,tpr_at_10fpr")
     csv = pd.read_csv(out / "samples.csv", dtype={"id": str})
     jsonl = [json.loads(line) for line in (out / "samples.jsonl").read_text().splitlines()]
     assert csv["group"].tolist() == [r["book"] for r in rows] == [j["group"] for j in jsonl]
@@ -119,7 +119,7 @@ def test_cli_writes_per_sample_scores_with_ids_labels_and_groups(tiny_gpt2, wiki
     assert "mink@0.5" in csv.columns
     assert json.loads((out / "sequence_metrics.json").read_text())["info"]["n_members"] == 8
     again = CliRunner().invoke(main, args)
-    assert again.exit_code == 2 and "--overwrite" in again.output  # an earlier output is not replaced silently
+    assert again.exit_code == 3 and "--overwrite" in again.output  # an earlier output is not replaced silently
 
 
 def test_blind_baseline_beside_the_detectors(gpt2, wikimia):

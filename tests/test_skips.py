@@ -98,7 +98,7 @@ def test_score_skips_unusable_documents_by_name(docs_with_bad, tiny_gpt2):
     options = ("--model", tiny_gpt2, "--methods", "loss,zlib", "--context", "64", "--format", "json")
     result = run("score", *options, d)
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     scored = [r for r in rows if "skipped" not in r]
     good = sorted(p for p in d.iterdir() if p.name not in ("0100_credits.txt", "0200_one_token.txt"))
     alone = json.loads(run("score", *options, *good).stdout)  # the usable documents, scored without the others
@@ -144,7 +144,7 @@ def test_train_and_evaluate_list_skipped_documents(docs_with_bad, tiny_gpt2, tmp
 
     result = run("predict", "--classifier", tmp_path / "clf", "--format", "json", sets["a"])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     assert sum("verdict" in r for r in rows) == 4
     assert {os.path.basename(r["file"]) for r in rows if "skipped" in r} == {"0100_credits.txt", "0200_one_token.txt"}
 

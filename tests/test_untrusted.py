@@ -86,8 +86,8 @@ def test_a_card_naming_a_server_needs_the_users_grant(trained, tokenizer, tiny_g
             "predict", "--classifier", forged, "--use-card-backend", "--api-key-env", MINE_ENV, "--format", "json", doc
         )
         assert result.exit_code == 0, result.output
-        row = json.loads(result.stdout)[0]
-        local = json.loads(run("predict", "--classifier", trained, "--format", "json", doc).stdout)[0]
+        row = json.loads(result.stdout)["rows"][0]
+        local = json.loads(run("predict", "--classifier", trained, "--format", "json", doc).stdout)["rows"][0]
         assert row["floored_logprobs"] == 0 and row["n_tokens"] == local["n_tokens"]  # the same tokens as locally
         served = completions(server)
         assert served > 0
@@ -129,7 +129,7 @@ def test_in_a_batch_a_document_with_non_finite_values_is_a_named_skip(
             *books,
         )  # fmt: skip
     assert result.exit_code == 0, result.output
-    rows = {Path(r["file"]).name: r for r in json.loads(result.stdout)}
+    rows = {Path(r["file"]).name: r for r in json.loads(result.stdout)["rows"]}
     assert "answered the log-probability nan" in rows[books[0].name]["skipped"]
     assert "membership_score" in rows[books[1].name]
     assert "skipped 1 document (non-finite statistics)" in result.stderr
@@ -161,7 +161,7 @@ def test_non_finite_answers_are_refused_and_never_cached(tokenizer, tiny_gpt2, d
         server.mode = "ok"  # the same server, healthy now, on the same cache
         result = score(doc, server, tiny_gpt2)
     assert result.exit_code == 0, result.output
-    row = json.loads(result.stdout)[0]
+    row = json.loads(result.stdout)["rows"][0]
     assert row["loss"] == pytest.approx(-1.5, abs=1e-6)  # the mean log-probability served
     assert row["floored_logprobs"] == 0
 
@@ -224,7 +224,7 @@ def test_logit_bias_positions_that_never_win_are_counted_as_floored(tokenizer, t
             "--api-tokenizer", tiny_gpt2, "--api-logprobs", "logit_bias", "--context", "16", "--max-tokens", "6",
         )  # fmt: skip
     assert result.exit_code == 0, result.output
-    row = json.loads(result.stdout)[0]
+    row = json.loads(result.stdout)["rows"][0]
     assert row["floored_logprobs"] == row["n_tokens"] - 1 == 5
     assert f"{doc}: 5 of 5 log-probabilities are only upper bounds" in caplog.text
 

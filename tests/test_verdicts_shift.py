@@ -54,7 +54,7 @@ def test_shifted_never_trained_books_get_no_evidence(tiny_gpt2, tmp_path):
     assert result.exit_code == 0, result.output
     result = CliRunner().invoke(main, ["predict", "--classifier", str(out), "--format", "json", str(held)])
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)
+    rows = json.loads(result.stdout)["rows"]
     assert len(rows) == 6 and rows[0]["smallest_p"] == 2 / 25
     assert not any(row["verdict"] == EVIDENCE for row in rows), rows
     # the blind baseline sees the shift: the reason is given, not a silent "no evidence"

@@ -57,6 +57,7 @@ from docaudit.methods.detectors.registry import METHODS
 from docaudit.methods.document_level import accuracy_threshold, fpr_threshold
 from docaudit.metrics import chunk_folds
 from docaudit.outputs import provenance
+from docaudit.provenance import document_records, model_record
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.run import DocumentSpec, ModelSpec, RunContext
 from docaudit.verdicts import DEFAULT_ALPHA
@@ -359,6 +360,8 @@ def contamination_report(
     info = {
         "provenance": provenance(lm.identity, lm.tokenizer_hash, run.command),
         "model_identity": lm.identity,
+        "model": model_record(lm),
+        "inputs": [r for role, docs in groups.items() for r in document_records(docs, [role] * len(docs))],
         "model_config": asdict(lm.config),
         "method": method,
         "method_title": METHODS[method].title,

@@ -320,6 +320,7 @@ def dataset_test_documents(
     from docaudit.audit.scoring import score_documents
     from docaudit.config import ModelConfig, QueryConfig
     from docaudit.corpus.documents import load_documents, separate_sets
+    from docaudit.provenance import Rows
     from docaudit.query.models import load_model
 
     read = {"raw": reading.raw, "progress": run.progress, "skips": reading.skips}
@@ -345,7 +346,9 @@ def dataset_test_documents(
         blind_kind=config.blind_kind,
     )
     result = replace(result, duplicates_dropped=duplicates)
-    return result, [{"set": "suspect", **r} for r in suspect] + [{"set": "nonmember", **r} for r in known]
+    rows = [{"set": "suspect", **r} for r in suspect] + [{"set": "nonmember", **r} for r in known]
+    inputs = [{**r, "role": "suspect"} for r in suspect.inputs] + [{**r, "role": "nonmember"} for r in known.inputs]
+    return result, Rows(rows, inputs, suspect.model, run.seed)
 
 
 def _score_matrix(rows: list[dict], methods) -> np.ndarray:

@@ -10,7 +10,7 @@ Each (method, level) gets, for every fold, the AUC and TPR at 10% / 1% FPR on th
   on the training chunks; ``info["warning"]`` holds its distribution-shift warning when it separates the sets.
 
 Document-level rows also carry the pooled out-of-fold AUC with a 95% stratified bootstrap interval over documents
-(``pooled_auc``, ``pooled_auc_lo``, ``pooled_auc_hi``), which does not include the variation from refitting.
+(``pooled_auc``, ``pooled_auc_ci_low``, ``pooled_auc_ci_high``), which does not include the variation from refitting.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from docaudit.metrics import (
     fold_metrics,
     summarize,
 )
+from docaudit.provenance import document_records, model_record, queried_tokens
 from docaudit.query.models import LoadedModel, backend_name, load_model, served_query
 from docaudit.query.querier import SINGLE_PASS_CAP
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
@@ -200,6 +201,8 @@ def evaluate_methods(
                     documents[f"{method}:{level}"] = pd.Series(curves[(method, level)][1], index=test_order)
         info = {
             "model_identity": lm.identity,
+            "model": model_record(lm),
+            "inputs": document_records(docs, labels, queried_tokens(docs, stats, query.max_tokens)),
             "model_config": asdict(lm.config),
             **({"requests": querier.backend.requests} if querier.backend.requests else {}),
             "query": query.used(),
@@ -239,6 +242,8 @@ def evaluate_methods(
         "folds": folds,
         "seed": seed,
         "fold_test_documents": [[docs[i].id for i in test] for _, test in splits],
+        "inputs": info.get("inputs") or document_records(docs, labels),
+        "command": run.command,
         "blind_auc": blind_auc,
         "warning": shift_warning(blind_auc, best),
         "skipped": skips.as_json(),
@@ -284,7 +289,7 @@ def _split_blind(methods, blind_kinds):
 def _pooled_interval(labels, scores) -> dict:
     """Pooled out-of-fold AUC of the documents with its 95% stratified bootstrap interval (``metrics.bootstrap_ci``)."""
     ci = bootstrap_ci(labels, scores)["auc"]
-    return {"pooled_auc": ci.point, "pooled_auc_lo": ci.lo, "pooled_auc_hi": ci.hi}
+    return {"pooled_auc": ci.point, "pooled_auc_ci_low": ci.lo, "pooled_auc_ci_high": ci.hi}
 
 
 def evaluation_json(result: MethodsEvaluation) -> dict:

@@ -35,10 +35,12 @@ from docaudit.methods.meta.folds import conformal_card, load_folds
 from docaudit.methods.meta.normalize import NORM_NEEDS, served_norms
 from docaudit.methods.meta.persistence import (
     CARD_NORMALIZE_CHARS_BEFORE_FIELD,
+    interval_json,
     library_versions,
     load_classifier,
 )
 from docaudit.metrics import bootstrap_ci, chunk_folds, summarize
+from docaudit.provenance import Rows, document_records, model_record, queried_tokens
 from docaudit.query.backends.base import provides, require
 from docaudit.query.models import LoadedModel, backend_name, check_identity, load_model, served_query
 from docaudit.query.querier import (
@@ -131,23 +133,26 @@ def train(
         **library_versions(),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "model_identity": querier.lm.identity,
+        "model": model_record(querier.lm),
         "model_config": asdict(querier.lm.config),
         "tokenizer": querier.lm.tokenizer_hash,
         **({"requests": querier.backend.requests} if querier.backend.requests else {}),
         "query": config.query.used(),
         "meta": asdict(config.meta),
+        "seed": config.meta.seed,
         "raw": config.raw,
         "normalize_chars": config.normalize_chars,
         "min_tokens": config.min_tokens,
         "n_members": int(labels.sum()),
         "n_nonmembers": int((labels == 0).sum()),
         "n_skipped": len(skips.items),
+        "inputs": document_records(docs, labels, queried_tokens(docs, stats, config.query.max_tokens)),
         "skipped": skips.as_json(),
         "duplicates_dropped": duplicates,
         "configuration": meta_classifier.chosen(estimator),
         "fold_configurations": evaluation.configs,
         "metrics": evaluation.summary,
-        "pooled_bootstrap_95": {k: v._asdict() for k, v in pooled.items()},
+        "pooled_bootstrap_95": {k: interval_json(v) for k, v in pooled.items()},
         "quality": QUALITY,
         "fold_aucs": [f.auc for f in evaluation.folds],
         "blind": blind_card(blind),
@@ -174,7 +179,7 @@ QUALITY = "pooled out-of-fold AUC with a 95% stratified bootstrap interval over 
 def classifier_auc(card: dict) -> tuple[float, float, float]:
     """A classifier's quality figure (``QUALITY``): its pooled out-of-fold AUC and 95% interval."""
     auc = card["pooled_bootstrap_95"]["auc"]
-    return auc["point"], auc["lo"], auc["hi"]
+    return auc["point"], auc["ci_low"], auc["ci_high"]
 
 
 def conformal_section(evaluation, folds, features: BlindFeatures, blind: dict, stats, seed: int):
@@ -406,23 +411,27 @@ def predict(
     n_nonmembers = None if conformal is None else sum(map(len, conformal["nonmember_scores"]))
     verdicts = run_verdicts(p_model, reasons, n_nonmembers, alpha, conformal_factor)
     auc, lo, hi = classifier_auc(card)
-    return [
+    totals = [total_tokens(lm, query, d.text, s.n_tokens) for d, s in zip(docs, stats)]
+    rows = [
         {
             "file": d.path,
             **v.as_dict(),
             "p_value_blind": pb,
             "membership_score": float(score),
             "n_tokens": s.n_tokens,
-            "n_tokens_total": total_tokens(lm, query, d.text, s.n_tokens),
+            "n_tokens_total": total,
             **({"floored_logprobs": s.floored} if lm.config.backend == "openai" else {}),
             "n_known_nonmembers": n_nonmembers,
             "smallest_p": None if n_nonmembers is None else smallest_p(n_nonmembers, conformal_factor),
             "alpha": alpha,
             "classifier_auc": auc,
-            "classifier_auc_ci": [lo, hi],
+            "classifier_auc_ci_low": lo,
+            "classifier_auc_ci_high": hi,
         }
-        for d, s, score, v, pb in zip(docs, stats, scores, verdicts, p_blind)
+        for d, s, score, v, pb, total in zip(docs, stats, scores, verdicts, p_blind, totals)
     ]
+    tokens = {str(d.path): (s.n_tokens, total) for d, s, total in zip(docs, stats, totals)}
+    return Rows(rows, document_records(docs, tokens=tokens), model_record(lm), query.seed)
 
 
 RETRAIN = (

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from docaudit.config import QueryConfig
 from docaudit.methods.detectors.detector import build_detector
+from docaudit.provenance import Rows, document_records, model_record
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
 
@@ -62,7 +63,9 @@ def score_documents(
         [(s.logp, s.mu, s.sigma, d.text, s.targets) for d, s in zip(docs, queried)], progress, "scoring"
     )
     floored = lm.config.backend == "openai"
-    return [
+    excerpted = query.max_tokens is not None
+    tokens = {str(d.path): (s.n_tokens, None if excerpted else s.n_tokens) for d, s in zip(docs, queried)}
+    rows = [
         {
             "file": d.path,
             "n_tokens": s.n_tokens,
@@ -72,3 +75,4 @@ def score_documents(
         }
         for d, s, row in zip(docs, queried, scores)
     ]
+    return Rows(rows, document_records(docs, tokens=tokens), model_record(lm), query.seed)

@@ -30,6 +30,7 @@ from docaudit.io import jsonable
 from docaudit.methods.blind import evaluate_blind, shift_warning
 from docaudit.methods.detectors.registry import METHODS, View
 from docaudit.metrics import bootstrap_ci, chunk_folds
+from docaudit.provenance import document_records, model_record, queried_tokens
 from docaudit.query.models import LoadedModel
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
 
@@ -75,7 +76,7 @@ def metric_rows(
             row = {"method": method, "k": float(k) if k else None, "bucket": name, "n_members": n_pos}
             row["n_nonmembers"] = n_neg
             for key, interval in ci.items():
-                row |= {key: interval.point, f"{key}_lo": interval.lo, f"{key}_hi": interval.hi}
+                row |= {key: interval.point, f"{key}_ci_low": interval.lo, f"{key}_ci_high": interval.hi}
             rows.append(row)
     return rows
 
@@ -168,6 +169,10 @@ def evaluate_sequences(
     blind_auc = float(overall[blind].max()) if blind else None
     info = {
         "model_identity": lm.identity,
+        "model": model_record(lm),
+        "inputs": document_records(docs, labels, queried_tokens(docs, queried, whole=False)),
+        "seed": config.seed,
+        "command": run.command,
         "context": scorer.target.query.context,
         "methods": scorer.methods,
         "detector": asdict(replace(detector, recall_prefix=f"{len(detector.recall_prefix)} characters")),

@@ -30,6 +30,7 @@ from scipy.stats import mannwhitneyu
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, TrapConfig
 from docaudit.corpus.traps import TrappedDocument, TrapRegistry, TrapSequence, plant
 from docaudit.errors import DocauditError
+from docaudit.provenance import model_record
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.verdicts import Verdict, bh_adjust, decide
 
@@ -129,9 +130,11 @@ class TrapDetection:
     rows: list[dict]
     overall: dict
     scores: list[dict]
+    model: dict | None = None  # the model tested (``provenance.model_record``)
 
     def as_json(self) -> dict:
-        return {"primary_score": self.primary, "overall": self.overall, "documents": self.rows}
+        model = {"model": self.model} if self.model is not None else {}
+        return {"primary_score": self.primary, "overall": self.overall, "documents": self.rows, **model}
 
 
 def _summary(trap_scores: dict, control_scores: dict, methods: Sequence[str], primary: str) -> dict:
@@ -195,4 +198,4 @@ def detect_traps(
     overall = {"document": "(all)", **_summary(pooled["trap"], pooled["control"], methods, primary)}
     verdict = decide(overall["p_value"], None, alpha)
     overall.update(q_value=None, verdict=verdict.verdict, reason=verdict.reason)
-    return TrapDetection(primary, rows, overall, scores)
+    return TrapDetection(primary, rows, overall, scores, model_record(lm))

@@ -11,7 +11,7 @@ import sys
 import click
 
 from docaudit.cli.config_file import ConfigError, config_defaults, config_path, section_path
-from docaudit.errors import DocauditError
+from docaudit.errors import DEBUG_KEY, report_error
 
 QUIET_KEY = "docaudit.quiet"
 SECTION_TITLES = {
@@ -48,10 +48,9 @@ def friendly_errors(func):
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
-        except DocauditError as e:
+        except Exception as e:  # every failure: docaudit.errors gives its line and exit status
             _close_progress_bars()
-            click.echo(f"error: {e}", err=True)
-            sys.exit(2)
+            sys.exit(report_error(e, click.get_current_context().meta.get(DEBUG_KEY, False)))
         except KeyboardInterrupt:
             _close_progress_bars()
             click.echo("interrupted: finished documents are cached; run the same command again to resume", err=True)

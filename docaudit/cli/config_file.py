@@ -69,7 +69,7 @@ def read_config_file(path) -> dict:
         raise ConfigError(f"--config {path}: cannot read it ({e})") from None
     try:
         if suffix == ".toml":
-            import tomllib
+            from docaudit.io import tomllib
 
             data = tomllib.loads(text)
         else:

@@ -10,16 +10,13 @@ import click
 
 
 def echo_json(value) -> None:
-    """Print strict JSON (NaN and infinities as null) carrying ``docaudit_version``: a key of an object, or of
-    each row of a list."""
-    from docaudit import __version__
+    """Print strict JSON (NaN and infinities as null) in the envelope of every output (docs/outputs.md), with the
+    command line being run."""
     from docaudit.io import json_text
+    from docaudit.provenance import command_schema, envelope
 
-    if isinstance(value, dict):
-        value = {"docaudit_version": __version__} | value
-    elif isinstance(value, list):
-        value = [{"docaudit_version": __version__} | r if isinstance(r, dict) else r for r in value]
-    click.echo(json_text(value))
+    ctx = click.get_current_context()
+    click.echo(json_text(envelope(command_schema(ctx.command_path), value, command=ctx.obj)))
 
 
 def echo_csv(rows) -> None:

@@ -112,6 +112,7 @@ def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, 
         beyond=None if beyond == "none" else beyond,
         freq_corpus=list(kw["freq_corpus"]) or None,
         ray=ray_config(kw),
+        command=click.get_current_context().obj,
         progress=show_progress(),
     )
     warn_skipped(result.info["skipped"])
@@ -254,6 +255,7 @@ def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict
         drop_duplicates=kw["drop_duplicates"],
         skips=Skips(strict),
         ray=ray_config(kw),
+        command=click.get_current_context().obj,
         progress=show_progress(),
     )
     info = result["info"]

@@ -13,10 +13,18 @@ from docaudit.cli.report import report
 from docaudit.cli.settings import config_group
 from docaudit.cli.train import predict, train
 from docaudit.cli.traps import traps
+from docaudit.errors import remember_debug
 
 
 @group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="docaudit")
+@click.option(
+    "--debug",
+    is_flag=True,
+    expose_value=False,
+    callback=remember_debug,
+    help="Show the traceback of an internal error.",
+)
 def main():
     """docaudit: was this document in the training data of this language model?"""
     quiet_libraries()

@@ -115,7 +115,9 @@ def _echo_trained(result, folds: int, out) -> None:
     click.echo(f"model: {card['model_identity']}; query: {format_query(card['query'])}")
     click.echo(f"{folds}-fold chunks ({', '.join(result.evaluation.configs)}): {format_summary(result.summary)}")
     auc = card["pooled_bootstrap_95"]["auc"]
-    click.echo(f"pooled out-of-fold AUC {auc['point']:.3f} (95% bootstrap interval {auc['lo']:.3f}–{auc['hi']:.3f})")
+    click.echo(
+        f"pooled out-of-fold AUC {auc['point']:.3f} (95% bootstrap interval {auc['ci_low']:.3f}–{auc['ci_high']:.3f})"
+    )
     if chance_level(card):
         click.echo("the interval includes 0.5: this classifier does not detect membership better than chance here")
     blind = card["blind"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import pathlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -14,9 +13,10 @@ from docaudit import __version__
 from docaudit.config import ModelConfig, QueryConfig, TargetConfig
 from docaudit.corpus.documents import Document
 from docaudit.errors import DocauditError
-from docaudit.io import atomic_write_text, sha256_text
+from docaudit.io import atomic_write_text, json_text, sha256_text
 from docaudit.lab.target import leading_token_ids, train_target
 from docaudit.lab.traps import TRAP_ENTRIES, TrapLabResult, TrapPlan, run_trap_lab
+from docaudit.provenance import envelope
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.query.querier import open_querier, single_pass_context
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
@@ -243,5 +243,5 @@ def run_lab(
         evaluation,
         rows,
     )
-    atomic_write_text(out / "lab.json", json.dumps(result.summary(), indent=2, default=float))
+    atomic_write_text(out / "lab.json", json_text(envelope("lab", result.summary())))
     return result

@@ -25,6 +25,7 @@ from docaudit.config import ModelConfig, TargetConfig, TrapConfig
 from docaudit.corpus.documents import Document
 from docaudit.io import atomic_write_text, json_text, sha256_text
 from docaudit.lab.target import leading_token_ids, train_target
+from docaudit.provenance import envelope
 from docaudit.query.models import load_model
 from docaudit.run import RunContext
 
@@ -140,6 +141,6 @@ def run_trap_lab(
         row["trained"] = split[row["document"]]
     trained_tokens = sum(len(lm.tokenizer(t).input_ids) for t in members)
     result = TrapLabResult(out, model_dir, split, detection, seconds, traps, trained_tokens)
-    atomic_write_text(out / "traps.json", json_text(result.summary()))
+    atomic_write_text(out / "traps.json", json_text(envelope("lab", result.summary())))
     atomic_write_text(out / "traps.csv", pd.DataFrame([*detection.rows, detection.overall]).to_csv(index=False))
     return result

@@ -201,7 +201,8 @@ class BeyondBlind:
         return {
             **aucs,
             "delta": aucs["auc_combined"] - aucs["auc_blind"],
-            "delta_ci": list(self.delta_ci),
+            "delta_ci_low": self.delta_ci[0],
+            "delta_ci_high": self.delta_ci[1],
             "p_value": self.p_value,
             "test": TEST,
             "verdict": self.verdict,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from tqdm.auto import tqdm
 
 from docaudit.config import ModelConfig, QueryConfig, RayConfig
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, ModelError
 from docaudit.io import sha256_text
 from docaudit.query.querier import Querier, open_querier
 
@@ -112,7 +112,7 @@ def _ray():
     try:
         import ray
     except ImportError as e:
-        raise DocauditError("--ray needs Ray: pip install 'docaudit[ray]'") from e
+        raise ModelError("--ray needs Ray: pip install 'docaudit[ray]'") from e
     return ray
 
 
@@ -154,7 +154,7 @@ class RayPool:
             try:
                 ray.init(address=c.address, include_dashboard=False, log_to_driver=False)
             except (ConnectionError, ValueError, RuntimeError) as e:
-                raise DocauditError(f"cannot join the Ray cluster at {c.address}: {_first_line(e)}") from e
+                raise ModelError(f"cannot join the Ray cluster at {c.address}: {_first_line(e)}") from e
         self._started_ray = True
 
     @contextmanager

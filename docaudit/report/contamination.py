@@ -15,6 +15,7 @@ def write_contamination_report(report: ContaminationReport, out: Path, overwrite
     written whole or not at all."""
     from docaudit.io import json_text
     from docaudit.outputs import staged_dir
+    from docaudit.provenance import envelope
     from docaudit.report.plots import plot_histogram, plot_rate_strip, plot_roc, roc_frame
 
     info = report.info
@@ -25,12 +26,14 @@ def write_contamination_report(report: ContaminationReport, out: Path, overwrite
         tau = report.threshold
         (tmp / "report.json").write_text(
             json_text(
-                {
-                    "docaudit_version": info["provenance"]["docaudit_version"],
-                    "info": info | {"threshold": tau if math.isfinite(tau) else str(tau)},
-                    "books": report.books.to_dict(orient="records"),
-                    "calibration": report.calibration.to_dict(orient="records"),
-                }
+                envelope(
+                    "report",
+                    {
+                        "info": info | {"threshold": tau if math.isfinite(tau) else str(tau)},
+                        "books": report.books.to_dict(orient="records"),
+                        "calibration": report.calibration.to_dict(orient="records"),
+                    },
+                )
             )
         )
         plot_rate_strip(report.books, report.calibration, tmp / "rates.png", info["method_title"])

@@ -33,15 +33,19 @@ def write_evaluation(result: MethodsEvaluation, out: Path, overwrite: bool = Fal
     new or empty folder, or an earlier evaluation with ``overwrite``), written whole or not at all."""
     from docaudit.io import json_text
     from docaudit.outputs import staged_dir
+    from docaudit.provenance import envelope
     from docaudit.report.plots import plot_roc_panels
 
     with staged_dir(Path(out), "evaluation", overwrite) as tmp:
         result.table.drop(columns=["configs"], errors="ignore").to_csv(tmp / "evaluation.csv", index=False)
         result.per_fold.to_csv(tmp / "evaluation_folds.csv", index=False)
-        (tmp / "evaluation.json").write_text(json_text(evaluation_json(result)))
+        whole = envelope("evaluation", evaluation_json(result))
+        (tmp / "evaluation.json").write_text(json_text(whole))
         if result.documents is not None:
             result.documents.to_csv(tmp / "documents.csv", index=False)
-            (tmp / "documents.json").write_text(json_text(result.documents.to_dict(orient="records")))
+            rows = result.documents.to_dict(orient="records")
+            provenance = {k: whole[k] for k in ("inputs", "model", "seed")}
+            (tmp / "documents.json").write_text(json_text(envelope("evaluation-documents", rows, **provenance)))
         panels = roc_panels(result)
         pd.concat([f.assign(level=lv) for lv, f in panels.items()], ignore_index=True).to_csv(
             tmp / "roc.csv", index=False

@@ -22,9 +22,10 @@ def write_sequence_evaluation(result: dict, out: Path, overwrite: bool = False) 
     sequence evaluation with ``overwrite``), written whole or not at all."""
     from docaudit.io import json_text
     from docaudit.outputs import staged_dir
+    from docaudit.provenance import envelope
 
     with staged_dir(Path(out), "sequence", overwrite) as tmp:
         result["metrics"].to_csv(tmp / "sequence_metrics.csv", index=False)
-        (tmp / "sequence_metrics.json").write_text(json_text(sequence_json(result)))
+        (tmp / "sequence_metrics.json").write_text(json_text(envelope("sequence", sequence_json(result))))
         result["samples"].to_csv(tmp / "samples.csv", index=False)
         (tmp / "samples.jsonl").write_text(samples_jsonl(result["samples"]))

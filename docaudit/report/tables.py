@@ -29,7 +29,7 @@ def format_methods_table(table: pd.DataFrame) -> str:
     if "pooled_auc" in table:
         shown["pooled AUC [95% CI]"] = [
             "" if pd.isna(p) else f"{p:.3f} [{lo:.3f}, {hi:.3f}]"
-            for p, lo, hi in zip(table.pooled_auc, table.pooled_auc_lo, table.pooled_auc_hi)
+            for p, lo, hi in zip(table.pooled_auc, table.pooled_auc_ci_low, table.pooled_auc_ci_high)
         ]
     return shown.to_string(index=False)
 
@@ -76,7 +76,7 @@ def format_beyond_blind(beyond: dict | None) -> str:
         return ""
     if "unavailable" in beyond:
         return f"beyond the blind baseline: not computed ({beyond['unavailable']})"
-    lo, hi = beyond["delta_ci"]
+    lo, hi = beyond["delta_ci_low"], beyond["delta_ci_high"]
     p = beyond["p_value"]
     p_text = f"p = {p:.3g}" if p is not None else f"no p-value ({beyond.get('p_value_reason', 'not computed')})"
     return (
@@ -115,9 +115,9 @@ def format_sequence_metrics(metrics: pd.DataFrame) -> str:
 
     def cell(row, key, percent=False):
         f = "{:.1%}" if percent else "{:.3f}"
-        return f"{f.format(row[key])} [{f.format(row[key + '_lo'])}, {f.format(row[key + '_hi'])}]"
+        return f"{f.format(row[key])} [{f.format(row[key + '_ci_low'])}, {f.format(row[key + '_ci_high'])}]"
 
-    tprs = [c for c in metrics.columns if c.startswith("tpr_at_") and not c.endswith(("_lo", "_hi"))]
+    tprs = [c for c in metrics.columns if c.startswith("tpr_at_") and not c.endswith(("_ci_low", "_ci_high"))]
     plain = metrics[metrics["k"].isna()]
     table = pd.DataFrame(
         {

@@ -19,7 +19,7 @@ def format_predictions(rows: list[dict]) -> str:
     done = [r for r in rows if "verdict" in r]
     if done:
         first = done[0]
-        lo, hi = first["classifier_auc_ci"]
+        lo, hi = first["classifier_auc_ci_low"], first["classifier_auc_ci_high"]
         head = f"classifier AUC {first['classifier_auc']:.3f} (95% interval {lo:.3f}-{hi:.3f})"
         if first["n_known_nonmembers"] is not None:
             n = first["n_known_nonmembers"]

@@ -252,10 +252,42 @@ def read_card(path: Path) -> dict:
             raise DocauditError(f"classifier card {path}: '{key}' must be a {kind.__name__}")
     _check_fields(card["model_config"], ModelConfig, f"classifier card {path}: model_config")
     _check_fields(card["query"], QueryConfig, f"classifier card {path}: query")
+    card = with_current_names(card)
     auc = card["pooled_bootstrap_95"].get("auc")
-    if not (isinstance(auc, dict) and all(isinstance(auc.get(k), (int, float)) for k in ("point", "lo", "hi"))):
-        raise DocauditError(f"classifier card {path}: pooled_bootstrap_95.auc needs numbers point, lo and hi")
+    if not (isinstance(auc, dict) and all(isinstance(auc.get(k), (int, float)) for k in ("point", *INTERVAL))):
+        raise DocauditError(f"classifier card {path}: pooled_bootstrap_95.auc needs numbers point, ci_low and ci_high")
     return card
+
+
+INTERVAL = ("ci_low", "ci_high")  # the bounds of every interval a card or output records
+FORMER_INTERVAL = ("lo", "hi")  # their names in cards written by docaudit 0.2 and earlier
+
+
+def interval_json(interval) -> dict:
+    """A ``metrics.Interval`` as a card records it: ``point``, ``ci_low``, ``ci_high``."""
+    return {"point": interval.point, "ci_low": interval.lo, "ci_high": interval.hi}
+
+
+def with_current_names(card: dict) -> dict:
+    """A card with its intervals' bounds under their current names: ``pooled_bootstrap_95``'s ``lo``/``hi`` and
+    beyond-blind's ``delta_ci`` pair, as cards written by docaudit 0.2 and earlier name them, are read as
+    ``ci_low``/``ci_high`` and ``delta_ci_low``/``delta_ci_high``."""
+    card = card | {"pooled_bootstrap_95": {k: renamed_interval(v) for k, v in card["pooled_bootstrap_95"].items()}}
+    beyond = card.get("beyond_blind")
+    if isinstance(beyond, dict) and isinstance(beyond.get("delta_ci"), list) and len(beyond["delta_ci"]) == 2:
+        low, high = beyond["delta_ci"]
+        rest = {k: v for k, v in beyond.items() if k != "delta_ci"}
+        card["beyond_blind"] = rest | {"delta_ci_low": low, "delta_ci_high": high}
+    return card
+
+
+def renamed_interval(value):
+    """An interval a card records, with the bounds under their current names (``lo``/``hi`` read as
+    ``ci_low``/``ci_high``); anything else as it is."""
+    if not isinstance(value, dict):
+        return value
+    names = dict(zip(FORMER_INTERVAL, INTERVAL))
+    return {names.get(k, k): v for k, v in value.items()}
 
 
 def _check_fields(values: dict, cls, where: str) -> None:

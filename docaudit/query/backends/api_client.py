@@ -15,7 +15,7 @@ import httpx
 
 from docaudit import net
 from docaudit.config import ModelConfig
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, ModelError
 from docaudit.query.stats import NonFiniteStats
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class ApiClient:
             except net.Timeout:
                 problem = f"the server at {url} gave no complete answer within {round(timeout, 1):g} s (--api-timeout)"
             except net.TooLarge as e:
-                raise DocauditError(f"the server at {url}: {e}") from None
+                raise ModelError(f"the server at {url}: {e}") from None
             except httpx.HTTPError as e:
                 problem = f"cannot reach {url}: {_describe(e)}"
             else:
@@ -100,12 +100,12 @@ class ApiClient:
                     return _json_object(answer, url)
                 problem = f"the server at {url} answered {answer.status}: {_detail(answer)}"
                 if answer.status not in RETRY_STATUS:
-                    raise DocauditError(problem)
+                    raise ModelError(problem)
                 wait = _retry_after(answer) or delay
             if attempt == retries:
                 break
             if self.deadline is not None and time.monotonic() + wait >= self.deadline:
-                raise DocauditError(
+                raise ModelError(
                     f"{problem}; the {self.config.api_document_timeout:g} s allowed per document "
                     "(--api-document-timeout) do not leave time to try again"
                 )
@@ -113,7 +113,7 @@ class ApiClient:
             time.sleep(wait)
             delay *= 2
         tries = f"{retries + 1} tries" if retries else "1 try"
-        raise DocauditError(f"{problem} ({tries}; --api-retries {retries})")
+        raise ModelError(f"{problem} ({tries}; --api-retries {retries})")
 
     def complete(self, prompt: str, **options) -> dict:
         """One completion of at most one token at temperature 0, with the penalties a llama.cpp server would add

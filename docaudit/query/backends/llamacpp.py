@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from docaudit.config import ModelConfig
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, ModelError
 from docaudit.query.backends.base import FULL, TOKENIZER_PROBE, Backend, register_backend, stats_from_rows
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
 from docaudit.query.loaded import LoadedModel, tokenizer_hash
@@ -35,7 +35,7 @@ def _llama_cpp():
     try:
         import llama_cpp
     except ImportError as e:
-        raise DocauditError("--backend llamacpp needs llama-cpp-python: pip install 'docaudit[llamacpp]'") from e
+        raise ModelError("--backend llamacpp needs llama-cpp-python: pip install 'docaudit[llamacpp]'") from e
     logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # llama.cpp's own log: errors only
     return llama_cpp
 
@@ -82,7 +82,7 @@ def load_gguf(config: ModelConfig, expected_identity: str | None = None) -> Load
     try:
         vocab = llama_cpp.Llama(model_path=str(source.gguf), vocab_only=True, verbose=False)
     except (ValueError, RuntimeError) as e:
-        raise DocauditError(f"llama.cpp cannot load {source.gguf}: {e}") from e
+        raise ModelError(f"llama.cpp cannot load {source.gguf}: {e}") from e
     tokenizer = gguf_tokenizer(source.gguf, source.identity.rsplit("@", 1)[1])
     ours = tokenizer(TOKENIZER_PROBE, add_special_tokens=False)["input_ids"]
     theirs = vocab.tokenize(TOKENIZER_PROBE.encode(), add_bos=False, special=False)

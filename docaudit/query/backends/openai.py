@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from docaudit.config import API_LOGPROBS, ModelConfig
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, ModelError
 from docaudit.query.backends.api_client import ApiClient, logprob, show, split_url, top_logprobs
 from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, register_backend, stats_from_rows
 from docaudit.query.loaded import LoadedModel, tokenizer_hash
@@ -82,7 +82,7 @@ def load_api(config: ModelConfig, expected_identity: str | None = None) -> Loade
             )
         client.model = served[0]
     elif served and client.model not in served:
-        raise DocauditError(f"the server does not serve '{client.model}' (it serves {', '.join(served)})")
+        raise ModelError(f"the server does not serve '{client.model}' (it serves {', '.join(served)})")
     entry = next((m for m in listed if m.get("id") == client.model), {})
     client.fingerprint = hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()[:16]
     tokenizer = _tokenizer(config.api_tokenizer or spec)
@@ -114,7 +114,7 @@ def _tokenizer(spec: str | None):
     try:
         return AutoTokenizer.from_pretrained(source.location())
     except (OSError, ValueError) as e:
-        raise DocauditError(f"cannot load the tokenizer '{spec}': {e}") from e
+        raise ModelError(f"cannot load the tokenizer '{spec}': {e}") from e
 
 
 def _check_tokenizer(client: ApiClient, tokenizer) -> None:

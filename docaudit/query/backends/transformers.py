@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from docaudit.config import DTYPES, QUANTIZE, ModelConfig
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, ModelError
 from docaudit.query.backends.base import FULL, Backend, register_backend, stats_from_rows
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
 from docaudit.query.loaded import LoadedModel, resolve_device, tokenizer_hash
@@ -303,7 +303,7 @@ def load_transformers(config: ModelConfig, expected_identity: str | None = None)
             where = (
                 "not a local path, and the Hugging Face hub did not provide it" if source.hub else "could not be loaded"
             )
-        raise DocauditError(f"unknown model '{config.model}': {where}{reason}") from e
+        raise ModelError(f"unknown model '{config.model}': {where}{reason}") from e
     if not config.quantize:
         model.to(device)
     model.eval()
@@ -321,7 +321,7 @@ def _bnb_config(quantize: str, dtype: torch.dtype):
         import bitsandbytes  # noqa: F401
         from transformers import BitsAndBytesConfig
     except ImportError as e:
-        raise DocauditError("--quantize needs bitsandbytes: pip install 'docaudit[quant]'") from e
+        raise ModelError("--quantize needs bitsandbytes: pip install 'docaudit[quant]'") from e
     if quantize == "int8":
         return BitsAndBytesConfig(load_in_8bit=True)
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=dtype, bnb_4bit_quant_type="nf4")
