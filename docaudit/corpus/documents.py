@@ -53,6 +53,7 @@ from joblib.parallel import get_active_backend
 
 from docaudit.config import MAX_DOCUMENT_BYTES, READ_JOBS, READ_JOBS_MIN_FILES
 from docaudit.corpus.cleaning import clean_text
+from docaudit.corpus.metadata import header_metadata
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
 
@@ -107,7 +108,8 @@ def labelled_documents(
 class Document:
     """One document: ``id`` is the file stem (a dataset row's id), ``text`` the cleaned (or raw) text, ``sha256``
     the hash of ``text.encode("utf-8")`` (the text actually used, so caches keyed on it follow the cleaning);
-    ``label`` (1 = member) and ``group`` come from a dataset's columns (:mod:`docaudit.corpus.datasets`)."""
+    ``label`` (1 = member) and ``group`` come from a dataset's columns (:mod:`docaudit.corpus.datasets`);
+    ``title`` and ``author`` from a Project Gutenberg header, for reports (:mod:`docaudit.corpus.metadata`)."""
 
     id: str
     path: str
@@ -115,6 +117,8 @@ class Document:
     sha256: str
     label: int | None = None
     group: str | None = None
+    title: str | None = None
+    author: str | None = None
 
 
 # what the loading functions take: a file or directory, several of them, or documents already loaded
@@ -173,6 +177,7 @@ def load_document(path: str | os.PathLike, raw: bool = False, normalize_chars: b
     be read or nothing is left."""
     p = pathlib.Path(path)
     text = read_text(p)
+    named = header_metadata(text)
     if not raw:
         text = clean_text(text, normalize_chars)
     if not text.strip():
@@ -181,7 +186,7 @@ def load_document(path: str | os.PathLike, raw: bool = False, normalize_chars: b
             if raw
             else DocumentError(p, "no text left after cleaning", "no text left after cleaning")
         )
-    return Document(id=p.stem, path=str(p), text=text, sha256=sha256_text(text))
+    return Document(id=p.stem, path=str(p), text=text, sha256=sha256_text(text), **named)
 
 
 @dataclass(frozen=True)
