@@ -334,7 +334,11 @@ def contamination_report(
         ignore_index=True,
     )
     words = pd.DataFrame(
-        [{"book": d.id, "file": d.path, "n_words": word_count(d)} for docs in groups.values() for d in docs]
+        [
+            {"book": d.id, "file": d.path, "n_words": word_count(d), "title": d.title, "author": d.author}
+            for docs in groups.values()
+            for d in docs
+        ]
     ).drop_duplicates(["book", "file"])
     calibration = calibration.merge(words, on=["book", "file"], how="left")
     audited = (

@@ -16,7 +16,8 @@ from docaudit.errors import DocauditError
 class Document:
     """One document: ``id`` is the file stem (a dataset row's id), ``text`` the cleaned (or raw) text, ``sha256``
     the hash of ``text.encode("utf-8")`` (the text actually used, so caches keyed on it follow the cleaning);
-    ``label`` (1 = member) and ``group`` come from a dataset's columns (:mod:`docaudit.corpus.datasets`)."""
+    ``label`` (1 = member) and ``group`` come from a dataset's columns (:mod:`docaudit.corpus.datasets`);
+    ``title`` and ``author`` from a Project Gutenberg header, for reports (:mod:`docaudit.corpus.metadata`)."""
 
     id: str
     path: str
@@ -24,6 +25,8 @@ class Document:
     sha256: str
     label: int | None = None
     group: str | None = None
+    title: str | None = None
+    author: str | None = None
 
 
 # what the loading functions take: a file or directory, several of them, or documents already loaded

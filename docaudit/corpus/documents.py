@@ -55,6 +55,7 @@ from docaudit.config import MAX_DOCUMENT_BYTES, READ_JOBS, READ_JOBS_MIN_FILES
 from docaudit.corpus.base import Document, DocumentError, Paths, Skips, skip_warnings
 from docaudit.corpus.cleaning import clean_text
 from docaudit.corpus.datasets import DatasetSource, is_dataset, read_dataset
+from docaudit.corpus.metadata import header_metadata
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
 
@@ -146,6 +147,7 @@ def load_document(path: str | os.PathLike, raw: bool = False, normalize_chars: b
     be read or nothing is left."""
     p = pathlib.Path(path)
     text = read_text(p)
+    named = header_metadata(text)
     if not raw:
         text = clean_text(text, normalize_chars)
     if not text.strip():
@@ -154,7 +156,7 @@ def load_document(path: str | os.PathLike, raw: bool = False, normalize_chars: b
             if raw
             else DocumentError(p, "no text left after cleaning", "no text left after cleaning")
         )
-    return Document(id=p.stem, path=str(p), text=text, sha256=sha256_text(text))
+    return Document(id=p.stem, path=str(p), text=text, sha256=sha256_text(text), **named)
 
 
 def expand_paths(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[pathlib.Path]:

@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 
 from docaudit.audit.contamination import ContaminationReport
+from docaudit.corpus.metadata import display_name
 
 
 def write_contamination_report(report: ContaminationReport, out: Path, overwrite: bool = False) -> None:
@@ -121,7 +122,7 @@ def _books_table(frame, confidence: float, label: bool = False) -> dict:
         rows.append(
             [
                 *([r.label] if label else []),
-                r.book,
+                display_name(r.book, getattr(r, "title", None), getattr(r, "author", None)),
                 percent(r.contamination_rate),
                 *([debiased_cell(r)] if "debiased_fraction" in frame else []),
                 *([interval(r.book_ci_low, r.book_ci_high)] if "book_ci_low" in frame else []),
@@ -152,7 +153,7 @@ def verdict_items(books, info: dict) -> list[dict]:
 
     return [
         {
-            "book": r.book,
+            "book": display_name(r.book, getattr(r, "title", None), getattr(r, "author", None)),
             "line": verdict_line(r._asdict()),
             "numbers": f"p-value {num(r.p_value)}, q-value {num(r.q_value)}, blind p-value {num(r.p_value_blind)}; "
             f"contamination rate {percent(r.contamination_rate)}, debiased fraction {debiased_cell(r)}",

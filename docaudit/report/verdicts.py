@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from docaudit.corpus.metadata import display_name
+
 
 def _num(value, spec: str = ".3g") -> str:
     return "n/a" if value is None else format(value, spec)
@@ -59,7 +61,7 @@ def format_report_verdicts(books, info: dict) -> str:
             f"{row['debiased_ci_high']:.1%})"
         )
         lines += [
-            row["book"],
+            display_name(row["book"], row.get("title"), row.get("author")),
             f"  {verdict_line(row)}",
             f"  p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  p_value_blind "
             f"{_num(row['p_value_blind'])}  rate {row['contamination_rate']:.1%}  debiased {debiased}",
