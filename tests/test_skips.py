@@ -101,7 +101,7 @@ def test_score_skips_unusable_documents_by_name(docs_with_bad, tiny_gpt2):
     rows = json.loads(result.stdout)["rows"]
     scored = [r for r in rows if "skipped" not in r]
     good = sorted(p for p in d.iterdir() if p.name not in ("0100_credits.txt", "0200_one_token.txt"))
-    alone = json.loads(run("score", *options, *good).stdout)  # the usable documents, scored without the others
+    alone = json.loads(run("score", *options, *good).stdout)["rows"]  # the usable documents, scored without the others
     assert [(r["file"], r["loss"], r["zlib"]) for r in scored] == [(r["file"], r["loss"], r["zlib"]) for r in alone]
     assert len(scored) == 4
     assert {os.path.basename(r["file"]): r["skipped"] for r in rows if "skipped" in r} == {

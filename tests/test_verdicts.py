@@ -133,7 +133,7 @@ def test_inconclusive_reasons_name_each_cause():
     from docaudit.audit.meta import RETRAIN, inconclusive_reasons
 
     card = {
-        "pooled_bootstrap_95": {"auc": {"point": 0.9, "lo": 0.8, "hi": 0.97}},
+        "pooled_bootstrap_95": {"auc": {"point": 0.9, "ci_low": 0.8, "ci_high": 0.97}},
         "blind": {"blind_auc": 0.5, "best_kind": "tfidf"},
     }
     conformal = {"nonmember_tokens_min": 100}
@@ -146,5 +146,5 @@ def test_inconclusive_reasons_name_each_cause():
     shifted = {**card, "blind": {"blind_auc": 0.66, "best_kind": "dates"}}
     (why,) = inconclusive_reasons(shifted, conformal, 500, 0.5, 0.05)
     assert "AUC 0.660 (dates)" in why
-    chance = {**card, "pooled_bootstrap_95": {"auc": {"point": 0.47, "lo": 0.32, "hi": 0.61}}}
+    chance = {**card, "pooled_bootstrap_95": {"auc": {"point": 0.47, "ci_low": 0.32, "ci_high": 0.61}}}
     assert len(inconclusive_reasons(chance, conformal, 500, 0.5, 0.05)) == 2  # chance, and blind within 0.05 of it
