@@ -216,3 +216,28 @@ def test_null_rate_of_adds_evidence_is_at_most_nominal(n, repetitions):
     result = _null_simulation().run(n, repetitions, seed=1, n_boot=200)
     assert 0.55 < result["mean_blind_auc"]  # the blind classifier does separate the sets
     assert result["adds_evidence_rate"] * repetitions <= binom.ppf(0.99, repetitions, 0.05)
+
+
+def test_the_report_page_states_the_comparison_as_one_sentence():
+    from docaudit.methods.beyond_blind import ADDS
+    from docaudit.report.tables import beyond_blind_sentence
+
+    beyond = {
+        "verdict": ADDS,
+        "blind_kind": "tfidf",
+        "model": "loss",
+        "auc_blind": 0.661,
+        "auc_combined": 0.812,
+        "delta": 0.151,
+        "confidence": 0.95,
+        "delta_ci_low": 0.05,
+        "delta_ci_high": 0.249,
+        "p_value": 0.0031,
+    }
+    assert beyond_blind_sentence(beyond) == (
+        "The model adds evidence beyond what text alone separates: on the calibration books, the texts alone (tfidf) "
+        "are told apart with AUC 0.66 and texts and model together (loss) with 0.81, a difference of +0.15 (95% "
+        "interval +0.05 to +0.25; DeLong one-sided p = 0.0031)."
+    )
+    assert beyond_blind_sentence({"unavailable": "too few books"}).endswith("not computed: too few books.")
+    assert beyond_blind_sentence(None) == ""

@@ -167,7 +167,7 @@ def render_html(report: ContaminationReport, images: Path) -> str:
     import jinja2
 
     from docaudit.report.plots import png_data_uri
-    from docaudit.report.tables import format_beyond_blind
+    from docaudit.report.tables import beyond_blind_sentence
 
     info = report.info
     prov = info["provenance"]
@@ -230,7 +230,7 @@ def render_html(report: ContaminationReport, images: Path) -> str:
             f"false-positive rate {percent(info['calibration_fpr'])}."
         ),
         blind_summary=blind,
-        beyond=format_beyond_blind(info.get("beyond_blind")),
+        beyond=beyond_blind_sentence(info.get("beyond_blind")),
         images={
             "strip": png_data_uri(images / "rates.png"),
             "roc": png_data_uri(images / "calibration_roc.png"),

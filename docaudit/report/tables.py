@@ -88,6 +88,24 @@ def format_beyond_blind(beyond: dict | None) -> str:
     )
 
 
+def beyond_blind_sentence(beyond: dict | None) -> str:
+    """What the model adds over the blind baseline as one sentence for the report page (the ``beyond_blind``
+    fields): the reading first, then the numbers it rests on; empty when the comparison was not run."""
+    if not beyond:
+        return ""
+    if "unavailable" in beyond:
+        return f"Whether the model adds anything beyond the texts alone was not computed: {beyond['unavailable']}."
+    p = beyond["p_value"]
+    p_text = f"DeLong one-sided p = {p:.3g}" if p is not None else f"no p-value: {beyond.get('p_value_reason')}"
+    reading = beyond["verdict"][0].upper() + beyond["verdict"][1:]
+    return (
+        f"{reading}: on the calibration books, the texts alone ({beyond['blind_kind']}) are told apart with AUC "
+        f"{beyond['auc_blind']:.2f} and texts and model together ({beyond['model']}) with "
+        f"{beyond['auc_combined']:.2f}, a difference of {beyond['delta']:+.2f} ({beyond['confidence']:.0%} interval "
+        f"{beyond['delta_ci_low']:+.2f} to {beyond['delta_ci_high']:+.2f}; {p_text})."
+    )
+
+
 def format_dataset_checks(result) -> str:
     """The dataset test's checks beside its p-value (a ``DatasetTestResult``): the blind p-value and which p-value
     to rely on, Maini et al.'s self-check, the p-value by number of suspects, and the verdict."""
