@@ -20,7 +20,7 @@ from docaudit.methods.blind import (
     shift_warning,
     years_mentioned,
 )
-from docaudit.metrics import chunk_folds
+from docaudit.metrics import chunk_folds, tpr_unavailable
 
 # lines that still look like Project Gutenberg or production boilerplate
 BOILERPLATE_PATTERNS: dict[str, re.Pattern] = {
@@ -141,6 +141,12 @@ def check_sets(
     return result
 
 
+def _tpr(summary: dict, key: str) -> str:
+    """A blind baseline's mean TPR at an FPR, or why it was not estimated (too few non-members per fold)."""
+    value = summary[f"{key}_mean"]
+    return f"{value:.3f}" if value is not None else tpr_unavailable(int(key[7:-3]) / 100, " per fold")
+
+
 def format_check(result: dict) -> str:
     """A human-readable text table of :func:`check_sets` output (without its warning, which goes to stderr)."""
     a, b = result["a"], result["b"]
@@ -180,7 +186,7 @@ def format_check(result: dict) -> str:
         for kind, s in result["blind"].items():
             lines.append(
                 f"  {kind:<6} AUC {s['auc_mean']:.3f} ± {s['auc_std']:.3f}   "
-                f"TPR@10%FPR {s['tpr_at_10fpr_mean']:.3f}   TPR@1%FPR {s['tpr_at_1fpr_mean']:.3f}"
+                + "   ".join(f"TPR@{p}%FPR {_tpr(s, f'tpr_at_{p}fpr')}" for p in (10, 1))
             )
         lines.append(f"  best: {result['blind_best_kind']} (blind AUC {result['blind_auc']:.3f})")
     else:
