@@ -74,8 +74,11 @@ def test_the_schemas_are_valid_and_cover_every_output():
             assert schema["properties"]["schema"]["properties"]["name"] == {"const": name}
 
 
+OTHER = {"files": 0, "bytes": 0, "paths": []}
+
+
 def _minimal(kind="cache-info", **changes) -> dict:
-    output = envelope(kind, {"root": "/tmp/c", "entries": 0, "bytes": 0, "models": {}}, command=["docaudit", "x"])
+    output = envelope(kind, {"root": "/tmp/c", "entries": 0, "bytes": 0, "kinds": {}, "models": {}, "other": OTHER}, command=["docaudit", "x"])
     return output | changes
 
 
@@ -202,7 +205,7 @@ def test_every_command_prints_and_writes_valid_outputs(sets, tiny_gpt2, tmp_path
 
     sq = tmp_path / "sq"
     check(run_json("sequence", "--members", mem, "--nonmembers", non, "--model", tiny_gpt2, "--methods", "loss,mink",
-                   "--n-boot", "20", "--blind-folds", "2", "--out", sq, "--format", "json"), "sequence")  # fmt: skip
+                   "--resamples", "20", "--blind-folds", "2", "--out", sq, "--format", "json"), "sequence")  # fmt: skip
     metrics = check(read(sq / "sequence_metrics.json"), "sequence")
     assert list(pd.read_csv(sq / "sequence_metrics.csv").columns) == list(metrics["metrics"][0])
 
@@ -241,7 +244,7 @@ def test_traps_and_lab_outputs_are_valid(tmp_path):
         (docs / f"{book}.txt").write_text(corpus_text("members", book, n_chars=3000))
     reg = tmp_path / "private.json"
     made = run_json("traps", "make", docs, "--generator", generator, "--out", tmp_path / "publish", "--registry", reg,
-                    "--tokens", "4", "--traps-per-doc", "4", "--copies", "3", "--jaccard", "0.5", "--seed", "1",
+                    "--trap-tokens", "4", "--traps-per-doc", "4", "--trap-copies", "3", "--jaccard", "0.5", "--seed", "1",
                     "--format", "json")  # fmt: skip
     validate(made, "traps-make")
     detected = run_json("traps", "detect", "--registry", reg, "--model", generator, "--format", "json")
