@@ -78,7 +78,8 @@ OTHER = {"files": 0, "bytes": 0, "paths": []}
 
 
 def _minimal(kind="cache-info", **changes) -> dict:
-    output = envelope(kind, {"root": "/tmp/c", "entries": 0, "bytes": 0, "kinds": {}, "models": {}, "other": OTHER}, command=["docaudit", "x"])
+    results = {"root": "/tmp/c", "entries": 0, "bytes": 0, "kinds": {}, "models": {}, "other": OTHER}
+    output = envelope(kind, results, command=["docaudit", "x"])
     return output | changes
 
 
@@ -244,8 +245,8 @@ def test_traps_and_lab_outputs_are_valid(tmp_path):
         (docs / f"{book}.txt").write_text(corpus_text("members", book, n_chars=3000))
     reg = tmp_path / "private.json"
     made = run_json("traps", "make", docs, "--generator", generator, "--out", tmp_path / "publish", "--registry", reg,
-                    "--trap-tokens", "4", "--traps-per-doc", "4", "--trap-copies", "3", "--jaccard", "0.5", "--seed", "1",
-                    "--format", "json")  # fmt: skip
+                    "--trap-tokens", "4", "--traps-per-doc", "4", "--trap-copies", "3", "--jaccard", "0.5",
+                    "--seed", "1", "--format", "json")  # fmt: skip
     validate(made, "traps-make")
     detected = run_json("traps", "detect", "--registry", reg, "--model", generator, "--format", "json")
     validate(detected, "traps-detect")
