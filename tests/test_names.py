@@ -113,3 +113,33 @@ def test_report_takes_several_methods(tiny_gpt2, tmp_path):
     assert_clean_error(refused, "--format json prints one report")
     assert_clean_error(run(*report_args(books, tiny_gpt2, tmp_path / "r3", "--methods", "loss,nope")), "nope")
     assert not (tmp_path / "r2").exists() and not (tmp_path / "r3").exists()
+
+
+def test_data_check_counts_crlf_in_the_files(tmp_path):
+    sets = make_sets(tmp_path)
+    for path in sets["mem"].iterdir():  # every member file with Windows line ends
+        path.write_bytes(path.read_bytes().replace(b"\r\n", b"\n").replace(b"\n", b"\r\n"))
+    done = run("data", "check", sets["mem"], sets["non"], "--folds", "2", "--format", "json")
+    assert done.exit_code == 0, done.output
+    result = json.loads(done.stdout)
+    assert (result["a"]["docs_with_crlf"], result["b"]["docs_with_crlf"]) == (1.0, 0.0)
+    table = run("data", "check", sets["mem"], sets["non"], "--folds", "2").stdout
+    (line,) = [row for row in table.splitlines() if "CRLF" in row]
+    assert line.startswith("files with CRLF line ends") and line.split()[-2:] == ["100.0%", "0.0%"]
+    # 4 + 4 documents, 2 folds: 2 non-members per fold cannot estimate TPR at 10% or 1% FPR
+    assert "TPR@10%FPR n/a (needs ≥ 10 non-members per fold)" in table
+
+
+def test_dataset_test_takes_the_suspect_documents_as_arguments(tmp_path, tiny_gpt2):
+    # the documents under test are arguments, as in predict, score and report; --suspect is the former spelling
+    sets = make_sets(tmp_path)
+    common = ["--nonmembers", sets["non"], "--model", tiny_gpt2, "--context", "32", "--methods", "loss,zlib"]
+    common += ["--splits", "2", "--format", "json"]
+    new = run("dataset-test", sets["mem"], *common)
+    old = run("dataset-test", "--suspect", sets["mem"], *common)
+    assert new.exit_code == 0 and old.exit_code == 0, new.output + old.output
+    assert json.loads(new.stdout)["p_value"] == json.loads(old.stdout)["p_value"]
+    assert json.loads(new.stdout)["n_suspect"] == 4
+    helped = run("dataset-test", "--help").stdout
+    assert "[SUSPECT]..." in helped and "--suspect" not in helped
+    assert_clean_error(run("dataset-test", *common), "give the suspect documents")

@@ -224,7 +224,7 @@ def test_every_command_prints_and_writes_valid_outputs(sets, tiny_gpt2, tmp_path
     assert sorted(r["role"] for r in report["inputs"]) == ["audited"] * 2 + ["member"] * 2 + ["non-member"] * 2
     assert list(pd.read_csv(rep / "report.csv").columns) == list(report["books"][0])
 
-    check(run_json("dataset-test", "--suspect", mem, "--nonmembers", non, "--model", tiny_gpt2, "--context", "32",
+    check(run_json("dataset-test", mem, "--nonmembers", non, "--model", tiny_gpt2, "--context", "32",
                    "--methods", "loss,zlib", "--splits", "2", "--format", "json"), "dataset-test")  # fmt: skip
     assert seen >= set(KINDS) - {"traps-make", "traps-detect", "lab"}
 
