@@ -143,3 +143,15 @@ def test_dataset_test_takes_the_suspect_documents_as_arguments(tmp_path, tiny_gp
     helped = run("dataset-test", "--help").stdout
     assert "[SUSPECT]..." in helped and "--suspect" not in helped
     assert_clean_error(run("dataset-test", *common), "give the suspect documents")
+
+
+def test_grid_table_says_why_a_tpr_is_missing():
+    import pandas as pd
+
+    from docaudit.report.tables import format_grid
+
+    table = pd.DataFrame(
+        [{"context": 32, "auc_mean": 0.5, "tpr_at_10fpr_mean": 0.25, "tpr_at_1fpr_mean": None, "tpr_at_1fpr_std": None}]
+    )
+    line = format_grid(table).splitlines()[1]
+    assert "0.250" in line and line.count("n/a (needs ≥ 100 non-members per fold)") == 2

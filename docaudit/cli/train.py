@@ -65,6 +65,7 @@ def train(members, nonmembers, grid, grid_contexts, out, overwrite, strict, fmt,
         raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
     from docaudit import api
     from docaudit.corpus.documents import Skips
+    from docaudit.report.tables import format_grid
 
     config = config_from(
         TrainConfig, kw, model=model_config(kw), query=query_config(kw), meta=config_from(MetaConfig, kw)
@@ -79,7 +80,7 @@ def train(members, nonmembers, grid, grid_contexts, out, overwrite, strict, fmt,
         if fmt == "json":
             echo_json(table.to_dict(orient="records"))
         else:
-            echo_rows(table, fmt, lambda t: t.to_string(index=False, float_format="%.3f"))
+            echo_rows(table, fmt, format_grid)
         return
     result = api.train(
         members,

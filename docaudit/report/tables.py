@@ -52,6 +52,16 @@ def format_methods_table(table: pd.DataFrame) -> str:
     return shown.to_string(index=False)
 
 
+def format_grid(table: pd.DataFrame) -> str:
+    """``train --grid``'s rows (one per normalization, features and context) as text; a TPR that the folds'
+    non-members were too few to estimate reads ``n/a (needs ≥ N non-members per fold)``."""
+    shown = table.copy()
+    for column in [c for c in table.columns if c.startswith("tpr_at_")]:
+        key = column.rsplit("_", 1)[0]
+        shown[column] = [tpr_unavailable(fpr_of(key), " per fold") if pd.isna(v) else f"{v:.3f}" for v in table[column]]
+    return shown.to_string(index=False, float_format="%.3f")
+
+
 def format_auc_pivot(table: pd.DataFrame) -> str:
     """AUC mean ± std with one row per method and one column per level (blank where a method has no such level)."""
     cells = table.assign(cell=[mean_std(m, s) for m, s in zip(table.auc_mean, table.auc_std)])
