@@ -3,6 +3,7 @@ docaudit did not write is touched (real entries, written by docaudit itself in a
 
 import json
 
+import pytest
 from test_cache import make_gguf
 from test_cli import assert_clean_error, make_sets, run
 
@@ -91,3 +92,14 @@ def test_default_clear_keeps_models_and_tokenizers(tmp_path):
     assert done.exit_code == 0 and "removed 0 entries" in done.stdout
     assert _info()["kinds"]["tokenizers"]["entries"] == 1
     assert "--kind" in run("cache", "clear", "--help").stdout
+
+
+@pytest.mark.slow
+def test_the_embedded_models_gguf_counts_as_a_model(tmp_path):
+    from docaudit.query.sources import embedded_gguf
+
+    path, _ = embedded_gguf()  # assembled from its package into the cache (~250 MB)
+    models = _info()["kinds"]["models"]
+    assert models["entries"] == 1 and models["bytes"] == path.stat().st_size
+    done = run("cache", "clear", "--kind", "models", "--yes")
+    assert done.exit_code == 0 and "removed 1 entries" in done.stdout and not path.exists()
