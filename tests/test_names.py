@@ -14,6 +14,7 @@ from docaudit.cli.evaluate import sequence_count
 # (command path, new spelling, former spelling, parameter, a value)
 RENAMES = [
     (("sequence",), "--resamples", "--n-boot", "resamples", "7"),
+    (("sequence",), "--folds", "--blind-folds", "folds", "3"),
     (("report",), "--resamples", "--book-bootstrap", "resamples", "7"),
     (("traps", "detect"), "--ref-model", "--reference-model", "ref_model", "base"),
     (("traps", "make"), "--trap-tokens", "--tokens", "trap_tokens", "7"),
@@ -66,7 +67,7 @@ def test_one_spelling_per_idea_across_commands():
     commands = {" ".join(p): shown(_command(p)) for p in (("sequence",), ("report",), ("traps", "make"))}
     commands |= {"traps detect": shown(_command(("traps", "detect"))), "lab": shown(main.commands["lab"])}
     every = set().union(*commands.values())
-    assert not {"--n-boot", "--book-bootstrap", "--reference-model", "--tokens", "--copies"} & every
+    assert not {"--n-boot", "--book-bootstrap", "--reference-model", "--tokens", "--copies", "--blind-folds"} & every
     assert "--resamples" in commands["sequence"] and "--resamples" in commands["report"]
     assert {"--trap-tokens", "--trap-copies", "--traps-per-doc"} <= commands["traps make"] & commands["lab"]
     assert "--ref-model" in commands["traps detect"] and "--ref-model" in commands["report"]

@@ -206,7 +206,7 @@ def test_every_command_prints_and_writes_valid_outputs(sets, tiny_gpt2, tmp_path
 
     sq = tmp_path / "sq"
     check(run_json("sequence", "--members", mem, "--nonmembers", non, "--model", tiny_gpt2, "--methods", "loss,mink",
-                   "--resamples", "20", "--blind-folds", "2", "--out", sq, "--format", "json"), "sequence")  # fmt: skip
+                   "--resamples", "20", "--folds", "2", "--out", sq, "--format", "json"), "sequence")  # fmt: skip
     metrics = check(read(sq / "sequence_metrics.json"), "sequence")
     assert list(pd.read_csv(sq / "sequence_metrics.csv").columns) == list(metrics["metrics"][0])
 

@@ -57,7 +57,13 @@ class SequenceConfig:
     )
     seed: int = 0
     recall_shots: int = setting(5, "ReCaLL without --recall-prefix: non-member texts taken as the prefix.", "method")
-    blind_folds: int = setting(5, "Chunks of the texts for the blind baseline (0: no baseline).", "method")
+    blind_folds: int = setting(
+        5,
+        "k of the k-fold chunks of the texts for the blind baseline (0: no baseline).",
+        "method",
+        flag="--folds",
+        aliases=("--blind-folds",),
+    )
 
 
 @dataclass(frozen=True)
