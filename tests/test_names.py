@@ -156,3 +156,13 @@ def test_grid_table_says_why_a_tpr_is_missing():
     )
     line = format_grid(table).splitlines()[1]
     assert "0.250" in line and line.count("n/a (needs ≥ 100 non-members per fold)") == 2
+
+
+def test_sequence_counts_texts_and_says_why_a_tpr_is_missing(tmp_path, tiny_gpt2):
+    sets = make_sets(tmp_path)
+    args = ["sequence", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tiny_gpt2]
+    done = run(*args, "--methods", "loss", "--resamples", "20", "--folds", "2", "--max-context", "64")
+    assert done.exit_code == 0, done.output
+    assert done.stdout.startswith("4 member and 4 non-member texts; ")
+    # 4 non-members in all: TPR at 10% and 1% FPR cannot be estimated, and the table says why
+    assert "n/a (needs ≥ 10 non-members)" in done.stdout and "n/a (needs ≥ 100 non-members)" in done.stdout

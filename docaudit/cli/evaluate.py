@@ -283,7 +283,7 @@ def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict
     from docaudit.report.tables import format_sequence_metrics
 
     click.echo(
-        f"{info['n_members']} members, {info['n_nonmembers']} non-members{skipped_note(info['skipped'])}; "
+        f"{info['n_members']} member and {info['n_nonmembers']} non-member texts{skipped_note(info['skipped'])}; "
         f"model {info['model_identity']}; each text in one window of up to {info['context']} tokens"
         + duplicates_note(info["duplicates_dropped"], "; ")
     )
