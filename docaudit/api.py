@@ -342,20 +342,33 @@ def traps_detect(
 
 
 def cache_info() -> dict:
-    """The token-statistics cache: its folder, entries and bytes, in all and per model identity."""
-    from docaudit.query.cache import StatsCache
+    """The cache folder and every kind of entry docaudit wrote there (``query.cache_entries.KINDS``): entries and
+    bytes per kind and in all, the token statistics per model identity, and the files docaudit did not write
+    (``other``, never removed)."""
+    from docaudit.query.cache_entries import summary
 
-    return StatsCache().summary()
+    return summary()
 
 
-def cache_clear(model: str | None = None) -> dict:
-    """Delete the token-statistics entries docaudit wrote (all, or those of the model identity ``model``, which
-    must have entries); nothing else under the cache folder is touched. Returns the entries and bytes removed."""
+def cache_clear(model: str | None = None, kinds=("stats",)) -> dict:
+    """Delete the entries of ``kinds`` docaudit wrote (``query.cache_entries.KINDS``, or ``all``; the token
+    statistics only those of the model identity ``model`` when given, which must have entries); nothing else under
+    the cache folder is touched. Returns the entries and bytes removed, in all and per kind."""
     from docaudit.errors import DocauditError
     from docaudit.query.cache import StatsCache
+    from docaudit.query.cache_entries import KINDS, clear
 
-    store = StatsCache()
-    models = store.summary()["models"]
+    kinds = list(KINDS) if "all" in kinds else list(dict.fromkeys(kinds))
+    if unknown := [k for k in kinds if k not in KINDS]:
+        raise DocauditError(f"unknown cache kind(s) {', '.join(unknown)} (kinds: {', '.join(KINDS)}, all)")
+    if model is not None and kinds != ["stats"]:
+        raise DocauditError("--model selects token statistics only: give it with --kind stats (the default)")
+    models = StatsCache().summary()["models"]
     if model is not None and model not in models:
         raise DocauditError(f"no cache entries of model '{model}' (models: {', '.join(models) or 'none'})")
-    return store.clear(model)
+    removed = clear(kinds, model)
+    return {
+        "entries": sum(r["entries"] for r in removed.values()),
+        "bytes": sum(r["bytes"] for r in removed.values()),
+        "kinds": removed,
+    }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple  # noqa: E402
 
@@ -30,6 +31,24 @@ def chunk_folds(labels, k: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndar
     return [(train, test) for train, test in splitter.split(np.zeros(len(labels)), labels)]
 
 
+def min_nonmembers(fpr: float) -> int:
+    """The fewest non-members with which TPR at FPR ``fpr`` is estimable: ``ceil(1 / fpr)``. With fewer, the only
+    threshold whose FPR is at most ``fpr`` lets no non-member through (FPR 0), so the value says nothing about
+    ``fpr``."""
+    return math.ceil(1.0 / fpr - 1e-9)
+
+
+def tpr_estimable(n_nonmembers: int, fpr: float) -> bool:
+    """Whether ``n_nonmembers`` are enough to estimate TPR at FPR ``fpr`` (``min_nonmembers``)."""
+    return n_nonmembers >= min_nonmembers(fpr)
+
+
+def tpr_unavailable(fpr: float, where: str = "") -> str:
+    """What a table shows for a TPR at FPR ``fpr`` that was not estimated: ``n/a (needs ≥ 100 non-members)``;
+    ``where`` says of which set (e.g. `` per fold``)."""
+    return f"n/a (needs ≥ {min_nonmembers(fpr)} non-members{where})"
+
+
 def tpr_at_fpr(labels, scores, target_fpr: float) -> float:
     """Largest TPR over all ROC points (none dropped) whose FPR is at most ``target_fpr``."""
     fpr, tpr, _ = roc_curve(labels, scores, drop_intermediate=False)
@@ -39,28 +58,36 @@ def tpr_at_fpr(labels, scores, target_fpr: float) -> float:
 
 @dataclass
 class FoldMetrics:
+    """AUC and TPR at each low FPR of one evaluated set; a TPR is None when the set's non-members are too few to
+    estimate it (``tpr_estimable``)."""
+
     auc: float
-    tpr_at: dict[float, float]
+    tpr_at: dict[float, float | None]
 
 
 def fold_metrics(labels, scores) -> FoldMetrics:
-    """AUC and TPR at the low FPRs of one evaluation (scores: higher = more member-like)."""
+    """AUC and TPR at the low FPRs of one evaluation (scores: higher = more member-like); TPR at FPR f only with
+    at least ``1/f`` non-members, else None."""
     labels = np.asarray(labels)
     if len(np.unique(labels)) < 2:
         raise DocauditError("an evaluation fold holds documents of one class only")
+    n0 = int((labels == 0).sum())
     return FoldMetrics(
         auc=float(roc_auc_score(labels, scores)),
-        tpr_at={f: tpr_at_fpr(labels, scores, f) for f in LOW_FPRS},
+        tpr_at={f: tpr_at_fpr(labels, scores, f) if tpr_estimable(n0, f) else None for f in LOW_FPRS},
     )
 
 
-def summarize(folds: list[FoldMetrics]) -> dict[str, float]:
-    """Mean and standard deviation over folds of AUC and TPR at 10% and 1% FPR."""
+def summarize(folds: list[FoldMetrics]) -> dict[str, float | None]:
+    """Mean and standard deviation over folds of AUC and TPR at 10% and 1% FPR; a TPR's are None unless every
+    fold had the non-members to estimate it."""
     out = {"auc_mean": float(np.mean([f.auc for f in folds])), "auc_std": float(np.std([f.auc for f in folds]))}
     for fpr in LOW_FPRS:
         vals = [f.tpr_at[fpr] for f in folds]
         tag = f"tpr_at_{round(fpr * 100)}fpr"
-        out[f"{tag}_mean"], out[f"{tag}_std"] = float(np.mean(vals)), float(np.std(vals))
+        known = None not in vals
+        out[f"{tag}_mean"] = float(np.mean(vals)) if known else None
+        out[f"{tag}_std"] = float(np.std(vals)) if known else None
     return out
 
 
@@ -123,7 +150,7 @@ def stratified_resamples(n_pos: int, n_neg: int, n_boot: int = 1000, alpha: floa
 
 def bootstrap_ci(
     labels, scores, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0, fprs: tuple[float, ...] = LOW_FPRS
-) -> dict[str, Interval]:
+) -> dict[str, Interval | None]:
     """Stratified bootstrap over documents of AUC and TPR at each of ``fprs`` (default ``LOW_FPRS``).
 
     Members and non-members are resampled separately with replacement (each resample keeps the class sizes),
@@ -132,8 +159,9 @@ def bootstrap_ci(
     ``{"auc": Interval, "tpr_at_10fpr": Interval, "tpr_at_1fpr": Interval}`` (one TPR per ``fprs``); each
     ``Interval`` is a ``(point, lo, hi)`` tuple; point and resamples use the same exact definitions (AUC by average
     ranks, TPR as the largest over all ROC points with FPR <= the target). The interval covers the variation from
-    which documents happened to be evaluated, not that from refitting a classifier. TPR at 1% FPR needs at least
-    100 non-members to mean anything beyond "FPR 0".
+    which documents happened to be evaluated, not that from refitting a classifier. TPR at FPR f is None (not
+    estimated) with fewer than ``1/f`` non-members (``min_nonmembers``: 100 for 1% FPR), where the only threshold
+    allowed is the one no non-member passes.
     """
     labels = np.asarray(labels).astype(int)
     scores = np.asarray(scores, dtype=np.float64)
@@ -144,24 +172,24 @@ def bootstrap_ci(
     pos, neg = scores[labels == 1], scores[labels == 0]
     resamples = stratified_resamples(len(pos), len(neg), n_boot, alpha, seed)
     point_auc = float(_bootstrap_auc(pos[None], neg[None])[0])
-    point_tpr = {f: float(_bootstrap_tpr(pos[None], neg[None], f)[0]) for f in fprs}
-    out: dict[str, Interval] = {}
-    aucs, tprs = [], {f: [] for f in fprs}
+    estimable = [f for f in fprs if tpr_estimable(len(neg), f)]
+    point_tpr = {f: float(_bootstrap_tpr(pos[None], neg[None], f)[0]) for f in estimable}
+    aucs, tprs = [], {f: [] for f in estimable}
     for ip, ineg in resamples:
         bp, bn = pos[ip], neg[ineg]
         aucs.append(_bootstrap_auc(bp, bn))
-        for f in fprs:
+        for f in estimable:
             tprs[f].append(_bootstrap_tpr(bp, bn, f))
     q = (alpha / 2.0, 1.0 - alpha / 2.0)
     lo, hi = np.quantile(np.concatenate(aucs), q)
-    out["auc"] = Interval(point_auc, float(lo), float(hi))
+    out: dict[str, Interval | None] = {"auc": Interval(point_auc, float(lo), float(hi))}
     for f in fprs:
-        lo, hi = np.quantile(np.concatenate(tprs[f]), q)
-        out[_metric_key(f)] = Interval(point_tpr[f], float(lo), float(hi))
+        bounds = np.quantile(np.concatenate(tprs[f]), q) if f in tprs else None
+        out[_metric_key(f)] = None if bounds is None else Interval(point_tpr[f], float(bounds[0]), float(bounds[1]))
     return out
 
 
-def pooled_oof_ci(fold_results, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> dict[str, Interval]:
+def pooled_oof_ci(fold_results, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0) -> dict[str, Interval | None]:
     """Bootstrap intervals on the pooled out-of-fold scores of a k-fold evaluation.
 
     ``fold_results``: one ``(labels, scores)`` pair per fold, the scores of that fold's held-out documents (each

@@ -124,10 +124,12 @@ def test_cache_info_and_clear_touch_only_docaudit_entries(sets, tiny_gpt2, tmp_p
     assert info.exit_code == 0, info.output
     summary = json.loads(info.stdout)
     entries = list((tmp_path / "cache" / "stats").rglob("*.npz"))
-    assert summary["entries"] == len(entries) == 4 and summary["bytes"] == sum(p.stat().st_size for p in entries)
+    stats = summary["kinds"]["stats"]
+    assert stats["entries"] == len(entries) == 4 and stats["bytes"] == sum(p.stat().st_size for p in entries)
+    assert summary["entries"] == 5  # and the memo of the model folder's weights hash
     ((model, row),) = summary["models"].items()
     assert model.startswith("local@") and row["entries"] == 4
-    assert "4 entries" in run("cache", "info").stdout
+    assert "5 entries" in run("cache", "info").stdout
     stats = tmp_path / "cache" / "stats"
     foreign = [stats / "notes.txt", stats / "ab" / "mine.npz", stats / "ab" / ("c" * 64 + ".npz")]
     for f in foreign:
@@ -137,7 +139,7 @@ def test_cache_info_and_clear_touch_only_docaudit_entries(sets, tiny_gpt2, tmp_p
     cleared = run("cache", "clear", "--model", model, "--yes")
     assert cleared.exit_code == 0 and "removed 4 entries" in cleared.stdout
     assert all(f.read_text() == "not docaudit's" for f in foreign)
-    assert json.loads(run("cache", "info", "--format", "json").stdout)["entries"] == 0
+    assert json.loads(run("cache", "info", "--format", "json").stdout)["kinds"]["stats"]["entries"] == 0
     refused = run("cache", "clear")  # asks first; no answer: nothing removed
     assert refused.exit_code == 0 and "removed 0" in refused.stdout
 
@@ -145,7 +147,7 @@ def test_cache_info_and_clear_touch_only_docaudit_entries(sets, tiny_gpt2, tmp_p
 def test_cache_clear_asks_before_deleting(sets, tiny_gpt2):
     assert run("score", "--model", tiny_gpt2, "--context", "32", "--methods", "loss", sets["mem"]).exit_code == 0
     no = run("cache", "clear")
-    assert no.exit_code != 0 and json.loads(run("cache", "info", "--format", "json").stdout)["entries"] == 4
+    assert no.exit_code != 0 and json.loads(run("cache", "info", "--format", "json").stdout)["entries"] == 5
 
 
 @pytest.fixture()

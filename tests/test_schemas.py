@@ -74,8 +74,12 @@ def test_the_schemas_are_valid_and_cover_every_output():
             assert schema["properties"]["schema"]["properties"]["name"] == {"const": name}
 
 
+OTHER = {"files": 0, "bytes": 0, "paths": []}
+
+
 def _minimal(kind="cache-info", **changes) -> dict:
-    output = envelope(kind, {"root": "/tmp/c", "entries": 0, "bytes": 0, "models": {}}, command=["docaudit", "x"])
+    results = {"root": "/tmp/c", "entries": 0, "bytes": 0, "kinds": {}, "models": {}, "other": OTHER}
+    output = envelope(kind, results, command=["docaudit", "x"])
     return output | changes
 
 
@@ -202,7 +206,7 @@ def test_every_command_prints_and_writes_valid_outputs(sets, tiny_gpt2, tmp_path
 
     sq = tmp_path / "sq"
     check(run_json("sequence", "--members", mem, "--nonmembers", non, "--model", tiny_gpt2, "--methods", "loss,mink",
-                   "--n-boot", "20", "--blind-folds", "2", "--out", sq, "--format", "json"), "sequence")  # fmt: skip
+                   "--resamples", "20", "--folds", "2", "--out", sq, "--format", "json"), "sequence")  # fmt: skip
     metrics = check(read(sq / "sequence_metrics.json"), "sequence")
     assert list(pd.read_csv(sq / "sequence_metrics.csv").columns) == list(metrics["metrics"][0])
 
@@ -220,7 +224,7 @@ def test_every_command_prints_and_writes_valid_outputs(sets, tiny_gpt2, tmp_path
     assert sorted(r["role"] for r in report["inputs"]) == ["audited"] * 2 + ["member"] * 2 + ["non-member"] * 2
     assert list(pd.read_csv(rep / "report.csv").columns) == list(report["books"][0])
 
-    check(run_json("dataset-test", "--suspect", mem, "--nonmembers", non, "--model", tiny_gpt2, "--context", "32",
+    check(run_json("dataset-test", mem, "--nonmembers", non, "--model", tiny_gpt2, "--context", "32",
                    "--methods", "loss,zlib", "--splits", "2", "--format", "json"), "dataset-test")  # fmt: skip
     assert seen >= set(KINDS) - {"traps-make", "traps-detect", "lab"}
 
@@ -241,8 +245,8 @@ def test_traps_and_lab_outputs_are_valid(tmp_path):
         (docs / f"{book}.txt").write_text(corpus_text("members", book, n_chars=3000))
     reg = tmp_path / "private.json"
     made = run_json("traps", "make", docs, "--generator", generator, "--out", tmp_path / "publish", "--registry", reg,
-                    "--tokens", "4", "--traps-per-doc", "4", "--copies", "3", "--jaccard", "0.5", "--seed", "1",
-                    "--format", "json")  # fmt: skip
+                    "--trap-tokens", "4", "--traps-per-doc", "4", "--trap-copies", "3", "--jaccard", "0.5",
+                    "--seed", "1", "--format", "json")  # fmt: skip
     validate(made, "traps-make")
     detected = run_json("traps", "detect", "--registry", reg, "--model", generator, "--format", "json")
     validate(detected, "traps-detect")

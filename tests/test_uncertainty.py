@@ -5,7 +5,8 @@ from sklearn.metrics import roc_auc_score, roc_curve
 
 from docaudit.audit.dataset_level import dataset_test
 from docaudit.errors import DocauditError
-from docaudit.metrics import LOW_FPRS, bootstrap_ci, pooled_oof_ci
+from docaudit.metrics import LOW_FPRS, bootstrap_ci, fold_metrics, min_nonmembers, pooled_oof_ci, summarize
+from docaudit.report.tables import format_summary
 
 
 def _scores(n_pos, n_neg, shift=1.0, seed=0):
@@ -18,7 +19,8 @@ def test_bootstrap_contains_point_and_is_seeded():
     labels, scores = _scores(60, 60)
     ci = bootstrap_ci(labels, scores, n_boot=500, seed=1)
     assert set(ci) == {"auc", "tpr_at_10fpr", "tpr_at_1fpr"}
-    for point, lo, hi in ci.values():
+    assert ci["tpr_at_1fpr"] is None  # 60 non-members cannot estimate TPR at 1% FPR
+    for point, lo, hi in (ci["auc"], ci["tpr_at_10fpr"]):
         assert lo <= point <= hi
     assert ci["auc"].point == pytest.approx(roc_auc_score(labels, scores))
     assert ci == bootstrap_ci(labels, scores, n_boot=500, seed=1)
@@ -34,7 +36,32 @@ def test_bootstrap_tpr_uses_every_roc_point():
         ci = bootstrap_ci(labels, scores, n_boot=2)
         fpr, tpr, _ = roc_curve(labels, scores, drop_intermediate=False)
         for f in LOW_FPRS:
+            if f * 21 < 1:  # 21 non-members: TPR at 1% FPR is not estimated
+                assert ci[f"tpr_at_{round(f * 100)}fpr"] is None
+                continue
             assert ci[f"tpr_at_{round(f * 100)}fpr"].point == pytest.approx(tpr[fpr <= f + 1e-12].max())
+
+
+def test_tpr_at_fpr_needs_enough_nonmembers():
+    # TPR at FPR f is estimated only from at least 1/f non-members: with 2, the only threshold with FPR <= 1% is
+    # the one no non-member passes, so the value is None (null in JSON); with 100 it is a number, equal to the
+    # direct ROC computation
+    labels, scores = _scores(10, 2)
+    ci = bootstrap_ci(labels, scores, n_boot=20)
+    assert ci["tpr_at_1fpr"] is None and ci["tpr_at_10fpr"] is None and ci["auc"] is not None
+    fold = fold_metrics(labels, scores)
+    assert fold.tpr_at == {0.1: None, 0.01: None}
+    summary = summarize([fold, fold_metrics(*_scores(50, 150))])
+    assert summary["tpr_at_1fpr_mean"] is None and summary["tpr_at_1fpr_std"] is None
+    assert format_summary(summary).endswith("TPR@1%FPR n/a (needs ≥ 100 non-members per fold)")
+    labels, scores = _scores(100, 100)
+    ci = bootstrap_ci(labels, scores, n_boot=20)
+    fpr, tpr, _ = roc_curve(labels, scores, drop_intermediate=False)
+    assert ci["tpr_at_1fpr"].point == pytest.approx(tpr[fpr <= 0.01 + 1e-12].max())
+    assert fold_metrics(labels, scores).tpr_at[0.01] == pytest.approx(tpr[fpr <= 0.01 + 1e-12].max())
+    assert (min_nonmembers(0.1), min_nonmembers(0.05), min_nonmembers(0.01)) == (10, 20, 100)
+    assert bootstrap_ci(*_scores(10, 9), n_boot=5)["tpr_at_10fpr"] is None
+    assert bootstrap_ci(*_scores(10, 10), n_boot=5)["tpr_at_10fpr"] is not None
 
 
 def test_bootstrap_narrows_with_more_documents():

@@ -20,7 +20,7 @@ from docaudit.methods.blind import (
     shift_warning,
     years_mentioned,
 )
-from docaudit.metrics import chunk_folds
+from docaudit.metrics import chunk_folds, tpr_unavailable
 
 # lines that still look like Project Gutenberg or production boilerplate
 BOILERPLATE_PATTERNS: dict[str, re.Pattern] = {
@@ -58,6 +58,21 @@ def _dist(values) -> dict[str, float]:
     return {"min": float(v.min()), "median": float(np.median(v)), "mean": float(v.mean()), "max": float(v.max())}
 
 
+def _file_has_crlf(path) -> bool:
+    """Whether the document's file has CRLF line ends (read from the file: the text itself has LF line ends after
+    reading, whatever the file had); False for a document that is not a file of its own (a dataset row)."""
+    try:
+        with open(path, "rb") as f:
+            last = b""
+            while chunk := f.read(1 << 20):
+                if b"\r\n" in last + chunk:
+                    return True
+                last = chunk[-1:]
+    except OSError:  # not a file of its own
+        return False
+    return False
+
+
 def set_stats(docs: Sequence[Document]) -> dict:
     """Per-set statistics (plain Python types, JSON-ready)."""
     words = [len(d.text.split()) for d in docs]
@@ -82,7 +97,7 @@ def set_stats(docs: Sequence[Document]) -> dict:
         c = sum(d.text.count(q) for q in CURLY_QUOTES)
         curly += c
         docs_curly += c > 0
-        crlf += "\r\n" in d.text
+        crlf += _file_has_crlf(d.path)
     n = len(docs)
     return {
         "n": n,
@@ -141,6 +156,12 @@ def check_sets(
     return result
 
 
+def _tpr(summary: dict, key: str) -> str:
+    """A blind baseline's mean TPR at an FPR, or why it was not estimated (too few non-members per fold)."""
+    value = summary[f"{key}_mean"]
+    return f"{value:.3f}" if value is not None else tpr_unavailable(int(key[7:-3]) / 100, " per fold")
+
+
 def format_check(result: dict) -> str:
     """A human-readable text table of :func:`check_sets` output (without its warning, which goes to stderr)."""
     a, b = result["a"], result["b"]
@@ -159,7 +180,7 @@ def format_check(result: dict) -> str:
         ("non-ASCII characters", f"{a['non_ascii_share']:.3%}", f"{b['non_ascii_share']:.3%}"),
         ("curly quotes (of chars)", f"{a['curly_quote_share']:.3%}", f"{b['curly_quote_share']:.3%}"),
         ("docs with curly quotes", f"{a['docs_with_curly_quotes']:.1%}", f"{b['docs_with_curly_quotes']:.1%}"),
-        ("docs with CRLF line ends", f"{a['docs_with_crlf']:.1%}", f"{b['docs_with_crlf']:.1%}"),
+        ("files with CRLF line ends", f"{a['docs_with_crlf']:.1%}", f"{b['docs_with_crlf']:.1%}"),
     ]
     for name in BOILERPLATE_PATTERNS:
         rows.append(
@@ -180,7 +201,7 @@ def format_check(result: dict) -> str:
         for kind, s in result["blind"].items():
             lines.append(
                 f"  {kind:<6} AUC {s['auc_mean']:.3f} ± {s['auc_std']:.3f}   "
-                f"TPR@10%FPR {s['tpr_at_10fpr_mean']:.3f}   TPR@1%FPR {s['tpr_at_1fpr_mean']:.3f}"
+                + "   ".join(f"TPR@{p}%FPR {_tpr(s, f'tpr_at_{p}fpr')}" for p in (10, 1))
             )
         lines.append(f"  best: {result['blind_best_kind']} (blind AUC {result['blind_auc']:.3f})")
     else:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from docaudit import __version__
+from docaudit.audit.card_model import card_model
 from docaudit.config import (
     DEFAULT_CLASSIFIER,
     FEATURES,
@@ -245,76 +246,6 @@ def grid(
                 ev = meta_classifier.evaluate(stats, labels, meta, folds=folds, progress=False)
                 rows.append({"context": context, "norm": norm, "features": feats, **summarize(ev.folds)})
     return pd.DataFrame(rows)
-
-
-CARD_NETWORK_FIELDS = ("api_base", "api_model", "api_key_env", "api_tokenizer", "api_timeout", "api_retries")
-
-
-def card_model(
-    card: dict, trust_remote_code: bool = False, use_card_backend: bool = False, user: dict | None = None
-) -> ModelConfig:
-    """The model a classifier was trained for, as its card names it. ``trust_remote_code`` comes from the caller
-    (the user's own flag), never from the card. A local model that is not where the card says is an error here,
-    never a hub request.
-
-    What would reach the network is the user's to decide: a card naming an OpenAI-compatible server (its URL,
-    model, tokenizer, key variable, timeout and retries) or a hub model is used only with ``use_card_backend``
-    (the user's confirmation), otherwise a one-line error says what the card asks for and which options grant it.
-    Even then the API key is read only from the environment variable the user names (``user["api_key_env"]``),
-    never from one the card names; the user's other settings in ``user`` (ModelConfig fields) replace the card's."""
-    config = replace(ModelConfig(**card["model_config"]), trust_remote_code=trust_remote_code)
-    asks = _network_request(config, card["model_identity"])
-    if asks is not None:
-        if not use_card_backend:
-            raise DocauditError(
-                f"this classifier's card asks to {asks}; docaudit contacts no server the user did not name: pass "
-                f"{_granting_options(config)} to do so yourself, or --use-card-backend to accept the card's settings"
-            )
-        if config.backend == "openai":
-            user = dict(user or {})
-            if config.api_key_env and not user.get("api_key_env"):
-                raise DocauditError(
-                    f"this classifier's card reads the API key from the environment variable {config.api_key_env}, "
-                    "which docaudit reads only when the user names it: pass --api-key-env with the variable that "
-                    "holds the key"
-                )
-            config = replace(config, **{"api_key_env": None, **user})
-        return config
-    if config.model is not None and not card["model_identity"].startswith("hub:"):
-        where = Path(config.model)
-        if not where.is_absolute():
-            raise DocauditError(
-                f"this classifier's card names its model by the relative path '{config.model}', "
-                "which cannot be found from here: pass --model with that model (a copy is accepted)"
-            )
-        if not where.exists():
-            raise DocauditError(
-                f"the model this classifier was trained for is no longer at {config.model}: pass "
-                "--model with that model (a copy is accepted)"
-            )
-    return config
-
-
-def _network_request(config: ModelConfig, identity: str) -> str | None:
-    """What a card's model settings would send over the network, in words, or None when nothing."""
-    if config.backend == "openai":
-        server = config.api_base or config.model or "(no URL)"
-        parts = [f"model {config.api_model}" if config.api_model else "", f"tokenizer {config.api_tokenizer}"]
-        if config.api_key_env:
-            parts.append(f"the key in the environment variable {config.api_key_env}")
-        parts.append(f"{config.api_timeout:g} s per request, {config.api_retries} retries")
-        return f"send the documents to the server {server} ({', '.join(p for p in parts if p)})"
-    if config.model is not None and identity.startswith("hub:"):
-        return f"load the model {config.model} from the Hugging Face hub (revision {config.revision or 'main'})"
-    return None
-
-
-def _granting_options(config: ModelConfig) -> str:
-    """The command-line options with which the user names what a card asks for."""
-    if config.backend == "openai":
-        key = f" --api-key-env {config.api_key_env}" if config.api_key_env else ""
-        return f"--backend openai --api-base {config.api_base or config.model} --api-tokenizer TOKENIZER{key}"
-    return f"--model {config.model}" + (f" --revision {config.revision}" if config.revision else "")
 
 
 @dataclass(frozen=True)

@@ -75,8 +75,9 @@ def metric_rows(
             ci = bootstrap_ci(labels, part[column].to_numpy(), config.n_boot, seed=config.seed, fprs=config.fprs)
             row = {"method": method, "k": float(k) if k else None, "bucket": name, "n_members": n_pos}
             row["n_nonmembers"] = n_neg
-            for key, interval in ci.items():
-                row |= {key: interval.point, f"{key}_ci_low": interval.lo, f"{key}_ci_high": interval.hi}
+            for key, interval in ci.items():  # a TPR is None where the non-members are too few to estimate it
+                point, lo, hi = (None, None, None) if interval is None else interval
+                row |= {key: point, f"{key}_ci_low": lo, f"{key}_ci_high": hi}
             rows.append(row)
     return rows
 

@@ -1,4 +1,5 @@
-"""``cache info`` and ``cache clear``: the token-statistics cache ($DOCAUDIT_CACHE or ~/.cache/docaudit)."""
+"""``cache info`` and ``cache clear``: what docaudit keeps in its cache folder ($DOCAUDIT_CACHE or
+~/.cache/docaudit): token statistics, converted models, tokenizers, weight-hash memos, benchmark models."""
 
 from __future__ import annotations
 
@@ -7,18 +8,19 @@ import click
 from docaudit.cli.command import friendly_errors, group
 from docaudit.cli.echo import echo_csv, echo_json
 from docaudit.cli.options import format_option
+from docaudit.query.cache_entries import KINDS
 
 
 @group()
 def cache():
-    """See and clear the token-statistics cache ($DOCAUDIT_CACHE or ~/.cache/docaudit)."""
+    """See and clear docaudit's cache folder ($DOCAUDIT_CACHE or ~/.cache/docaudit)."""
 
 
 @cache.command("info")
 @format_option
 @friendly_errors
 def cache_info(fmt):
-    """Size of the token-statistics cache and its entries per model."""
+    """Size of the cache per kind of entry, and of the token statistics per model."""
     from docaudit import api
 
     summary = api.cache_info()
@@ -26,29 +28,55 @@ def cache_info(fmt):
         echo_json(summary)
         return
     rows = [
-        {"model": m, "entries": r["entries"], "MB": round(r["bytes"] / 1e6, 2)} for m, r in summary["models"].items()
+        {"kind": kind, "entries": r["entries"], "MB": round(r["bytes"] / 1e6, 2), "what": r["what"]}
+        for kind, r in summary["kinds"].items()
     ]
     if fmt == "csv":
         echo_csv(rows)
         return
-    click.echo(f"{summary['root']}: {summary['entries']} entries, {summary['bytes'] / 1e6:.1f} MB")
-    if rows:
-        import pandas as pd
+    import pandas as pd
 
-        click.echo(pd.DataFrame(rows).to_string(index=False))
+    click.echo(f"{summary['root']}: {summary['entries']} entries, {summary['bytes'] / 1e6:.1f} MB")
+    click.echo(pd.DataFrame(rows).to_string(index=False))
+    models = [
+        {"model": m, "entries": r["entries"], "MB": round(r["bytes"] / 1e6, 2)} for m, r in summary["models"].items()
+    ]
+    if models:
+        click.echo("\ntoken statistics per model:\n" + pd.DataFrame(models).to_string(index=False))
+    other = summary["other"]
+    if other["files"]:
+        click.echo(
+            f"\n{other['files']} other files ({other['bytes'] / 1e6:.1f} MB) that docaudit did not write or left "
+            f"unfinished; cache clear leaves them: {', '.join(other['paths'])}"
+            + (" …" if other["files"] > len(other["paths"]) else "")
+        )
 
 
 @cache.command("clear")
-@click.option("--model", default=None, help="Only the entries of this model identity (as `cache info` lists it).")
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    type=click.Choice([*KINDS, "all"]),
+    default=("stats",),
+    show_default=True,
+    help="What to delete (repeatable): " + "; ".join(f"{k}: {what}" for k, (what, _) in KINDS.items()) + "; all.",
+)
+@click.option("--model", default=None, help="Only the token statistics of this model identity (as `cache info` lists).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @friendly_errors
-def cache_clear(model, yes):
-    """Delete the token-statistics entries docaudit wrote (all, or one model's); nothing else is touched."""
+def cache_clear(kinds, model, yes):
+    """Delete the entries docaudit wrote (token statistics by default, all of them or one model's; other kinds
+    with --kind); nothing else is touched."""
     from docaudit import api
 
     summary = api.cache_info()
-    n = summary["models"].get(model, {"entries": 0})["entries"] if model else summary["entries"]
+    chosen = list(KINDS) if "all" in kinds else list(dict.fromkeys(kinds))
+    if model:
+        n = summary["models"].get(model, {"entries": 0})["entries"]
+    else:
+        n = sum(summary["kinds"][k]["entries"] for k in chosen)
     if n and not yes:
-        click.confirm(f"delete {n} cache entries under {summary['root']}?", abort=True, err=True)
-    removed = api.cache_clear(model)
+        click.confirm(f"delete {n} cache entries ({', '.join(chosen)}) under {summary['root']}?", abort=True, err=True)
+    removed = api.cache_clear(model, kinds)
     click.echo(f"removed {removed['entries']} entries ({removed['bytes'] / 1e6:.1f} MB) from {summary['root']}")

@@ -182,7 +182,7 @@ def config_defaults(command: click.Command, section: list[str], path) -> dict:
 def _default(path, where: str, key, value, params: dict) -> tuple[click.Parameter, object]:
     """The parameter a file's ``key`` names among ``params`` and its default-map value, checked."""
     if str(key).replace("_", "-") not in params:
-        known = ", ".join(sorted({option_key(p) for p, _ in params.values()}))
+        known = ", ".join(sorted({option_key(p) for p, _ in params.values() if not getattr(p, "hidden", False)}))
         raise ConfigError(f"--config {path}: [{where}] has no option '{key}' (options: {known or 'none'})")
     param, negated = params[str(key).replace("_", "-")]
     value = _config_value(path, where, key, param, value)

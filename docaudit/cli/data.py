@@ -14,6 +14,7 @@ from docaudit.cli.options import (
     field_options,
     folds_option,
     format_option,
+    former_option,
     model_config,
     model_options,
     query_config,
@@ -25,10 +26,12 @@ from docaudit.cli.options import (
 )
 from docaudit.config import DatasetTestConfig
 from docaudit.corpus.documents import duplicates_note
+from docaudit.errors import DocauditError
 
 
 @command("dataset-test")
-@documents_option("--suspect", "Documents suspected to be trained on.", required=True)
+@click.argument("suspect", nargs=-1, type=click.Path())
+@former_option("--suspect", "former_suspect", "SUSPECT...", multiple=True, type=click.Path())
 @documents_option("--nonmembers", "Known non-members.", required=True)
 @dataset_options
 @model_options
@@ -41,14 +44,18 @@ from docaudit.corpus.documents import duplicates_note
 @strict_option
 @format_option
 @friendly_errors
-def dataset_test(suspect, nonmembers, methods, splits, blind_kind, strict, fmt, **kw):
-    """Were the suspect documents, as a set, trained on? A dataset-level test in the style of Maini et al. 2024."""
+def dataset_test(suspect, former_suspect, nonmembers, methods, splits, blind_kind, strict, fmt, **kw):
+    """Were the SUSPECT documents (files, folders or datasets), as a set, trained on? A dataset-level test in the
+    style of Maini et al. 2024."""
     from dataclasses import asdict
 
     from docaudit import api
     from docaudit.corpus.documents import Skips
     from docaudit.report.tables import format_dataset_checks, format_query
 
+    suspect += former_suspect
+    if not suspect:
+        raise DocauditError("give the suspect documents: docaudit dataset-test SUSPECT... --nonmembers DIR")
     query, skips = query_config(kw), Skips(strict)
     result, scores = api.dataset_test(
         suspect,

@@ -126,14 +126,25 @@ def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, 
         _echo_evaluation(result, kw["sequences"], kw["folds"], out)
 
 
+def sequence_count(per_document: list[int], context: int, most: int) -> str:
+    """``40 sequences (windows of 128 tokens) from 4 documents, 10 per document (at most 40 sampled from each)``:
+    the sequences scored, in what unit, from how many documents."""
+    low, high = (min(per_document), max(per_document)) if per_document else (0, 0)
+    each = f"{low}" if low == high else f"{low}-{high}"
+    return (
+        f"{sum(per_document)} sequences (windows of {context} tokens) from {len(per_document)} documents, {each} per "
+        f"document (at most {most} sampled from each)"
+    )
+
+
 def _echo_evaluation(result, sequences: int, folds: int, out) -> None:
     """What ``evaluate`` prints for people: the sets and model, each method's row, AUC by level, beyond blind."""
     from docaudit.report.tables import format_auc_pivot, format_beyond_blind, format_methods_table, format_query
 
     info = result.info
     model = (
-        f"model {info['model_identity']}; query: {format_query(info['query'])}; {sequences} sequences of "
-        f"{info['query']['context']} tokens per document"
+        f"model {info['model_identity']}; query: {format_query(info['query'])}; "
+        + sequence_count(info["sequences_per_document"], info["query"]["context"], sequences)
         if "model_identity" in info
         else "no model (blind baseline only)"
     )
@@ -272,7 +283,7 @@ def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict
     from docaudit.report.tables import format_sequence_metrics
 
     click.echo(
-        f"{info['n_members']} members, {info['n_nonmembers']} non-members{skipped_note(info['skipped'])}; "
+        f"{info['n_members']} member and {info['n_nonmembers']} non-member texts{skipped_note(info['skipped'])}; "
         f"model {info['model_identity']}; each text in one window of up to {info['context']} tokens"
         + duplicates_note(info["duplicates_dropped"], "; ")
     )

@@ -20,6 +20,7 @@ DOCUMENT_PARAMETERS = (
     "calibrate_members",
     "calibrate_nonmembers",
     "suspect",
+    "former_suspect",
     "set_a",
     "set_b",
 )

@@ -69,7 +69,7 @@ from docaudit.config import ModelConfig, TargetConfig, TrapConfig
     show_default=False,
     help="Train on members with copyright traps planted this many times each, and test every document for them.",
 )
-@field_option(TrapConfig, "tokens", "--trap-tokens", help="With --trap-copies: trap length.")
+@field_option(TrapConfig, "tokens", "--trap-tokens", "trap_tokens", help="With --trap-copies: trap length.")
 @field_option(TrapConfig, "per_document", help="With --trap-copies: traps (and controls) per document.")
 @option(
     "--generator",

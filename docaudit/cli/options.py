@@ -68,7 +68,19 @@ def field_option(cls, name: str, *decls: str, **overrides):
         settings["type"] = click.Choice(meta["choices"]) if "choices" in meta else str if several else kind
         if default is not None:
             settings["show_default"] = True
-    return option(*(decls or (meta.get("flag", f"--{name.replace('_', '-')}"),)), **settings | overrides)
+    main = option(*(decls or (meta.get("flag", f"--{name.replace('_', '-')}"),)), **settings | overrides)
+    if not meta.get("aliases") or decls:  # a command naming the option its own way keeps only that name
+        return main
+    new, dest = meta.get("flag", f"--{name.replace('_', '-')}"), _param_name(field)
+    return apply(main, *(former_option(old, dest, new, **settings | overrides) for old in meta["aliases"]))
+
+
+def former_option(old: str, dest: str, new: str, **settings):
+    """The former spelling ``old`` of the option ``new``: hidden from the help, read into the same parameter
+    ``dest`` (click keeps the value given on the command line or in a config file over a default), kept for one
+    release (CHANGELOG.md, "Renamed options")."""
+    settings = {k: v for k, v in settings.items() if k not in ("help", "section", "show_default", "required")}
+    return option(old, dest, hidden=True, help=f"Former name of {new}.", section=None, **settings)
 
 
 def field_options(cls, *names: str):

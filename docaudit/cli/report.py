@@ -46,7 +46,8 @@ from docaudit.methods.detectors import METHODS
     "method",
     "--methods",
     "method",
-    help=f"The detector that scores the snippets, one of {', '.join(METHODS)}.",
+    help=f"The detectors that score the snippets (comma-separated: {', '.join(METHODS)}); with several, one "
+    "complete report per method is written to OUT/<method>/.",
 )
 @option("--method", "method_alias", default=None, hidden=True, help="Former name of --methods.", section="method")
 @detector_options
@@ -68,19 +69,42 @@ from docaudit.methods.detectors import METHODS
 def report(books, calibrate_members, calibrate_nonmembers, method, method_alias, out, overwrite, strict, fmt, **kw):
     """Verdict and contamination rate per book: the share of its random snippets scoring over a threshold
     calibrated on known member and non-member books (Min-K% Prob paper, sec. 5), beside the calibration books' own
-    rates, with a Wilson interval, a book-level bootstrap interval and the debiased fraction."""
+    rates, with a Wilson interval, a book-level bootstrap interval and the debiased fraction. Several --methods
+    write one complete report per method, to OUT/<method>/."""
+    methods = list(dict.fromkeys(m.strip() for m in (method_alias or method).split(",") if m.strip()))
+    if unknown := [m for m in methods if m not in METHODS]:
+        raise DocauditError(f"--methods: unknown method(s) {', '.join(unknown)} (methods: {', '.join(METHODS)})")
+    if not methods:
+        raise DocauditError("--methods: give at least one method")
+    if len(methods) > 1 and fmt != "table":
+        raise DocauditError(
+            f"--format {fmt} prints one report: give one method, or read OUT/<method>/report.json of each "
+            "(several methods write one complete report per method there)"
+        )
+    for i, name in enumerate(methods):
+        where = Path(out) if len(methods) == 1 else Path(out) / name
+        if len(methods) > 1:
+            click.echo(f"{'' if i == 0 else chr(10)}== {name}: {where} ==")
+        result = _run_report(books, calibrate_members, calibrate_nonmembers, name, where, overwrite, strict, kw)
+        if fmt == "json":
+            echo_json(json.loads((where / "report.json").read_text(encoding="utf-8")))
+        elif fmt == "csv":
+            echo_csv(result.books)
+        else:
+            _echo_report(result, where)
+
+
+def _run_report(books, calibrate_members, calibrate_nonmembers, method, out: Path, overwrite, strict, kw):
+    """One report scored by ``method``, written to ``out``; its skipped books and warnings on stderr."""
     from docaudit import api
     from docaudit.corpus.documents import Skips
     from docaudit.report.contamination import report_warnings
 
-    method = method_alias or method
-    if "," in method:
-        raise DocauditError(f"--methods {method}: report scores the snippets with one method")
     result = api.report(
         books,
         calibrate_members,
         calibrate_nonmembers,
-        Path(out),
+        out,
         overwrite,
         model=model_config(kw),
         method=method,
@@ -98,7 +122,7 @@ def report(books, calibrate_members, calibrate_nonmembers, method, method_alias,
         drop_duplicates=kw["drop_duplicates"],
         skips=Skips(strict),
         ray=ray_config(kw),
-        book_bootstrap_samples=kw["book_bootstrap"],
+        book_bootstrap_samples=kw["resamples"],
         alpha=kw["alpha"],
         run=api.RunContext(command=click.get_current_context().obj),
         progress=show_progress(),
@@ -107,12 +131,7 @@ def report(books, calibrate_members, calibrate_nonmembers, method, method_alias,
     warn_skipped(info["skipped"])
     for warning in report_warnings(info):
         click.echo(warning, err=True)
-    if fmt == "json":
-        echo_json(json.loads((Path(out) / "report.json").read_text(encoding="utf-8")))
-    elif fmt == "csv":
-        echo_csv(result.books)
-    else:
-        _echo_report(result, out)
+    return result
 
 
 def _echo_report(result, out) -> None:

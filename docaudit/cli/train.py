@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from docaudit.audit.card_model import RUN_HERE_FIELDS
 from docaudit.cli.command import command, friendly_errors, option, show_progress
 from docaudit.cli.echo import echo_csv, echo_json, echo_rows, skipped_note, warn_skipped
 from docaudit.cli.inputs import dataset_options, labelled_dataset_options, labelled_sets
@@ -64,6 +65,7 @@ def train(members, nonmembers, grid, grid_contexts, out, overwrite, strict, fmt,
         raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
     from docaudit import api
     from docaudit.corpus.documents import Skips
+    from docaudit.report.tables import format_grid
 
     config = config_from(
         TrainConfig, kw, model=model_config(kw), query=query_config(kw), meta=config_from(MetaConfig, kw)
@@ -78,7 +80,7 @@ def train(members, nonmembers, grid, grid_contexts, out, overwrite, strict, fmt,
         if fmt == "json":
             echo_json(table.to_dict(orient="records"))
         else:
-            echo_rows(table, fmt, lambda t: t.to_string(index=False, float_format="%.3f"))
+            echo_rows(table, fmt, format_grid)
         return
     result = api.train(
         members,
@@ -128,6 +130,9 @@ def _echo_trained(result, folds: int, out) -> None:
     click.echo(f"saved {result.final_config} classifier to {out}")
 
 
+API_SETTINGS = ("api_key_env", "api_timeout", "api_retries", "api_document_timeout")  # given here, they win
+
+
 @command()
 @click.argument("documents", nargs=-1, required=True, type=click.Path())
 @dataset_options
@@ -167,7 +172,7 @@ def predict(documents, classifier, alpha, strict, fmt, use_card_backend, **kw):
         skips=skips,
         trust_remote_code=kw["trust_remote_code"],
         use_card_backend=use_card_backend,
-        user_settings=given_settings(kw, ("api_key_env", "api_timeout", "api_retries", "api_document_timeout")),
+        user_settings=given_settings(kw, (*API_SETTINGS, *RUN_HERE_FIELDS)),
         alpha=alpha,
         ray=ray_config(kw),
         progress=show_progress(),

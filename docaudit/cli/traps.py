@@ -14,6 +14,7 @@ from docaudit.cli.options import (
     field_option,
     field_options,
     format_option,
+    former_option,
     model_config,
     model_options,
     overwrite_option,
@@ -84,16 +85,12 @@ def traps_make(documents, out, registry, generator, device, overwrite, fmt, **kw
 @traps.command("detect")
 @option("--registry", required=True, type=click.Path(), help="The private registry of traps make.", section="inputs")
 @model_options
-@option(
-    "--reference-model",
-    default=None,
-    help="Reference model for the ratio score (forms of --model).",
-    section="model",
-)
+@option("--ref-model", default=None, help="Reference model for the ratio score (forms of --model).", section="model")
+@former_option("--reference-model", "ref_model", "--ref-model", default=None)
 @field_option(TrapConfig, "alpha")
 @format_option
 @friendly_errors
-def traps_detect(registry, reference_model, alpha, fmt, **kw):
+def traps_detect(registry, alpha, fmt, **kw):
     """Test a model for the traps of a registry: AUC traps vs controls and an exact one-sided p-value per document."""
     from docaudit import api
     from docaudit.report.traps import detection_table, format_detection
@@ -101,7 +98,7 @@ def traps_detect(registry, reference_model, alpha, fmt, **kw):
     result = api.traps_detect(
         Path(registry),
         model_config(kw),
-        ref_config(kw | {"ref_model": reference_model}),
+        ref_config(kw),
         alpha=alpha,
         progress=show_progress(),
     )

@@ -30,7 +30,11 @@ class ContaminationConfig:
     )
     confidence: float = setting(0.95, "Level of the Wilson and book-level intervals of each rate.", "method")
     book_bootstrap: int = setting(
-        1000, "Resamples of calibration books and snippets behind the book-level interval.", "method"
+        1000,
+        "Bootstrap resamples of calibration books and snippets behind the book-level interval.",
+        "method",
+        flag="--resamples",
+        aliases=("--book-bootstrap",),
     )
 
 
@@ -48,10 +52,18 @@ class SequenceConfig:
     fprs: tuple[float, ...] = (0.10, 0.05, 0.01)
     buckets: tuple[int, ...] = (32, 64, 128, 256)
     ks: tuple[float, ...] = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-    n_boot: int = setting(1000, "Bootstrap resamples.", "method")
+    n_boot: int = setting(
+        1000, "Bootstrap resamples behind each interval.", "method", flag="--resamples", aliases=("--n-boot",)
+    )
     seed: int = 0
     recall_shots: int = setting(5, "ReCaLL without --recall-prefix: non-member texts taken as the prefix.", "method")
-    blind_folds: int = setting(5, "Chunks of the texts for the blind baseline (0: no baseline).", "method")
+    blind_folds: int = setting(
+        5,
+        "k of the k-fold chunks of the texts for the blind baseline (0: no baseline).",
+        "method",
+        flag="--folds",
+        aliases=("--blind-folds",),
+    )
 
 
 @dataclass(frozen=True)

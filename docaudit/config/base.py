@@ -52,7 +52,8 @@ SECTIONS = ("inputs", "model", "query", "method", "target", "traps", "output", "
 def setting(default, help: str, section: str, **option):
     """A field that is also a command-line option: its ``help`` text and help ``section`` (one of ``SECTIONS``)
     beside its default, so the option is declared here once (docaudit/cli/options.py builds it). ``option`` may
-    give the option's ``flag`` (default: ``--`` and the field's name) and its ``choices``."""
+    give the option's ``flag`` (default: ``--`` and the field's name), its ``choices`` and its former spellings
+    ``aliases`` (hidden from the help, still read on the command line and in config files)."""
     if section not in SECTIONS:
         raise ValueError(f"unknown help section {section!r} (sections: {', '.join(SECTIONS)})")
     return field(default=default, metadata={"help": help, "section": section, **option})

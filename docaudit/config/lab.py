@@ -62,9 +62,11 @@ class TrapConfig:
     Jaccard similarity of their token sets to every trap kept so far is at most ``jaccard``; generation gives up
     after ``max_candidates`` candidates. ``alpha`` is the level of the verdict."""
 
-    tokens: int = setting(50, "Trap length in generator tokens.", "traps")
+    tokens: int = setting(50, "Trap length in generator tokens.", "traps", flag="--trap-tokens", aliases=("--tokens",))
     per_document: int = setting(8, "Traps (and controls) per document.", "traps", flag="--traps-per-doc")
-    copies: int = setting(10, "Copies of each trap in its document.", "traps")
+    copies: int = setting(
+        10, "Copies of each trap in its document.", "traps", flag="--trap-copies", aliases=("--copies",)
+    )
     min_perplexity: float = setting(1.0, "Lowest perplexity of a trap under the generator.", "traps")
     max_perplexity: float = setting(1000.0, "Perplexity a trap stays below under the generator.", "traps")
     jaccard: float = setting(0.2, "Near-duplicate threshold.", "traps")
@@ -77,7 +79,7 @@ class TrapConfig:
     def __post_init__(self):
         check_range("--trap-tokens", self.tokens, 2)
         check_range("--traps-per-doc", self.per_document, 1)
-        check_range("--copies", self.copies, 1)
+        check_range("--trap-copies", self.copies, 1)
         check_range("--min-perplexity", self.min_perplexity, 1.0)
         if not self.max_perplexity > self.min_perplexity:
             raise DocauditError(

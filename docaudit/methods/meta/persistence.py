@@ -264,7 +264,10 @@ FORMER_INTERVAL = ("lo", "hi")  # their names in cards written by docaudit 0.2 a
 
 
 def interval_json(interval) -> dict:
-    """A ``metrics.Interval`` as a card records it: ``point``, ``ci_low``, ``ci_high``."""
+    """A ``metrics.Interval`` as a card records it: ``point``, ``ci_low``, ``ci_high`` (all null for a TPR that
+    the non-members were too few to estimate, ``metrics.bootstrap_ci``)."""
+    if interval is None:
+        return {"point": None, "ci_low": None, "ci_high": None}
     return {"point": interval.point, "ci_low": interval.lo, "ci_high": interval.hi}
 
 
