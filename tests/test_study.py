@@ -128,3 +128,53 @@ def test_rerun_resumes_without_redoing_cells(study):
     assert redo.is_file()
     assert all(p.stat().st_mtime_ns == stamps[p] for p in cells if p != redo)
     assert "step " not in done.stdout  # training was not redone
+
+
+def test_training_resumes_from_its_checkpoint(tmp_path, monkeypatch):
+    """Training stopped after step 5 (checkpoint every 3 steps) and run again ends with the weights of an
+    uninterrupted run."""
+    import torch
+
+    sys.path.insert(0, str(SCRIPT.parent))
+    from study.train import TrainPlan, continue_pretraining
+
+    from docaudit.config import TargetConfig
+    from docaudit.lab.target import build_model
+    from docaudit.lab.tokenizer import train_tokenizer
+
+    texts = [p.read_text(encoding="utf-8")[5000:8000] for p in sorted((CORPUS / "nonmembers").glob("*.txt"))[:6]]
+    tokenizer = train_tokenizer(texts, 300)
+    base = tmp_path / "base"
+    build_model(TargetConfig(layers=1, width=32, heads=2, positions=32), len(tokenizer)).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    docs = {str(i): tokenizer(t).input_ids[:60] for i, t in enumerate(texts)}
+    exposures = {"0": 1, "1": 2, "2": 5, "3": 1, "4": 2, "5": 5}
+    plan = TrainPlan(learning_rate=1e-3, block=32, batch_size=2, warmup_fraction=0.1, checkpoint_every=3, seed=0)
+    whole = continue_pretraining(str(base), docs, exposures, tmp_path / "whole", plan, "cpu", "float32")
+
+    real_step, calls = torch.optim.AdamW.step, []
+
+    def stop_after_five(self, *a, **k):
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real_step(self, *a, **k)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", stop_after_five)
+    with pytest.raises(KeyboardInterrupt):
+        continue_pretraining(str(base), docs, exposures, tmp_path / "cut", plan, "cpu", "float32")
+    monkeypatch.setattr(torch.optim.AdamW, "step", real_step)
+    saved = json.loads((tmp_path / "cut" / "checkpoint" / "state.json").read_text())
+    assert saved["step"] == 3
+    resumed = continue_pretraining(str(base), docs, exposures, tmp_path / "cut", plan, "cpu", "float32")
+    done = json.loads((resumed / "study_train.json").read_text())
+    assert done["step"] == done["total_steps"] == json.loads((whole / "study_train.json").read_text())["step"]
+    from transformers import AutoModelForCausalLM
+
+    a = AutoModelForCausalLM.from_pretrained(whole).state_dict()
+    b = AutoModelForCausalLM.from_pretrained(resumed).state_dict()
+    assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)
+    # the embedding was frozen: unchanged from the base model
+    c = AutoModelForCausalLM.from_pretrained(base).state_dict()
+    key = next(k for k in a if "wte" in k)
+    assert torch.equal(a[key], c[key]) and not all(torch.equal(a[k], c[k]) for k in a)
