@@ -56,7 +56,9 @@ class Scale:
 
 FULL = Scale(88, (128, 256, 512), (1, 2, 5, 10), 5e-5, 512, 2, 5, 10)
 TINY = Scale(40, (24, 48, 96), (1, 2, 5, 10), 1e-2, 64, 2, 5, 50)
-TINY_BASE = dict(layers=2, width=128, heads=4, positions=64, vocab_size=512, epochs=10, learning_rate=3e-3, batch_size=8)
+TINY_BASE = dict(
+    layers=2, width=128, heads=4, positions=64, vocab_size=512, epochs=10, learning_rate=3e-3, batch_size=8
+)
 
 
 def parse_args(argv=None) -> argparse.Namespace:

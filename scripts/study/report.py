@@ -79,7 +79,7 @@ def plot(study: pd.DataFrame, path: pathlib.Path, method: str = "meta_classifier
     ax.set_xscale("log")
     ax.set_xticks(sorted(part.exposures.unique()), [str(e) for e in sorted(part.exposures.unique())])
     ax.set_xlabel("times each member was seen in continued pretraining")
-    ax.set_ylabel(f"document AUC ({method}, 95% bootstrap interval)")
+    ax.set_ylabel(f"document AUC, {method} (95% interval)")
     ax.set_ylim(0, 1.02)
     ax.legend()
     fig.tight_layout()
