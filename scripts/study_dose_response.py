@@ -117,6 +117,7 @@ def plan_stage(args, scale: Scale, out: pathlib.Path) -> dict:
     from docaudit.lab.experiment import split_members
 
     wanted = {"scale": asdict(scale), "seed": args.seed, "tiny": args.tiny, "corpus": str(args.corpus.resolve())}
+    wanted = json.loads(json.dumps(wanted))  # as read back from plan.json (tuples become lists)
     plan = read_json(out / "plan.json")
     if plan is not None:
         if plan["settings"] != wanted:
