@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from docaudit.config.rules import check_folds
 from docaudit.corpus.documents import Document, duplicates_note, separate_sets
 from docaudit.methods.blind import (
     DEFAULT_MAX_CHARS,
@@ -58,8 +59,21 @@ def _dist(values) -> dict[str, float]:
     return {"min": float(v.min()), "median": float(np.median(v)), "mean": float(v.mean()), "max": float(v.max())}
 
 
+def _crlf_as_given(doc: Document) -> bool:
+    """Whether the document as given has CRLF line ends: cleaning turns them into ``\n``, so a cleaned text is
+    checked in its file (a dataset row, read verbatim, in its text)."""
+    if "\r\n" in doc.text:
+        return True
+    try:
+        with open(doc.path, "rb") as f:
+            return b"\r\n" in f.read()
+    except (OSError, TypeError, ValueError):
+        return False
+
+
 def set_stats(docs: Sequence[Document]) -> dict:
-    """Per-set statistics (plain Python types, JSON-ready)."""
+    """Per-set statistics (plain Python types, JSON-ready); ``docs_with_crlf`` counts the files as given, before
+    cleaning."""
     words = [len(d.text.split()) for d in docs]
     chars = [len(d.text) for d in docs]
     per_doc_median_year, modern = [], 0
@@ -82,7 +96,7 @@ def set_stats(docs: Sequence[Document]) -> dict:
         c = sum(d.text.count(q) for q in CURLY_QUOTES)
         curly += c
         docs_curly += c > 0
-        crlf += "\r\n" in d.text
+        crlf += _crlf_as_given(d)
     n = len(docs)
     return {
         "n": n,
@@ -116,8 +130,9 @@ def check_sets(
 ) -> dict:
     """Compare two document sets. Returns a JSON-ready dict with ``n_a``, ``n_b``, ``a`` and ``b`` (see
     :func:`set_stats`), ``blind`` (per kind mean/std AUC and TPRs), ``blind_auc``, ``blind_best_kind``, ``folds``
-    (the number used: at most the size of the smaller set), ``duplicates_dropped`` (a text in both sets is an
-    error, or with ``drop_duplicates`` left out of both: ``data.separate_sets``) and ``warning`` (text or None)."""
+    (as given: fewer documents in either set is an error, ``config.rules.check_folds``), ``duplicates_dropped``
+    (a text in both sets is an error, or with ``drop_duplicates`` left out of both: ``data.separate_sets``) and
+    ``warning`` (text or None)."""
     docs_a, docs_b, duplicates = separate_sets(list(docs_a), list(docs_b), drop_duplicates, ("set A", "set B"))
     result: dict = {
         "n_a": len(docs_a),
@@ -126,17 +141,16 @@ def check_sets(
         "b": set_stats(docs_b),
         "duplicates_dropped": duplicates,
     }
-    k = min(folds, len(docs_a), len(docs_b))
-    result.update(folds=k, seed=seed, blind={}, blind_auc=None, blind_best_kind=None, max_chars=max_chars)
-    if k >= 2:
-        texts = [d.text for d in docs_a] + [d.text for d in docs_b]
-        labels = np.array([1] * len(docs_a) + [0] * len(docs_b))
-        ev = evaluate_blind(
-            texts, labels, chunk_folds(labels, k, seed), kinds=kinds, max_chars=max_chars, seed=seed, progress=progress
-        )
-        result["blind"] = {kind: v["summary"] for kind, v in ev["kinds"].items()}
-        result["blind_auc"] = ev["blind_auc"]
-        result["blind_best_kind"] = ev["best_kind"]
+    check_folds(folds, len(docs_a), len(docs_b), ("in set A", "in set B"))
+    result.update(folds=folds, seed=seed, blind={}, blind_auc=None, blind_best_kind=None, max_chars=max_chars)
+    texts = [d.text for d in docs_a] + [d.text for d in docs_b]
+    labels = np.array([1] * len(docs_a) + [0] * len(docs_b))
+    ev = evaluate_blind(
+        texts, labels, chunk_folds(labels, folds, seed), kinds=kinds, max_chars=max_chars, seed=seed, progress=progress
+    )
+    result["blind"] = {kind: v["summary"] for kind, v in ev["kinds"].items()}
+    result["blind_auc"] = ev["blind_auc"]
+    result["blind_best_kind"] = ev["best_kind"]
     result["warning"] = shift_warning(result["blind_auc"])
     return result
 
@@ -159,7 +173,7 @@ def format_check(result: dict) -> str:
         ("non-ASCII characters", f"{a['non_ascii_share']:.3%}", f"{b['non_ascii_share']:.3%}"),
         ("curly quotes (of chars)", f"{a['curly_quote_share']:.3%}", f"{b['curly_quote_share']:.3%}"),
         ("docs with curly quotes", f"{a['docs_with_curly_quotes']:.1%}", f"{b['docs_with_curly_quotes']:.1%}"),
-        ("docs with CRLF line ends", f"{a['docs_with_crlf']:.1%}", f"{b['docs_with_crlf']:.1%}"),
+        ("docs with CRLF line ends (as given)", f"{a['docs_with_crlf']:.1%}", f"{b['docs_with_crlf']:.1%}"),
     ]
     for name in BOILERPLATE_PATTERNS:
         rows.append(

@@ -23,6 +23,7 @@ from docaudit.cli.options import (
     seed_option,
     strict_option,
 )
+from docaudit.cli.preflight import check_inputs, dry_run_option, preflight
 from docaudit.config import DatasetTestConfig
 from docaudit.corpus.documents import duplicates_note
 
@@ -40,9 +41,12 @@ from docaudit.corpus.documents import duplicates_note
 @drop_duplicates_option
 @strict_option
 @format_option
+@dry_run_option
 @friendly_errors
 def dataset_test(suspect, nonmembers, methods, splits, blind_kind, strict, fmt, **kw):
     """Were the suspect documents, as a set, trained on? A dataset-level test in the style of Maini et al. 2024."""
+    if preflight(suspect, nonmembers, strict, query=query_config(kw), backend=kw["backend"], methods=methods):
+        return
     from dataclasses import asdict
 
     from docaudit import api
@@ -101,6 +105,7 @@ def data():
 @friendly_errors
 def data_check(set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates, strict, fmt):
     """Compare two document sets (counts, lengths, years, leftover boilerplate) and run the blind baseline."""
+    check_inputs(set_a, set_b, strict)
     from docaudit import api
     from docaudit.audit.datacheck import format_check
     from docaudit.corpus.documents import Skips

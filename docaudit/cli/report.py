@@ -28,6 +28,7 @@ from docaudit.cli.options import (
     seed_option,
     strict_option,
 )
+from docaudit.cli.preflight import dry_run_option, preflight_report
 from docaudit.config import ContaminationConfig, TrainConfig
 from docaudit.corpus.documents import duplicates_note
 from docaudit.errors import DocauditError
@@ -64,11 +65,14 @@ from docaudit.methods.detectors import METHODS
 )
 @strict_option
 @format_option
+@dry_run_option
 @friendly_errors
 def report(books, calibrate_members, calibrate_nonmembers, method, method_alias, out, overwrite, strict, fmt, **kw):
     """Verdict and contamination rate per book: the share of its random snippets scoring over a threshold
     calibrated on known member and non-member books (Min-K% Prob paper, sec. 5), beside the calibration books' own
     rates, with a Wilson interval, a book-level bootstrap interval and the debiased fraction."""
+    if preflight_report(books, calibrate_members, calibrate_nonmembers, out, overwrite, strict, kw):
+        return
     from docaudit import api
     from docaudit.corpus.documents import Skips
     from docaudit.report.contamination import report_warnings

@@ -14,13 +14,13 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from tqdm.auto import tqdm
 
 from docaudit.errors import DocauditError, ModelError
 from docaudit.io import atomic_write_text, current_umask, sha256_file
 from docaudit.outputs import replace_dir
 from docaudit.query.cache import cache_root
+from docaudit.query.lazy import torch
 
 log = logging.getLogger(__name__)
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from docaudit.config import ModelConfig
 from docaudit.errors import DocauditError, ModelError
 from docaudit.query.backends.base import FULL, TOKENIZER_PROBE, Backend, register_backend, stats_from_rows
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
+from docaudit.query.lazy import inference_mode, torch
 from docaudit.query.loaded import LoadedModel, tokenizer_hash
 from docaudit.query.sources import check_identity, gguf_tokenizer, resolve_source
 from docaudit.query.stats import TokenStats, scored_spans
@@ -134,7 +134,7 @@ class LlamaCppBackend(Backend):
         llm._ctx.decode(llm._batch)
         return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(window), self.vocab_size))
 
-    @torch.inference_mode()
+    @inference_mode
     def compute(
         self, ids: np.ndarray, context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None = None
     ) -> TokenStats:

@@ -1,0 +1,28 @@
+"""Rules that tie an option to the inputs it is used on, checked by every command the same way (and, on the
+command line, before any model is loaded), and the measured rates that ``--dry-run`` estimates a run's time from."""
+
+from __future__ import annotations
+
+from docaudit.errors import DocauditError
+
+# Scored tokens per second of the querier on the embedded Gemma-3-270M on a 2-core CPU, every statistic
+# (docs/benchmarks.md, "transformers querier vs the raw forward" and "llama.cpp K/V cache precision"): the rate a
+# ``--dry-run`` estimate states. A served model (--backend openai) has no measured rate.
+QUERY_TOKENS_PER_SECOND = {"transformers": 366.0, "llamacpp": 321.0}
+# Characters per token of the embedded model's tokenizer on English prose, for a token count estimated without
+# loading a tokenizer (``--dry-run``).
+CHARS_PER_TOKEN = 4.0
+# Tokens per English word, for the snippets of ``report`` (given in words): an estimate of the same kind.
+TOKENS_PER_WORD = 1.4
+
+
+def check_folds(k: int, first: int, second: int, names: tuple[str, str] = ("members", "non-members")) -> None:
+    """Refuse ``k`` folds (``--folds``) unless ``k >= 2`` and each class (``first`` and ``second`` documents, called
+    ``names``) has at least ``k`` documents: the number of folds is never lowered silently."""
+    if k < 2:
+        raise DocauditError(f"need at least 2 folds, got {k} (--folds)")
+    if min(first, second) < k:
+        raise DocauditError(
+            f"too few documents for {k} folds: {first} {names[0]} and {second} {names[1]} "
+            f"(each class needs at least {k}; lower --folds)"
+        )
