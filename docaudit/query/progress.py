@@ -8,11 +8,13 @@ import functools
 import importlib
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 _SHOWN: ContextVar[bool] = ContextVar("docaudit_progress", default=False)
+# what the running query's bar does with scored tokens as the backend scores them (None: no bar)
+_ADVANCE: ContextVar[Callable[[int], None] | None] = ContextVar("docaudit_advance", default=None)
 
 
 def shown() -> bool:
@@ -66,3 +68,20 @@ def loading_step(what: str) -> Iterator[None]:
     start = time.perf_counter()
     yield
     print(f"loaded model {what} in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def counting(advance: Callable[[int], None]) -> Iterator[None]:
+    """Within the block, the scored tokens a backend reports (:func:`scored`) go to ``advance``."""
+    token = _ADVANCE.set(advance)
+    try:
+        yield
+    finally:
+        _ADVANCE.reset(token)
+
+
+def scored(n: int) -> None:
+    """A backend has scored ``n`` more tokens: the running query's bar moves (a single long document too)."""
+    advance = _ADVANCE.get()
+    if advance is not None:
+        advance(n)

@@ -21,6 +21,7 @@ from docaudit.query.backends.base import FULL, TOKENIZER_PROBE, Backend, registe
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
 from docaudit.query.lazy import inference_mode, torch
 from docaudit.query.loaded import LoadedModel, tokenizer_hash
+from docaudit.query.progress import scored
 from docaudit.query.sources import check_identity, gguf_tokenizer, resolve_source
 from docaudit.query.stats import TokenStats, scored_spans
 
@@ -162,6 +163,7 @@ class LlamaCppBackend(Backend):
                 if gp_total is not None:
                     gp_total += psum
             row += end - first
+            scored(end - first)
         gp_sum = None if gp_total is None else gp_total.numpy()
         return stats_from_rows(ids, results, gp_sum, vocab, context, stride)
 

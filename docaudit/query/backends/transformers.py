@@ -20,6 +20,7 @@ from docaudit.query.backends.base import FULL, Backend, register_backend, stats_
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
 from docaudit.query.lazy import inference_mode, torch
 from docaudit.query.loaded import LoadedModel, resolve_device, tokenizer_hash
+from docaudit.query.progress import scored
 from docaudit.query.sources import (
     check_identity,
     first_line,
@@ -237,6 +238,7 @@ class TransformersBackend(Backend):
                 torch.stack(values, dim=1, out=results[lo_b + lo : lo_b + lo + n])
                 if gp_total is not None:
                     gp_total += psum
+            scored(hi_b - lo_b)
         gp_sum = None if gp_total is None else gp_total.cpu().numpy()
         rows = np.empty((bounds[-1], 4), dtype=np.float32)
         rows[np.concatenate(dest)] = results.cpu().numpy()
