@@ -105,7 +105,7 @@ def data():
 @friendly_errors
 def data_check(set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates, strict, fmt):
     """Compare two document sets (counts, lengths, years, leftover boilerplate) and run the blind baseline."""
-    check_inputs(set_a, set_b, strict)
+    check_inputs(set_a, set_b, strict, folds, names=("in set A", "in set B"))
     from docaudit import api
     from docaudit.audit.datacheck import format_check
     from docaudit.corpus.documents import Skips

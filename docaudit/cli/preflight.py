@@ -103,14 +103,16 @@ def check_inputs(
     strict: bool = False,
     folds: int | None = None,
     output: tuple | None = None,
+    names: tuple[str, str] = ("members", "non-members"),
 ) -> list[Path] | None:
     """Check a command's documents (``members`` alone, or both sets), its ``folds`` against the files of each set
-    (a dataset is counted when read, later) and its output folder (``output``: ``(out, kind, overwrite, inputs)``,
-    checked as when written, nothing touched). Returns every file named (None when a dataset is among them)."""
+    (called ``names``; a dataset is counted when read, later) and its output folder (``output``: ``(out, kind,
+    overwrite, inputs)``, checked as when written, nothing touched). Returns every file named (None when a dataset
+    is among them)."""
     first = document_files(members, strict)
     second = None if nonmembers is None else document_files(nonmembers, strict)
     if folds is not None and first is not None and second is not None:
-        check_folds(folds, len(first), len(second))
+        check_folds(folds, len(first), len(second), names)
     if output is not None and output[0] is not None:
         from docaudit.outputs import prepare_output
 
