@@ -37,7 +37,7 @@ from docaudit.cli.options import (
     trees_option,
 )
 from docaudit.cli.preflight import dry_run_option, preflight
-from docaudit.config import DetectorConfig, MetaConfig, ScalingConfig, SequenceConfig
+from docaudit.config import DetectorConfig, MetaConfig, QueryConfig, ScalingConfig, SequenceConfig
 from docaudit.corpus.documents import duplicates_note
 
 
@@ -243,7 +243,8 @@ def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict
     --format csv prints the metrics as CSV; --out also saves every text's scores (CSV and JSONL, with its id,
     label and group)."""
     output = (out, "sequence", overwrite, (*members, *nonmembers))
-    if preflight(members, nonmembers, strict, output=output, backend=kw["backend"], methods=methods):
+    whole = QueryConfig(context=kw["max_context"], max_tokens=kw["max_context"])  # each text in one window
+    if preflight(members, nonmembers, strict, output=output, query=whole, backend=kw["backend"], methods=methods):
         return
     from docaudit import api
     from docaudit.audit.sequence_level import sequence_json

@@ -68,21 +68,27 @@ def preflight(
     stops there); with progress shown, a start line on stderr saying what the query will take."""
     files = check_inputs(members, nonmembers, strict, folds, output)
     query = QueryConfig() if query is None else query
+    no_model = methods is not None and methods.strip() == "blind"  # evaluate's model-free baseline alone
     if click.get_current_context().meta.get(DRY_RUN_KEY, False):
-        echo_dry_run(files, query, backend, methods)
+        if no_model:
+            click.echo("dry run: no model would be queried (--methods blind); nothing was loaded or written")
+        else:
+            echo_dry_run(files, query, backend, methods)
         return True
-    if files and show_progress():
+    if files and not no_model and show_progress():
         click.echo(plan_line(estimate(files, query, backend)), err=True)
     return False
 
 
-def preflight_report(books, members, nonmembers, out, overwrite: bool, strict: bool, kw: dict) -> bool:
+def preflight_report(books, members, nonmembers, output: tuple, strict: bool, kw: dict) -> bool:
     """:func:`preflight` for ``report``: every book and calibration book, its output folder, and the snippets it
-    queries (``--snippets`` of ``--snippet-words`` words per book, counted as at most that many tokens each)."""
+    queries (``--snippets`` of ``--snippet-words`` words per book, counted as at most that many tokens each);
+    ``output``: ``(out, overwrite, method)``."""
     given = (*books, *members, *nonmembers)
     tokens = max(2, math.ceil(kw["snippets"] * kw["snippet_words"] * TOKENS_PER_WORD))
     query = QueryConfig(context=kw["max_context"] or QueryConfig.context, max_tokens=tokens)
-    return preflight(given, None, strict, None, (out, "report", overwrite, given), query, kw["backend"], kw["method"])
+    out, overwrite, method = output
+    return preflight(given, None, strict, None, (out, "report", overwrite, given), query, kw["backend"], method)
 
 
 def card_query(classifier) -> QueryConfig:

@@ -71,7 +71,7 @@ def report(books, calibrate_members, calibrate_nonmembers, method, method_alias,
     """Verdict and contamination rate per book: the share of its random snippets scoring over a threshold
     calibrated on known member and non-member books (Min-K% Prob paper, sec. 5), beside the calibration books' own
     rates, with a Wilson interval, a book-level bootstrap interval and the debiased fraction."""
-    if preflight_report(books, calibrate_members, calibrate_nonmembers, out, overwrite, strict, kw):
+    if preflight_report(books, calibrate_members, calibrate_nonmembers, (out, overwrite, method), strict, kw):
         return
     from docaudit import api
     from docaudit.corpus.documents import Skips
