@@ -159,12 +159,14 @@ def test_dry_run_of_predict_uses_the_card_query(tmp_path):
     assert result.stdout.startswith("dry run: querying 4 documents, ~2,048 tokens")
 
 
-def test_quiet_run_prints_only_warnings_and_errors(sets, tiny_gguf, tmp_path):
-    """A GGUF model converted at first use, queried: with -q (and with a non-terminal stderr alone) stderr holds
-    nothing but warning and error lines."""
+@pytest.mark.parametrize("backend", ["transformers", "llamacpp"])
+def test_quiet_run_prints_only_warnings_and_errors(sets, tiny_gguf, tmp_path, backend):
+    """A GGUF model converted at first use (transformers) or read by llama.cpp, queried: with -q (and with a
+    non-terminal stderr alone) stderr holds nothing but warning and error lines."""
     env = {"DOCAUDIT_CACHE": str(tmp_path / "cache")}
     doc = sorted(sets["mem"].glob("*.txt"))[0]
-    args = ("score", doc, "--model", tiny_gguf, "--methods", "loss", "--context", "16", "--format", "json")
+    args = ("score", doc, "--model", tiny_gguf, "--backend", backend, "--methods", "loss", "--context", "16")
+    args += ("--format", "json")
     quiet = docaudit(*args, "-q", env=env)
     assert quiet.returncode == 0, quiet.stderr
     assert only_warnings_and_errors(quiet.stderr) == []

@@ -159,7 +159,8 @@ def estimate(files: list[Path], query: QueryConfig, backend: str) -> dict:
 
 def plan_line(plan: dict) -> str:
     """``querying N documents, ~T tokens, ~M min at R tok/s`` (the start line of a long query, and --dry-run's)."""
-    line = f"querying {plan['documents']} documents, ~{plan['tokens']:,} tokens"
+    n = plan["documents"]
+    line = f"querying {n} document{'s' * (n != 1)}, ~{plan['tokens']:,} tokens"
     if plan["seconds"] is None:
         return line + " (no measured rate for this backend)"
     return line + f", ~{plan['seconds'] / 60:.1f} min at {plan['rate']:.0f} tok/s"

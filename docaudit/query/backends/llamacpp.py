@@ -8,8 +8,10 @@ transformers (no weights are read for it), and checked against llama.cpp's on lo
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -39,6 +41,20 @@ def _llama_cpp():
         raise ModelError("--backend llamacpp needs llama-cpp-python: pip install 'docaudit[llamacpp]'") from e
     logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # llama.cpp's own log: errors only
     return llama_cpp
+
+
+@contextmanager
+def _llama_log_off(llama_cpp):
+    """llama.cpp's log off for the block: a vocabulary-only model has no trained context, and llama.cpp logs that
+    as an error ("possible training context overflow") although nothing is wrong; a real failure still raises."""
+    silent = llama_cpp.llama_log_callback(lambda level, text, user_data: None)
+    llama_cpp.llama_log_set(silent, ctypes.c_void_p(0))
+    try:
+        yield
+    finally:
+        from llama_cpp import _logger
+
+        llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
 
 
 @dataclass
@@ -81,7 +97,8 @@ def load_gguf(config: ModelConfig, expected_identity: str | None = None) -> Load
         raise DocauditError(f"--backend llamacpp needs a .gguf file (--model PATH.gguf), not '{config.model}'")
     check_identity(source.identity, expected_identity)
     try:
-        vocab = llama_cpp.Llama(model_path=str(source.gguf), vocab_only=True, verbose=False)
+        with _llama_log_off(llama_cpp):
+            vocab = llama_cpp.Llama(model_path=str(source.gguf), vocab_only=True, verbose=False)
     except (ValueError, RuntimeError) as e:
         raise ModelError(f"llama.cpp cannot load {source.gguf}: {e}") from e
     tokenizer = gguf_tokenizer(source.gguf, source.identity.rsplit("@", 1)[1])
