@@ -159,7 +159,7 @@ def test_dry_run_of_predict_uses_the_card_query(tmp_path):
     assert result.stdout.startswith("dry run: querying 4 documents, ~2,048 tokens")
 
 
-@pytest.mark.parametrize("backend", ["transformers", "llamacpp"])
+@pytest.mark.parametrize("backend", ["transformers", pytest.param("llamacpp", marks=pytest.mark.slow)])
 def test_quiet_run_prints_only_warnings_and_errors(sets, tiny_gguf, tmp_path, backend):
     """A GGUF model converted at first use (transformers) or read by llama.cpp, queried: with -q (and with a
     non-terminal stderr alone) stderr holds nothing but warning and error lines."""
