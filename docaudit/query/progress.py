@@ -42,14 +42,19 @@ def _library_bars_off() -> Iterator[None]:
     hub_was_off, tf_was_on = hub.are_progress_bars_disabled(), tf_logging.is_progress_bar_enabled()
     hub.disable_progress_bars()
     tf_logging.disable_progress_bar()
-    # reading a GGUF file, transformers shows a bar of its own, from tqdm directly
-    gguf = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
-    gguf_bar = gguf.tqdm
-    gguf.tqdm = functools.partial(gguf_bar, disable=True)
+    # reading a GGUF file, transformers shows a bar of its own, from tqdm directly (where its version has one)
+    try:
+        gguf = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
+    except ImportError:
+        gguf = None
+    gguf_bar = getattr(gguf, "tqdm", None)
+    if gguf_bar is not None:
+        gguf.tqdm = functools.partial(gguf_bar, disable=True)
     try:
         yield
     finally:
-        gguf.tqdm = gguf_bar
+        if gguf_bar is not None:
+            gguf.tqdm = gguf_bar
         if not hub_was_off:
             hub.enable_progress_bars()
         if tf_was_on:
