@@ -85,6 +85,18 @@ def test_too_few_documents_for_the_folds_is_refused_before_the_model(sets, tmp_p
     ]
 
 
+def test_inner_folds_of_the_meta_classifier_are_checked_before_the_model(sets):
+    status, loaded, stderr = heavy_modules_after(
+        "train", "--members", sets["mem"], "--nonmembers", sets["non"], "--folds", "2", "--out", "unused"
+    )
+    assert status != 0 and loaded == []
+    assert stderr.strip().splitlines() == [
+        "error: too few documents for --norm/--features auto: the inner cross-validation needs 3 members and "
+        "non-members in every training fold, and 2 folds of 4 members and 4 non-members leave 2 (use more documents, "
+        "fewer --folds, or name --norm and --features)"
+    ]
+
+
 def test_refused_output_folder_before_the_model(sets, tmp_path):
     foreign = tmp_path / "mine"
     foreign.mkdir()
@@ -207,3 +219,17 @@ def test_query_bar_moves_within_one_document(gpt2):
         querier.compute_many([ids])
     assert len(steps) > 1
     assert sum(steps) == len(ids) - 1
+
+
+def test_api_evaluate_and_train_without_progress_print_nothing(sets, tiny_gpt2, tmp_path, capfd):
+    from docaudit.config import MetaConfig, TrainConfig
+
+    model = ModelConfig(model=str(tiny_gpt2))
+    members, nonmembers = [sets["mem"]], [sets["non"]]
+    meta = MetaConfig(norm="ratio_tf", features="hist", folds=2, n_estimators=5, bins=10)
+    query = QueryConfig(context=16)
+    result = api.evaluate(members, nonmembers, model=model, methods="loss", query=query, meta=meta, folds=2)
+    assert len(result.table)
+    api.train(members, nonmembers, TrainConfig(model=model, query=query, meta=meta), tmp_path / "c")
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""

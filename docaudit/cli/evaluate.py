@@ -86,7 +86,8 @@ def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, 
     --context tokens), `doc_avg` (mean sequence score) and `doc_threshold` (share of sequences above a threshold
     chosen on the training chunks). Prints mean ± std over folds of AUC and TPR at 10% / 1% FPR."""
     output = (out, "evaluation", overwrite, (*members, *nonmembers))
-    if preflight(members, nonmembers, strict, kw["folds"], output, query_config(kw), kw["backend"], methods):
+    checked = config_from(MetaConfig, kw, skip=("folds", "seed")) if meta and methods != "blind" else None
+    if preflight(members, nonmembers, strict, kw["folds"], output, query_config(kw), kw["backend"], methods, checked):
         return
     from docaudit import api
     from docaudit.audit.evaluation import evaluation_json

@@ -12,7 +12,13 @@ import click
 
 from docaudit.cli.command import option, show_progress
 from docaudit.config import DEFAULT_CLASSIFIER, QueryConfig
-from docaudit.config.rules import CHARS_PER_TOKEN, QUERY_TOKENS_PER_SECOND, TOKENS_PER_WORD, check_folds
+from docaudit.config.rules import (
+    CHARS_PER_TOKEN,
+    QUERY_TOKENS_PER_SECOND,
+    TOKENS_PER_WORD,
+    check_folds,
+    check_inner_folds,
+)
 from docaudit.corpus.base import DocumentError
 from docaudit.corpus.datasets import HUB_PREFIX, is_dataset
 from docaudit.corpus.documents import expand_paths
@@ -63,10 +69,12 @@ def preflight(
     query: QueryConfig | None = None,
     backend: str = "transformers",
     methods: str | None = None,
+    meta=None,
 ) -> bool:
-    """:func:`check_inputs`, then with ``--dry-run`` print what the run would query and return True (the command
-    stops there); with progress shown, a start line on stderr saying what the query will take."""
-    files = check_inputs(members, nonmembers, strict, folds, output)
+    """:func:`check_inputs` (``meta``: the meta-classifier's MetaConfig, when one is trained), then with
+    ``--dry-run`` print what the run would query and return True (the command stops there); with progress shown,
+    a start line on stderr saying what the query will take."""
+    files = check_inputs(members, nonmembers, strict, folds, output, meta=meta)
     query = QueryConfig() if query is None else query
     no_model = methods is not None and methods.strip() == "blind"  # evaluate's model-free baseline alone
     if click.get_current_context().meta.get(DRY_RUN_KEY, False):
@@ -110,15 +118,19 @@ def check_inputs(
     folds: int | None = None,
     output: tuple | None = None,
     names: tuple[str, str] = ("members", "non-members"),
+    meta=None,
 ) -> list[Path] | None:
     """Check a command's documents (``members`` alone, or both sets), its ``folds`` against the files of each set
-    (called ``names``; a dataset is counted when read, later) and its output folder (``output``: ``(out, kind,
+    (called ``names``; a dataset is counted when read, later), the inner folds of the meta-classifier ``meta``,
+    and its output folder (``output``: ``(out, kind,
     overwrite, inputs)``, checked as when written, nothing touched). Returns every file named (None when a dataset
     is among them)."""
     first = document_files(members, strict)
     second = None if nonmembers is None else document_files(nonmembers, strict)
     if folds is not None and first is not None and second is not None:
         check_folds(folds, len(first), len(second), names)
+        if meta is not None:
+            check_inner_folds(meta, folds, len(first), len(second))
     if output is not None and output[0] is not None:
         from docaudit.outputs import prepare_output
 

@@ -65,7 +65,8 @@ def train(members, nonmembers, grid, grid_contexts, out, overwrite, strict, fmt,
     if not grid and out is None:
         raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
     output = None if grid else (out, "classifier", overwrite, (*members, *nonmembers))
-    if preflight(members, nonmembers, strict, kw["folds"], output, query_config(kw), kw["backend"]):
+    meta = None if grid else config_from(MetaConfig, kw)
+    if preflight(members, nonmembers, strict, kw["folds"], output, query_config(kw), kw["backend"], meta=meta):
         return
     from docaudit import api
     from docaudit.corpus.documents import Skips

@@ -26,3 +26,19 @@ def check_folds(k: int, first: int, second: int, names: tuple[str, str] = ("memb
             f"too few documents for {k} folds: {first} {names[0]} and {second} {names[1]} "
             f"(each class needs at least {k}; lower --folds)"
         )
+
+
+def check_inner_folds(meta, k: int, first: int, second: int) -> None:
+    """Refuse, before any query, a meta-classifier (``meta``, a MetaConfig) that chooses its normalization or
+    features by an inner cross-validation when a training fold of ``k`` would hold fewer than ``meta.inner_folds``
+    documents of a class (``first`` members, ``second`` non-members; a class of ``n`` leaves ``n - ceil(n / k)``
+    in the smallest training fold): the same refusal the training would make after querying every document."""
+    if len(meta.candidates()) < 2:
+        return
+    least = min(n - -(-n // k) for n in (first, second))
+    if least < meta.inner_folds:
+        raise DocauditError(
+            f"too few documents for --norm/--features auto: the inner cross-validation needs {meta.inner_folds} "
+            f"members and non-members in every training fold, and {k} folds of {first} members and {second} "
+            f"non-members leave {least} (use more documents, fewer --folds, or name --norm and --features)"
+        )
