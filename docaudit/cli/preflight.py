@@ -175,7 +175,9 @@ def plan_line(plan: dict) -> str:
     line = f"querying {n} document{'s' * (n != 1)}, ~{plan['tokens']:,} tokens"
     if plan["seconds"] is None:
         return line + " (no measured rate for this backend)"
-    return line + f", ~{plan['seconds'] / 60:.1f} min at {plan['rate']:.0f} tok/s"
+    minutes = plan["seconds"] / 60
+    took = f"~{minutes:.1f} min" if minutes < 120 else f"~{minutes / 60:.1f} h"
+    return line + f", {took} at {plan['rate']:.0f} tok/s"
 
 
 def echo_dry_run(files: list[Path] | None, query: QueryConfig, backend: str, methods: str | None = None) -> None:
