@@ -102,7 +102,7 @@ def test_refused_output_folder_before_the_model(sets, tmp_path):
     foreign.mkdir()
     (foreign / "notes.txt").write_text("the user's own file")
     status, loaded, stderr = heavy_modules_after(
-        "evaluate", "--members", sets["mem"], "--nonmembers", sets["non"], "--folds", "2", "--out", foreign
+        "evaluate", "--members", sets["mem"], "--nonmembers", sets["non"], "--folds", "2", "--no-meta", "--out", foreign
     )
     assert status != 0 and loaded == []
     assert "not empty and was not written by docaudit" in stderr
@@ -144,7 +144,8 @@ def test_data_check_counts_crlf_in_the_files_as_given(tmp_path):
 
 def test_dry_run_says_what_it_would_query_and_loads_nothing(sets, tmp_path):
     out = tmp_path / "out"
-    args = ("evaluate", "--members", sets["mem"], "--nonmembers", sets["non"], "--folds", "2", "--out", out)
+    args = ("evaluate", "--members", sets["mem"], "--nonmembers", sets["non"], "--folds", "2", "--no-meta")
+    args += ("--out", out)
     status, loaded, _ = heavy_modules_after(*args, "--dry-run", "--context", "64")
     assert status == 0 and loaded == [] and not out.exists()
     result = docaudit(*args, "--dry-run", "--context", "64")
