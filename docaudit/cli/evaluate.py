@@ -36,7 +36,7 @@ from docaudit.cli.options import (
     strict_option,
     trees_option,
 )
-from docaudit.cli.preflight import dry_run_option, preflight
+from docaudit.cli.preflight import dry_run_option, model_inputs, preflight
 from docaudit.config import DetectorConfig, MetaConfig, QueryConfig, ScalingConfig, SequenceConfig
 from docaudit.corpus.documents import duplicates_note
 
@@ -85,7 +85,7 @@ def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, 
     Detectors are scaled to documents three ways (paper sec. 6.2): `sequence` (AUC over sampled windows of
     --context tokens), `doc_avg` (mean sequence score) and `doc_threshold` (share of sequences above a threshold
     chosen on the training chunks). Prints mean ± std over folds of AUC and TPR at 10% / 1% FPR."""
-    output = (out, "evaluation", overwrite, (*members, *nonmembers))
+    output = (out, "evaluation", overwrite, (*members, *nonmembers, *model_inputs(kw)))
     checked = config_from(MetaConfig, kw, skip=("folds", "seed")) if meta and methods != "blind" else None
     if preflight(members, nonmembers, strict, kw["folds"], output, query_config(kw), kw["backend"], methods, checked):
         return
@@ -243,7 +243,7 @@ def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict
     bucket (32/64/128/256 words), and the Min-K% / Min-K%++ k sweep (0.1 to 1.0) from the same query pass.
     --format csv prints the metrics as CSV; --out also saves every text's scores (CSV and JSONL, with its id,
     label and group)."""
-    output = (out, "sequence", overwrite, (*members, *nonmembers))
+    output = (out, "sequence", overwrite, (*members, *nonmembers, recall_prefix, *model_inputs(kw)))
     whole = QueryConfig(context=kw["max_context"], max_tokens=kw["max_context"])  # each text in one window
     if preflight(members, nonmembers, strict, output=output, query=whole, backend=kw["backend"], methods=methods):
         return

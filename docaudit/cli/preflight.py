@@ -92,11 +92,19 @@ def preflight_report(books, members, nonmembers, output: tuple, strict: bool, kw
     """:func:`preflight` for ``report``: every book and calibration book, its output folder, and the snippets it
     queries (``--snippets`` of ``--snippet-words`` words per book, counted as at most that many tokens each);
     ``output``: ``(out, overwrite, method)``."""
-    given = (*books, *members, *nonmembers)
+    given = (*books, *members, *nonmembers, *model_inputs(kw))
     tokens = max(2, math.ceil(kw["snippets"] * kw["snippet_words"] * TOKENS_PER_WORD))
     query = QueryConfig(context=kw["max_context"] or QueryConfig.context, max_tokens=tokens)
     out, overwrite, method = output
-    return preflight(given, None, strict, None, (out, "report", overwrite, given), query, kw["backend"], method)
+    books = (*books, *members, *nonmembers)
+    return preflight(books, None, strict, None, (out, "report", overwrite, given), query, kw["backend"], method)
+
+
+def model_inputs(kw: dict) -> tuple:
+    """The local inputs a command names beside its documents (models, DC-PDD's documents): what an output folder
+    must not be or contain, as the API checks them."""
+    names = (kw.get("model"), kw.get("ref_model"), kw.get("neighbor_model"), *kw.get("freq_corpus", ()))
+    return tuple(n for n in names if n is not None)
 
 
 def card_query(classifier) -> QueryConfig:
@@ -127,15 +135,15 @@ def check_inputs(
     is among them)."""
     first = document_files(members, strict)
     second = None if nonmembers is None else document_files(nonmembers, strict)
-    if folds is not None and first is not None and second is not None:
-        check_folds(folds, len(first), len(second), names)
-        if meta is not None:
-            check_inner_folds(meta, folds, len(first), len(second))
     if output is not None and output[0] is not None:
         from docaudit.outputs import prepare_output
 
         out, kind, overwrite, inputs = output
-        prepare_output(out, kind, overwrite, inputs)
+        prepare_output(out, kind, overwrite, [i for i in inputs if i is not None])
+    if folds is not None and first is not None and second is not None:
+        check_folds(folds, len(first), len(second), names)
+        if meta is not None:
+            check_inner_folds(meta, folds, len(first), len(second))
     if nonmembers is None:
         return first
     return None if first is None or second is None else first + second

@@ -31,7 +31,7 @@ from docaudit.cli.options import (
     strict_option,
     trees_option,
 )
-from docaudit.cli.preflight import card_query, dry_run_option, preflight
+from docaudit.cli.preflight import card_query, dry_run_option, model_inputs, preflight
 from docaudit.config import MetaConfig, ModelConfig, TrainConfig
 from docaudit.corpus.documents import duplicates_note
 from docaudit.errors import DocauditError
@@ -64,7 +64,7 @@ def train(members, nonmembers, grid, grid_contexts, out, overwrite, strict, fmt,
     """Evaluate the meta-classifier with k-fold chunks, then fit it on all documents and save it."""
     if not grid and out is None:
         raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
-    output = None if grid else (out, "classifier", overwrite, (*members, *nonmembers))
+    output = None if grid else (out, "classifier", overwrite, (*members, *nonmembers, *model_inputs(kw)))
     meta = None if grid else config_from(MetaConfig, kw)
     if preflight(members, nonmembers, strict, kw["folds"], output, query_config(kw), kw["backend"], meta=meta):
         return
