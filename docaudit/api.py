@@ -33,6 +33,7 @@ from docaudit.outputs import prepare_output
 from docaudit.provenance import document_records
 from docaudit.query.distributed import scale_out
 from docaudit.query.models import LoadedModel
+from docaudit.query.progress import showing
 from docaudit.report.classifier import save_model_dir
 from docaudit.report.contamination import write_contamination_report
 from docaudit.report.evaluation import write_evaluation
@@ -55,12 +56,13 @@ def on_ray(func):
 @contextmanager
 def scaled(run: RunContext) -> Iterator[RunContext]:
     """``run`` with its Ray pool for the block: ``run.pool`` when given, else one opened from ``run.ray`` (started
-    or joined at the first query, stopped at the end), else none; the queries made within the block go to it."""
+    or joined at the first query, stopped at the end), else none; the queries made within the block go to it, and
+    show progress (model loading included) only with ``run.progress``."""
     if run.pool is not None:
-        with run.pool.joblib_backend():
+        with run.pool.joblib_backend(), showing(run.progress):
             yield run
         return
-    with scale_out(run.ray) as pool:
+    with scale_out(run.ray) as pool, showing(run.progress):
         yield run.with_pool(pool)
 
 

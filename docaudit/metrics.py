@@ -10,6 +10,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score, roc_curve
 from sklearn.model_selection import StratifiedKFold
 
+from docaudit.config.rules import check_folds
 from docaudit.errors import DocauditError
 
 LOW_FPRS = (0.10, 0.01)
@@ -20,13 +21,7 @@ def chunk_folds(labels, k: int, seed: int = 0) -> list[tuple[np.ndarray, np.ndar
     "Meta-classifier"); fold ``i`` tests on chunk ``i`` of both classes and trains on the rest."""
     labels = np.asarray(labels)
     counts = {int(c): int((labels == c).sum()) for c in (0, 1)}
-    if k < 2:
-        raise DocauditError(f"need at least 2 folds, got {k}")
-    if min(counts.values()) < k:
-        raise DocauditError(
-            f"too few documents for {k} folds: {counts[1]} members and {counts[0]} non-members "
-            f"(each class needs at least {k})"
-        )
+    check_folds(k, counts[1], counts[0])
     splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)
     return [(train, test) for train, test in splitter.split(np.zeros(len(labels)), labels)]
 

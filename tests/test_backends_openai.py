@@ -124,7 +124,20 @@ def test_api_cannot_serve_minkpp_or_gp(server, api_key, tmp_path):
         for i in ids:
             (folder / f"{i}.txt").write_text(corpus_text(folder.name == "m" and "members" or "nonmembers", i, 300))
     result = run(
-        "train", "--members", members, "--nonmembers", nonmembers, "--norm", "max_gp", "--out", tmp_path / "c", *common
+        "train",
+        "--members",
+        members,
+        "--nonmembers",
+        nonmembers,
+        "--norm",
+        "max_gp",
+        "--features",
+        "hist",
+        "--folds",
+        "2",
+        "--out",
+        tmp_path / "c",
+        *common,
     )
     assert_clean_error(result, "normalization 'max_gp' needs the GP sums")
     ok = run("score", str(doc), "--format", "json", *common)  # the default methods: those the API serves

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from docaudit.config.rules import check_folds
 from docaudit.corpus.documents import Document, duplicates_note, separate_sets
 from docaudit.methods.blind import (
     DEFAULT_MAX_CHARS,
@@ -74,7 +75,8 @@ def _file_has_crlf(path) -> bool:
 
 
 def set_stats(docs: Sequence[Document]) -> dict:
-    """Per-set statistics (plain Python types, JSON-ready)."""
+    """Per-set statistics (plain Python types, JSON-ready); ``docs_with_crlf`` counts the files as given, before
+    cleaning."""
     words = [len(d.text.split()) for d in docs]
     chars = [len(d.text) for d in docs]
     per_doc_median_year, modern = [], 0
@@ -131,8 +133,9 @@ def check_sets(
 ) -> dict:
     """Compare two document sets. Returns a JSON-ready dict with ``n_a``, ``n_b``, ``a`` and ``b`` (see
     :func:`set_stats`), ``blind`` (per kind mean/std AUC and TPRs), ``blind_auc``, ``blind_best_kind``, ``folds``
-    (the number used: at most the size of the smaller set), ``duplicates_dropped`` (a text in both sets is an
-    error, or with ``drop_duplicates`` left out of both: ``data.separate_sets``) and ``warning`` (text or None)."""
+    (as given: fewer documents in either set is an error, ``config.rules.check_folds``), ``duplicates_dropped``
+    (a text in both sets is an error, or with ``drop_duplicates`` left out of both: ``data.separate_sets``) and
+    ``warning`` (text or None)."""
     docs_a, docs_b, duplicates = separate_sets(list(docs_a), list(docs_b), drop_duplicates, ("set A", "set B"))
     result: dict = {
         "n_a": len(docs_a),
@@ -141,17 +144,16 @@ def check_sets(
         "b": set_stats(docs_b),
         "duplicates_dropped": duplicates,
     }
-    k = min(folds, len(docs_a), len(docs_b))
-    result.update(folds=k, seed=seed, blind={}, blind_auc=None, blind_best_kind=None, max_chars=max_chars)
-    if k >= 2:
-        texts = [d.text for d in docs_a] + [d.text for d in docs_b]
-        labels = np.array([1] * len(docs_a) + [0] * len(docs_b))
-        ev = evaluate_blind(
-            texts, labels, chunk_folds(labels, k, seed), kinds=kinds, max_chars=max_chars, seed=seed, progress=progress
-        )
-        result["blind"] = {kind: v["summary"] for kind, v in ev["kinds"].items()}
-        result["blind_auc"] = ev["blind_auc"]
-        result["blind_best_kind"] = ev["best_kind"]
+    check_folds(folds, len(docs_a), len(docs_b), ("in set A", "in set B"))
+    result.update(folds=folds, seed=seed, blind={}, blind_auc=None, blind_best_kind=None, max_chars=max_chars)
+    texts = [d.text for d in docs_a] + [d.text for d in docs_b]
+    labels = np.array([1] * len(docs_a) + [0] * len(docs_b))
+    ev = evaluate_blind(
+        texts, labels, chunk_folds(labels, folds, seed), kinds=kinds, max_chars=max_chars, seed=seed, progress=progress
+    )
+    result["blind"] = {kind: v["summary"] for kind, v in ev["kinds"].items()}
+    result["blind_auc"] = ev["blind_auc"]
+    result["blind_best_kind"] = ev["best_kind"]
     result["warning"] = shift_warning(result["blind_auc"])
     return result
 

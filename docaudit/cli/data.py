@@ -24,6 +24,7 @@ from docaudit.cli.options import (
     seed_option,
     strict_option,
 )
+from docaudit.cli.preflight import check_inputs, dry_run_option, preflight
 from docaudit.config import DatasetTestConfig
 from docaudit.corpus.documents import duplicates_note
 from docaudit.errors import DocauditError
@@ -43,19 +44,22 @@ from docaudit.errors import DocauditError
 @drop_duplicates_option
 @strict_option
 @format_option
+@dry_run_option
 @friendly_errors
 def dataset_test(suspect, former_suspect, nonmembers, methods, splits, blind_kind, strict, fmt, **kw):
     """Were the SUSPECT documents (files, folders or datasets), as a set, trained on? A dataset-level test in the
     style of Maini et al. 2024."""
+    suspect += former_suspect
+    if not suspect:
+        raise DocauditError("give the suspect documents: docaudit dataset-test SUSPECT... --nonmembers DIR")
+    if preflight(suspect, nonmembers, strict, query=query_config(kw), backend=kw["backend"], methods=methods):
+        return
     from dataclasses import asdict
 
     from docaudit import api
     from docaudit.corpus.documents import Skips
     from docaudit.report.tables import format_dataset_checks, format_query
 
-    suspect += former_suspect
-    if not suspect:
-        raise DocauditError("give the suspect documents: docaudit dataset-test SUSPECT... --nonmembers DIR")
     query, skips = query_config(kw), Skips(strict)
     result, scores = api.dataset_test(
         suspect,
@@ -108,6 +112,7 @@ def data():
 @friendly_errors
 def data_check(set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates, strict, fmt):
     """Compare two document sets (counts, lengths, years, leftover boilerplate) and run the blind baseline."""
+    check_inputs(set_a, set_b, strict, folds, names=("in set A", "in set B"))
     from docaudit import api
     from docaudit.audit.datacheck import format_check
     from docaudit.corpus.documents import Skips

@@ -36,7 +36,8 @@ from docaudit.cli.options import (
     strict_option,
     trees_option,
 )
-from docaudit.config import DetectorConfig, MetaConfig, ScalingConfig, SequenceConfig
+from docaudit.cli.preflight import dry_run_option, model_inputs, preflight
+from docaudit.config import DetectorConfig, MetaConfig, QueryConfig, ScalingConfig, SequenceConfig
 from docaudit.corpus.documents import duplicates_note
 
 
@@ -76,6 +77,7 @@ from docaudit.corpus.documents import duplicates_note
 @drop_duplicates_option
 @strict_option
 @format_option
+@dry_run_option
 @friendly_errors
 def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, strict, fmt, **kw):
     """The meta-classifier and sequence-level detectors side by side on the same k-fold chunks.
@@ -83,6 +85,10 @@ def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, 
     Detectors are scaled to documents three ways (paper sec. 6.2): `sequence` (AUC over sampled windows of
     --context tokens), `doc_avg` (mean sequence score) and `doc_threshold` (share of sequences above a threshold
     chosen on the training chunks). Prints mean ± std over folds of AUC and TPR at 10% / 1% FPR."""
+    output = (out, "evaluation", overwrite, (*members, *nonmembers, *model_inputs(kw)))
+    checked = config_from(MetaConfig, kw, skip=("folds", "seed")) if meta and methods != "blind" else None
+    if preflight(members, nonmembers, strict, kw["folds"], output, query_config(kw), kw["backend"], methods, checked):
+        return
     from docaudit import api
     from docaudit.audit.evaluation import evaluation_json
     from docaudit.corpus.documents import Skips
@@ -173,6 +179,7 @@ def _echo_evaluation(result, sequences: int, folds: int, out) -> None:
 @cleaning_options
 @strict_option
 @format_option
+@dry_run_option
 @friendly_errors
 def score(documents, methods, freq_corpus, raw, normalize_chars, strict, fmt, **kw):
     """Raw membership scores per document, higher = more member-like.
@@ -182,6 +189,8 @@ def score(documents, methods, freq_corpus, raw, normalize_chars, strict, fmt, **
     independent pass; text methods' extra passes likewise over the whole lowercased / augmented text). With
     --max-tokens every method scores the same excerpt of each document. Each row gives the context and stride
     used; a document that cannot be used is a row saying why."""
+    if preflight(documents, strict=strict, query=query_config(kw), backend=kw["backend"], methods=methods):
+        return
     from docaudit import api
     from docaudit.corpus.documents import Skips
 
@@ -237,6 +246,7 @@ def _score_table(rows) -> str:
 @drop_duplicates_option
 @strict_option
 @format_option
+@dry_run_option
 @friendly_errors
 def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict, fmt, **kw):
     """Sequence-level evaluation, as benchmark papers report it: every text (e.g. a WikiMIA row) scored whole by
@@ -244,6 +254,10 @@ def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict
     bucket (32/64/128/256 words), and the Min-K% / Min-K%++ k sweep (0.1 to 1.0) from the same query pass.
     --format csv prints the metrics as CSV; --out also saves every text's scores (CSV and JSONL, with its id,
     label and group)."""
+    output = (out, "sequence", overwrite, (*members, *nonmembers, recall_prefix, *model_inputs(kw)))
+    whole = QueryConfig(context=kw["max_context"], max_tokens=kw["max_context"])  # each text in one window
+    if preflight(members, nonmembers, strict, output=output, query=whole, backend=kw["backend"], methods=methods):
+        return
     from docaudit import api
     from docaudit.audit.sequence_level import sequence_json
     from docaudit.corpus.documents import Skips

@@ -28,6 +28,7 @@ from docaudit.cli.options import (
     seed_option,
     strict_option,
 )
+from docaudit.cli.preflight import dry_run_option, preflight_report
 from docaudit.config import ContaminationConfig, TrainConfig
 from docaudit.corpus.documents import duplicates_note
 from docaudit.errors import DocauditError
@@ -65,6 +66,7 @@ from docaudit.methods.detectors import METHODS
 )
 @strict_option
 @format_option
+@dry_run_option
 @friendly_errors
 def report(books, calibrate_members, calibrate_nonmembers, method, method_alias, out, overwrite, strict, fmt, **kw):
     """Verdict and contamination rate per book: the share of its random snippets scoring over a threshold
@@ -81,8 +83,14 @@ def report(books, calibrate_members, calibrate_nonmembers, method, method_alias,
             f"--format {fmt} prints one report: give one method, or read OUT/<method>/report.json of each "
             "(several methods write one complete report per method there)"
         )
-    for i, name in enumerate(methods):
-        where = Path(out) if len(methods) == 1 else Path(out) / name
+    folders = {name: Path(out) if len(methods) == 1 else Path(out) / name for name in methods}
+    checked = [  # every input and output folder before a model loads; with --dry-run, what each would cost
+        preflight_report(books, calibrate_members, calibrate_nonmembers, (where, overwrite, name), strict, kw)
+        for name, where in folders.items()
+    ]
+    if any(checked):
+        return
+    for i, (name, where) in enumerate(folders.items()):
         if len(methods) > 1:
             click.echo(f"{'' if i == 0 else chr(10)}== {name}: {where} ==")
         result = _run_report(books, calibrate_members, calibrate_nonmembers, name, where, overwrite, strict, kw)

@@ -32,6 +32,7 @@ from docaudit.cli.options import (
     strict_option,
     trees_option,
 )
+from docaudit.cli.preflight import card_query, dry_run_option, model_inputs, preflight
 from docaudit.config import MetaConfig, ModelConfig, TrainConfig
 from docaudit.corpus.documents import duplicates_note
 from docaudit.errors import DocauditError
@@ -58,11 +59,16 @@ from docaudit.errors import DocauditError
 @drop_duplicates_option
 @strict_option
 @format_option
+@dry_run_option
 @friendly_errors
 def train(members, nonmembers, grid, grid_contexts, out, overwrite, strict, fmt, **kw):
     """Evaluate the meta-classifier with k-fold chunks, then fit it on all documents and save it."""
     if not grid and out is None:
         raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
+    output = None if grid else (out, "classifier", overwrite, (*members, *nonmembers, *model_inputs(kw)))
+    meta = None if grid else config_from(MetaConfig, kw)
+    if preflight(members, nonmembers, strict, kw["folds"], output, query_config(kw), kw["backend"], meta=meta):
+        return
     from docaudit import api
     from docaudit.corpus.documents import Skips
     from docaudit.report.tables import format_grid
@@ -155,10 +161,13 @@ API_SETTINGS = ("api_key_env", "api_timeout", "api_retries", "api_document_timeo
 @ray_options
 @strict_option
 @format_option
+@dry_run_option
 @friendly_errors
 def predict(documents, classifier, alpha, strict, fmt, use_card_backend, **kw):
     """Verdict for each document: evidence of membership, no evidence, or inconclusive with the reason, from its
     p-value against the classifier's known non-members (a document that cannot be used is a row saying why)."""
+    if preflight(documents, strict=strict, query=card_query(classifier), backend=kw["backend"]):
+        return
     from docaudit import api
     from docaudit.corpus.documents import Skips
     from docaudit.report.verdicts import format_predictions

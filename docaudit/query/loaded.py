@@ -7,10 +7,9 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import torch
-
 from docaudit.config import ModelConfig
 from docaudit.errors import DocauditError, ModelError
+from docaudit.query.lazy import torch
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

@@ -11,6 +11,7 @@ from dataclasses import replace
 from docaudit.config import ModelConfig
 from docaudit.query.backends import backend_spec, provides
 from docaudit.query.loaded import LoadedModel, resolve_device, tokenizer_hash
+from docaudit.query.progress import loading_step
 from docaudit.query.sources import (
     EMBEDDED_NAME,
     ModelSource,
@@ -47,7 +48,8 @@ def load_model(config: ModelConfig, expected_identity: str | None = None) -> Loa
     With ``expected_identity`` (a classifier's model), a model whose content differs is refused before any of its
     weights are loaded. Model code from the hub runs only with ``config.trust_remote_code``. The returned config
     names the model by a resolvable reference (absolute path; hub commit)."""
-    return backend_spec(config.backend).load(config, expected_identity)
+    with loading_step(config.model or "(the embedded model)"):
+        return backend_spec(config.backend).load(config, expected_identity)
 
 
 def backend_name(model: ModelConfig | LoadedModel) -> str:

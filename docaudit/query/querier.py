@@ -30,6 +30,7 @@ from docaudit.io import sha256_text
 from docaudit.query.backends import open_backend
 from docaudit.query.cache import StatsCache, stats_key
 from docaudit.query.models import LoadedModel, load_model
+from docaudit.query.progress import counting
 from docaudit.query.stats import NonFiniteStats, TokenStats, bos_per_window
 
 if TYPE_CHECKING:
@@ -317,9 +318,10 @@ class Querier:
         skip_nonfinite: bool = False,
     ) -> list[TokenStats]:
         """TokenStats of several ``(text, sha256 or None)``, cached ones from the cache; a progress bar counts
-        documents and tokens. The texts the cache misses are queried in blocks of up to ``BLOCK_TOKENS`` tokens
-        (at most ``BLOCK_TEXTS`` texts), the windows of a block batched together (:meth:`compute_many`), so many
-        short texts take a few forward passes. With a ``pool`` they are queried on its workers.
+        scored tokens as the backend scores them (and documents beside it). The texts the cache misses are queried
+        in blocks of up to ``BLOCK_TOKENS`` tokens (at most ``BLOCK_TEXTS`` texts), the windows of a block batched
+        together (:meth:`compute_many`), so many short texts take a few forward passes. With a ``pool`` they are
+        queried on its workers.
         An error names the document (from ``names``, when given); with ``skip_nonfinite`` (in this process) a
         document whose statistics are not finite gets the reason, a string, in place of its TokenStats; nothing
         non-finite is ever cached."""
@@ -340,16 +342,24 @@ class Querier:
         out: list[TokenStats | str | None] = []
         todo: list[tuple[int, str, np.ndarray]] = []
         expect = self._expect()
-        tokens = 0
+        documents = moved = 0
 
         def named(i: int, e: DocauditError) -> DocauditError:
             return DocauditError(f"{names[i]}: {e}") if names else e
 
+        def advance(n_tokens: int) -> None:
+            nonlocal moved
+            moved += n_tokens
+            bar.update(n_tokens)
+
         def done(n: int, n_tokens: int) -> None:
-            nonlocal tokens
-            tokens += n_tokens
-            bar.update(n)
-            bar.set_postfix(tokens=tokens)
+            """``n`` more documents of ``n_tokens`` scored tokens done (those the backend did not report, moved)."""
+            nonlocal documents, moved
+            documents += n
+            if n_tokens > moved:
+                bar.update(n_tokens - moved)
+            moved = 0
+            bar.set_postfix(documents=f"{documents}/{total}" if total is not None else documents)
 
         def computed(block: list[tuple[int, str, np.ndarray]]) -> list[TokenStats | DocauditError]:
             """The block's results; when the block fails, each document again on its own, so the error is its own."""
@@ -361,7 +371,9 @@ class Querier:
                 return [r for item in block for r in computed([item])]
 
         def flush() -> None:
-            for (i, key, _), result in zip(todo, computed(todo)):
+            with counting(advance):
+                results = computed(todo)
+            for (i, key, _), result in zip(todo, results):
                 if isinstance(result, TokenStats) and (problem := result.nonfinite()) is not None:
                     result = NonFiniteStats(
                         f"the model gave non-finite statistics ({problem}): refused, and nothing was cached; check "
@@ -374,18 +386,21 @@ class Querier:
                     raise named(i, result) from result
                 self.store(key, result)
                 out[i] = result
-            done(len(todo), sum(len(ids) for _, _, ids in todo))
+            done(len(todo), sum(len(ids) - 1 for _, _, ids in todo))
             todo.clear()
 
-        with tqdm(total=total, desc=desc, unit="doc", disable=not progress) as bar:
+        # the bar counts scored tokens (its total grows as documents are tokenized), so a single long document moves
+        with tqdm(total=0, desc=desc, unit="tok", unit_scale=True, disable=not progress) as bar:
             for text, sha in texts:
                 key = self.key(sha or sha256_text(text))
                 hit = None if self.cache is None else self.cache.get(key, expect)
                 out.append(hit)
                 if hit is not None:
-                    done(1, hit.n_tokens)
+                    bar.total += len(hit.logp)
+                    done(1, len(hit.logp))
                     continue
                 ids = self.token_ids(text, sha or sha256_text(text))
+                bar.total += max(0, len(ids) - 1)
                 if len(ids) < 2:
                     raise named(
                         len(out) - 1,

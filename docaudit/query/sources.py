@@ -14,7 +14,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
 from tqdm.auto import tqdm
 
 from docaudit.errors import DocauditError, ModelError
@@ -22,6 +21,8 @@ from docaudit.io import atomic_write_text, current_umask, sha256_file
 from docaudit.outputs import replace_dir
 from docaudit.query.cache import cache_root
 from docaudit.query.cache_entries import CONVERSION_RECORD, EMBEDDED_GGUF
+from docaudit.query.lazy import torch
+from docaudit.query.progress import shown
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,8 @@ def weights_hash(directory: Path, memo: bool = True) -> str:
 
 def _convert_gguf(gguf_path: Path, out_dir: Path) -> None:
     """Dequantize a GGUF file once into a safetensors directory (later loads take seconds, not a minute). A
-    progress bar on stderr names each step, since the first use is otherwise a silent minute or two."""
+    progress bar on stderr names each step when progress is shown, since the first use is otherwise a silent minute
+    or two."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     kwargs = {"gguf_file": gguf_path.name}
@@ -67,6 +69,7 @@ def _convert_gguf(gguf_path: Path, out_dir: Path) -> None:
         desc=f"first use of {gguf_path.name}: converting to safetensors (once)",
         unit="step",
         bar_format="{desc}: {n}/{total}{postfix} [{elapsed}]",
+        disable=not shown(),
     ) as bar:
         bar.set_postfix_str(steps[0])
         tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, **kwargs)

@@ -8,19 +8,22 @@ transformers (no weights are read for it), and checked against llama.cpp's on lo
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from docaudit.config import ModelConfig
 from docaudit.errors import DocauditError, ModelError
 from docaudit.query.backends.base import FULL, TOKENIZER_PROBE, Backend, register_backend, stats_from_rows
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
+from docaudit.query.lazy import inference_mode, torch
 from docaudit.query.loaded import LoadedModel, tokenizer_hash
+from docaudit.query.progress import scored
 from docaudit.query.sources import check_identity, gguf_tokenizer, resolve_source
 from docaudit.query.stats import TokenStats, scored_spans
 
@@ -38,6 +41,20 @@ def _llama_cpp():
         raise ModelError("--backend llamacpp needs llama-cpp-python: pip install 'docaudit[llamacpp]'") from e
     logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # llama.cpp's own log: errors only
     return llama_cpp
+
+
+@contextmanager
+def _llama_log_off(llama_cpp):
+    """llama.cpp's log off for the block: a vocabulary-only model has no trained context, and llama.cpp logs that
+    as an error ("possible training context overflow") although nothing is wrong; a real failure still raises."""
+    silent = llama_cpp.llama_log_callback(lambda level, text, user_data: None)
+    llama_cpp.llama_log_set(silent, ctypes.c_void_p(0))
+    try:
+        yield
+    finally:
+        from llama_cpp import _logger
+
+        llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
 
 
 @dataclass
@@ -80,7 +97,8 @@ def load_gguf(config: ModelConfig, expected_identity: str | None = None) -> Load
         raise DocauditError(f"--backend llamacpp needs a .gguf file (--model PATH.gguf), not '{config.model}'")
     check_identity(source.identity, expected_identity)
     try:
-        vocab = llama_cpp.Llama(model_path=str(source.gguf), vocab_only=True, verbose=False)
+        with _llama_log_off(llama_cpp):
+            vocab = llama_cpp.Llama(model_path=str(source.gguf), vocab_only=True, verbose=False)
     except (ValueError, RuntimeError) as e:
         raise ModelError(f"llama.cpp cannot load {source.gguf}: {e}") from e
     tokenizer = gguf_tokenizer(source.gguf, source.identity.rsplit("@", 1)[1])
@@ -134,7 +152,7 @@ class LlamaCppBackend(Backend):
         llm._ctx.decode(llm._batch)
         return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(window), self.vocab_size))
 
-    @torch.inference_mode()
+    @inference_mode
     def compute(
         self, ids: np.ndarray, context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None = None
     ) -> TokenStats:
@@ -162,6 +180,7 @@ class LlamaCppBackend(Backend):
                 if gp_total is not None:
                     gp_total += psum
             row += end - first
+            scored(end - first)
         gp_sum = None if gp_total is None else gp_total.numpy()
         return stats_from_rows(ids, results, gp_sum, vocab, context, stride)
 

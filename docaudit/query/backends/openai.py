@@ -28,12 +28,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import numpy as np
-import torch
 
 from docaudit.config import API_LOGPROBS, ModelConfig
 from docaudit.errors import DocauditError, ModelError
 from docaudit.query.backends.api_client import ApiClient, logprob, show, split_url, top_logprobs
 from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, register_backend, stats_from_rows
+from docaudit.query.lazy import torch
 from docaudit.query.loaded import LoadedModel, tokenizer_hash
 from docaudit.query.sources import check_identity, gguf_tokenizer, resolve_source
 from docaudit.query.stats import TokenStats, bos_per_window, scored_spans

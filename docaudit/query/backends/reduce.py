@@ -4,7 +4,7 @@ beyond one chunk is ever built."""
 
 from __future__ import annotations
 
-import torch
+from docaudit.query.lazy import torch
 
 
 def position_stats_(

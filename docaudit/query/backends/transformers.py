@@ -13,13 +13,14 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
-import torch
 
 from docaudit.config import DTYPES, QUANTIZE, ModelConfig
 from docaudit.errors import DocauditError, ModelError
 from docaudit.query.backends.base import FULL, Backend, register_backend, stats_from_rows
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
+from docaudit.query.lazy import inference_mode, torch
 from docaudit.query.loaded import LoadedModel, resolve_device, tokenizer_hash
+from docaudit.query.progress import scored
 from docaudit.query.sources import (
     check_identity,
     first_line,
@@ -161,7 +162,7 @@ class TransformersBackend(Backend):
         """Query the model over all windows of ``ids`` (no cache): :meth:`compute_many` of one document."""
         return self.compute_many([ids], context, stride, bos, gp, batch_size)[0]
 
-    @torch.inference_mode()
+    @inference_mode
     def compute_many(
         self,
         docs: list[np.ndarray],
@@ -237,6 +238,7 @@ class TransformersBackend(Backend):
                 torch.stack(values, dim=1, out=results[lo_b + lo : lo_b + lo + n])
                 if gp_total is not None:
                     gp_total += psum
+            scored(hi_b - lo_b)
         gp_sum = None if gp_total is None else gp_total.cpu().numpy()
         rows = np.empty((bounds[-1], 4), dtype=np.float32)
         rows[np.concatenate(dest)] = results.cpu().numpy()

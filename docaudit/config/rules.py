@@ -1,0 +1,44 @@
+"""Rules that tie an option to the inputs it is used on, checked by every command the same way (and, on the
+command line, before any model is loaded), and the measured rates that ``--dry-run`` estimates a run's time from."""
+
+from __future__ import annotations
+
+from docaudit.errors import DocauditError
+
+# Scored tokens per second of the querier on the embedded Gemma-3-270M on a 2-core CPU, every statistic
+# (docs/benchmarks.md, "transformers querier vs the raw forward" and "llama.cpp K/V cache precision"): the rate a
+# ``--dry-run`` estimate states. A served model (--backend openai) has no measured rate.
+QUERY_TOKENS_PER_SECOND = {"transformers": 366.0, "llamacpp": 321.0}
+# Bytes of a UTF-8 file per token of the embedded model's tokenizer, for a token count estimated from file sizes
+# without loading a tokenizer (``--dry-run``): 3.94 measured over 20 Project Gutenberg books (3.4 to 4.8 per book).
+CHARS_PER_TOKEN = 4.0
+# Tokens per English word, for the snippets of ``report`` (given in words): an estimate of the same kind.
+TOKENS_PER_WORD = 1.4
+
+
+def check_folds(k: int, first: int, second: int, names: tuple[str, str] = ("members", "non-members")) -> None:
+    """Refuse ``k`` folds (``--folds``) unless ``k >= 2`` and each class (``first`` and ``second`` documents, called
+    ``names``) has at least ``k`` documents: the number of folds is never lowered silently."""
+    if k < 2:
+        raise DocauditError(f"need at least 2 folds, got {k} (--folds)")
+    if min(first, second) < k:
+        raise DocauditError(
+            f"too few documents for {k} folds: {first} {names[0]} and {second} {names[1]} "
+            f"(each class needs at least {k}; lower --folds)"
+        )
+
+
+def check_inner_folds(meta, k: int, first: int, second: int) -> None:
+    """Refuse, before any query, a meta-classifier (``meta``, a MetaConfig) that chooses its normalization or
+    features by an inner cross-validation when a training fold of ``k`` would hold fewer than ``meta.inner_folds``
+    documents of a class (``first`` members, ``second`` non-members; a class of ``n`` leaves ``n - ceil(n / k)``
+    in the smallest training fold): the same refusal the training would make after querying every document."""
+    if len(meta.candidates()) < 2:
+        return
+    least = min(n - -(-n // k) for n in (first, second))
+    if least < meta.inner_folds:
+        raise DocauditError(
+            f"too few documents for --norm/--features auto: the inner cross-validation needs {meta.inner_folds} "
+            f"members and non-members in every training fold, and {k} folds of {first} members and {second} "
+            f"non-members leave {least} (use more documents, fewer --folds, or name --norm and --features)"
+        )

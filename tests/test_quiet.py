@@ -1,0 +1,220 @@
+"""Quiet runs and fast failures: without progress nothing but warnings and errors reaches stderr (real subprocesses
+whose stderr is a pipe, and the API under capfd); bad input is refused before torch or a model is loaded; one rule
+for the folds; ``--dry-run`` says what a run would query and loads nothing; the query bar moves within one document."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import corpus_ids, corpus_text, document_sets
+from test_gguf import write_gguf
+
+from docaudit import api
+from docaudit.config import ModelConfig, QueryConfig
+from docaudit.config.rules import check_folds
+from docaudit.errors import DocauditError
+from docaudit.io import sha256_text
+
+ROOT = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "transformers", "sklearn", "skops", "scipy.stats")
+
+
+def docaudit(*args, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m docaudit ARGS`` in a real process, stdout and stderr pipes (not terminals)."""
+    return subprocess.run(
+        [sys.executable, "-m", "docaudit", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=os.environ | {"PYTHONPATH": str(ROOT)} | (env or {}),
+        timeout=300,
+    )
+
+
+def heavy_modules_after(*args) -> tuple[int, list[str], str]:
+    """Run the command line in a fresh interpreter; its exit status, the heavy libraries it imported, its stderr."""
+    code = (
+        "import sys\nfrom docaudit.cli import main\n"
+        f"try:\n    main({[str(a) for a in args]!r})\nexcept SystemExit as e:\n    status = e.code\n"
+        f"print(status, [m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300, env=os.environ
+    )
+    status, loaded = done.stdout.strip().splitlines()[-1].split(" ", 1)
+    return int(status), eval(loaded), done.stderr
+
+
+def only_warnings_and_errors(stderr: str) -> list[str]:
+    """The lines of ``stderr`` that are neither warnings nor errors (what a quiet run must not print)."""
+    return [line for line in stderr.splitlines() if line.strip() and not line.startswith(("warning:", "error:"))]
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory) -> dict[str, Path]:
+    return document_sets(tmp_path_factory.mktemp("sets"), n=4, n_chars=1200)
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory, tiny_llama) -> Path:
+    directory = tmp_path_factory.mktemp("gguf")
+    return write_gguf(tiny_llama, directory / "tiny.gguf")
+
+
+def test_missing_document_is_refused_before_torch_loads():
+    status, loaded, stderr = heavy_modules_after("predict", "/nonexistent/doc.txt")
+    assert status != 0
+    assert stderr.strip().splitlines() == ["error: /nonexistent/doc.txt: no such file or directory"]
+    assert loaded == []
+
+
+def test_too_few_documents_for_the_folds_is_refused_before_the_model(sets, tmp_path):
+    # the model does not exist either: the folds are checked first, without torch
+    status, loaded, stderr = heavy_modules_after(
+        "evaluate", "--members", sets["mem"], "--nonmembers", sets["non"], "--model", tmp_path / "no-model"
+    )
+    assert status != 0 and loaded == []
+    assert stderr.strip().splitlines() == [
+        "error: too few documents for 5 folds: 4 members and 4 non-members (each class needs at least 5; lower --folds)"
+    ]
+
+
+def test_inner_folds_of_the_meta_classifier_are_checked_before_the_model(sets):
+    status, loaded, stderr = heavy_modules_after(
+        "train", "--members", sets["mem"], "--nonmembers", sets["non"], "--folds", "2", "--out", "unused"
+    )
+    assert status != 0 and loaded == []
+    assert stderr.strip().splitlines() == [
+        "error: too few documents for --norm/--features auto: the inner cross-validation needs 3 members and "
+        "non-members in every training fold, and 2 folds of 4 members and 4 non-members leave 2 (use more documents, "
+        "fewer --folds, or name --norm and --features)"
+    ]
+
+
+def test_refused_output_folder_before_the_model(sets, tmp_path):
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("the user's own file")
+    status, loaded, stderr = heavy_modules_after(
+        "evaluate", "--members", sets["mem"], "--nonmembers", sets["non"], "--folds", "2", "--no-meta", "--out", foreign
+    )
+    assert status != 0 and loaded == []
+    assert "not empty and was not written by docaudit" in stderr
+    assert (foreign / "notes.txt").read_text() == "the user's own file"
+
+
+def test_data_check_follows_the_folds_rule_of_evaluate(sets):
+    result = docaudit("data", "check", sets["mem"], sets["non"])
+    assert result.returncode != 0
+    assert result.stderr.strip() == (
+        "error: too few documents for 5 folds: 4 in set A and 4 in set B (each class needs at least 5; lower --folds)"
+    )
+    assert result.stdout == ""
+
+
+def test_check_folds_rule():
+    check_folds(2, 2, 3)
+    with pytest.raises(DocauditError, match="need at least 2 folds, got 1"):
+        check_folds(1, 10, 10)
+    with pytest.raises(DocauditError, match="3 members and 9 non-members"):
+        check_folds(4, 3, 9)
+
+
+def test_dry_run_says_what_it_would_query_and_loads_nothing(sets, tmp_path):
+    out = tmp_path / "out"
+    args = ("evaluate", "--members", sets["mem"], "--nonmembers", sets["non"], "--folds", "2", "--no-meta")
+    args += ("--out", out)
+    status, loaded, _ = heavy_modules_after(*args, "--dry-run", "--context", "64")
+    assert status == 0 and loaded == [] and not out.exists()
+    result = docaudit(*args, "--dry-run", "--context", "64")
+    assert result.returncode == 0 and result.stderr == ""
+    chars = sum(f.stat().st_size for d in (sets["mem"], sets["non"]) for f in d.glob("*.txt"))
+    sizes = [f.stat().st_size for d in (sets["mem"], sets["non"]) for f in d.glob("*.txt")]
+    tokens = sum(-(-s // 4) for s in sizes)  # 4 characters per token, rounded up per document
+    windows = sum(1 if t <= 64 else -(-(t - 64) // 63) + 1 for t in (-(-s // 4) for s in sizes))
+    minutes = tokens / 366.0 / 60
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"dry run: querying 8 documents, ~{tokens:,} tokens, ~{minutes:.1f} min at 366 tok/s"
+    assert f"{windows:,} model passes (windows of 64 tokens)" in lines[1]
+    assert chars > 0 and not out.exists()
+
+
+def test_dry_run_of_predict_uses_the_card_query(tmp_path):
+    docs = []
+    for book in corpus_ids("members", 4):
+        docs.append(tmp_path / f"{book}.txt")
+        docs[-1].write_text(corpus_text("members", book, n_chars=4000))  # ~1,000 tokens each
+    result = docaudit("predict", *docs, "--dry-run")
+    assert result.returncode == 0, result.stderr
+    # the shipped classifier's card queries at most 512 tokens of each document
+    assert result.stdout.startswith("dry run: querying 4 documents, ~2,048 tokens")
+
+
+@pytest.mark.parametrize("backend", ["transformers", pytest.param("llamacpp", marks=pytest.mark.slow)])
+def test_quiet_run_prints_only_warnings_and_errors(sets, tiny_gguf, tmp_path, backend):
+    """A GGUF model converted at first use (transformers) or read by llama.cpp, queried: with -q (and with a
+    non-terminal stderr alone) stderr holds nothing but warning and error lines."""
+    env = {"DOCAUDIT_CACHE": str(tmp_path / "cache")}
+    doc = sorted(sets["mem"].glob("*.txt"))[0]
+    args = ("score", doc, "--model", tiny_gguf, "--backend", backend, "--methods", "loss", "--context", "16")
+    args += ("--format", "json")
+    quiet = docaudit(*args, "-q", env=env)
+    assert quiet.returncode == 0, quiet.stderr
+    assert only_warnings_and_errors(quiet.stderr) == []
+    assert json.loads(quiet.stdout)["rows"][0]["loss"] < 0
+    piped = docaudit(*args, env={"DOCAUDIT_CACHE": str(tmp_path / "cache2")})
+    assert piped.returncode == 0 and only_warnings_and_errors(piped.stderr) == []
+
+
+def test_api_without_progress_prints_nothing(sets, tiny_gguf, capfd):
+    doc = sorted(sets["mem"].glob("*.txt"))[0]
+    rows = api.score([doc], model=ModelConfig(model=str(tiny_gguf)), methods="loss", query=QueryConfig(context=16))
+    assert rows[0]["loss"] < 0
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""
+
+
+def test_api_with_progress_shows_the_loading_step_and_the_conversion(sets, tiny_gguf, capfd):
+    doc = sorted(sets["mem"].glob("*.txt"))[0]
+    api.score(
+        [doc], model=ModelConfig(model=str(tiny_gguf)), methods="loss", query=QueryConfig(context=16), progress=True
+    )
+    err = capfd.readouterr().err
+    assert f"loading model {tiny_gguf} ..." in err
+    assert f"loaded model {tiny_gguf} in " in err
+    assert "first use of tiny.gguf: converting to safetensors (once)" in err and "writing safetensors" in err
+
+
+def test_query_bar_moves_within_one_document(gpt2):
+    """One long document: the backend reports its scored tokens batch by batch, all of them in the end."""
+    from docaudit.query.progress import counting
+    from docaudit.query.querier import Querier
+
+    querier = Querier(gpt2, QueryConfig(context=16, batch_size=2), cache=None)
+    text = corpus_text("members", corpus_ids("members", 1)[0], n_chars=3000)
+    ids = np.asarray(querier.token_ids(text, sha256_text(text)))
+    steps: list[int] = []
+    with counting(steps.append):
+        querier.compute_many([ids])
+    assert len(steps) > 1
+    assert sum(steps) == len(ids) - 1
+
+
+def test_api_evaluate_and_train_without_progress_print_nothing(sets, tiny_gpt2, tmp_path, capfd):
+    from docaudit.config import MetaConfig, TrainConfig
+
+    model = ModelConfig(model=str(tiny_gpt2))
+    members, nonmembers = [sets["mem"]], [sets["non"]]
+    meta = MetaConfig(norm="ratio_tf", features="hist", folds=2, n_estimators=5, bins=10)
+    query = QueryConfig(context=16)
+    result = api.evaluate(members, nonmembers, model=model, methods="loss", query=query, meta=meta, folds=2)
+    assert len(result.table)
+    api.train(members, nonmembers, TrainConfig(model=model, query=query, meta=meta), tmp_path / "c")
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""
