@@ -7,9 +7,10 @@ import click
 from docaudit.cli.cache import cache
 from docaudit.cli.command import group, quiet_libraries
 from docaudit.cli.data import data, dataset_test
-from docaudit.cli.evaluate import evaluate, score, sequence
+from docaudit.cli.evaluate import evaluate, score
 from docaudit.cli.lab import lab
 from docaudit.cli.report import report
+from docaudit.cli.sequence import sequence
 from docaudit.cli.settings import config_group
 from docaudit.cli.train import predict, train
 from docaudit.cli.traps import traps
