@@ -187,7 +187,8 @@ def test_ray_options_are_checked_before_anything_starts(tmp_path):
 
     from docaudit.cli import main
 
-    result = CliRunner().invoke(main, ["score", str(tmp_path / "none.txt"), "--ray-workers", "0"])
+    (tmp_path / "doc.txt").write_text("A document that exists, so that only the option is wrong.")
+    result = CliRunner().invoke(main, ["score", str(tmp_path / "doc.txt"), "--ray-workers", "0"])
     assert result.exit_code == 3 and "error: --ray-workers 0 is out of range" in result.stderr
 
 
