@@ -43,7 +43,7 @@ def pool(tmp_path_factory):
 
 @pytest.mark.slow
 def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
-    save = lab._save_checkpoint
+    save = lab.save_checkpoint
     saves = []
 
     def interrupt_after_third_epoch(*args, **kwargs):
@@ -54,11 +54,11 @@ def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
 
     out = tmp_path / "lab"
     with single_thread():
-        monkeypatch.setattr(lab, "_save_checkpoint", interrupt_after_third_epoch)
+        monkeypatch.setattr(lab, "save_checkpoint", interrupt_after_third_epoch)
         first = CliRunner().invoke(main, ["lab", "--corpus", pool, "--out", out, *ARGS])
         assert first.exit_code == 130 and "interrupted" in first.stderr
         assert not (out / "lab.json").exists()
-        monkeypatch.setattr(lab, "_save_checkpoint", save)
+        monkeypatch.setattr(lab, "save_checkpoint", save)
         result = CliRunner().invoke(
             main, ["lab", "--corpus", pool, "--out", out, *ARGS, "--extra-dtypes", "bfloat16", "--format", "json"]
         )

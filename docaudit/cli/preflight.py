@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from docaudit.cli.command import option, show_progress
-from docaudit.config import DEFAULT_CLASSIFIER, QueryConfig
+from docaudit.config import DEFAULT_CLASSIFIER, QueryConfig, check_range
 from docaudit.config.rules import (
     CHARS_PER_TOKEN,
     QUERY_TOKENS_PER_SECOND,
@@ -44,7 +44,8 @@ dry_run_option = option(
 def document_files(paths, strict: bool = False) -> list[Path] | None:
     """The files ``paths`` name (folders expanded as when read), or None when one of them is a dataset (its rows
     are counted only when read). A path that does not exist, a dataset file that does not, or a folder without
-    ``.txt`` files is an error; with ``strict``, so is a file that cannot be read."""
+    ``.txt`` files is an error (a file that cannot be read is reported when read, in reading order, as a skip or,
+    with ``strict``, the error)."""
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if any(is_dataset(p) for p in paths):
         for p in paths:
@@ -52,12 +53,7 @@ def document_files(paths, strict: bool = False) -> list[Path] | None:
             if not location.startswith(HUB_PREFIX) and not os.path.exists(location):
                 raise DocumentError(Path(location), "unreadable", "no such file")
         return None
-    files = expand_paths(paths) if paths else []
-    if strict:
-        for f in files:
-            if not f.is_file() or not os.access(f, os.R_OK):
-                raise DocumentError(f, "unreadable", "cannot read (permission denied or not a file)")
-    return files
+    return expand_paths(paths) if paths else []
 
 
 def preflight(
@@ -94,6 +90,8 @@ def preflight_report(books, members, nonmembers, output: tuple, strict: bool, kw
     ``output``: ``(out, overwrite, method)``."""
     given = (*books, *members, *nonmembers, *model_inputs(kw))
     tokens = max(2, math.ceil(kw["snippets"] * kw["snippet_words"] * TOKENS_PER_WORD))
+    if kw["max_context"] is not None:
+        check_range("--max-context", kw["max_context"], 2)
     query = QueryConfig(context=kw["max_context"] or QueryConfig.context, max_tokens=tokens)
     out, overwrite, method = output
     books = (*books, *members, *nonmembers)

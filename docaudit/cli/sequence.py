@@ -31,7 +31,7 @@ from docaudit.cli.options import (
     strict_option,
 )
 from docaudit.cli.preflight import dry_run_option, model_inputs, preflight
-from docaudit.config import QueryConfig, SequenceConfig
+from docaudit.config import QueryConfig, SequenceConfig, check_range
 from docaudit.corpus.documents import duplicates_note
 
 
@@ -69,6 +69,7 @@ def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict
     --format csv prints the metrics as CSV; --out also saves every text's scores (CSV and JSONL, with its id,
     label and group)."""
     output = (out, "sequence", overwrite, (*members, *nonmembers, recall_prefix, *model_inputs(kw)))
+    check_range("--max-context", kw["max_context"], 2)
     whole = QueryConfig(context=kw["max_context"], max_tokens=kw["max_context"])  # each text in one window
     if preflight(members, nonmembers, strict, output=output, query=whole, backend=kw["backend"], methods=methods):
         return

@@ -10,7 +10,8 @@ import pathlib
 import numpy as np
 import pandas as pd
 
-from docaudit.audit.evaluation import META, evaluate_methods
+from docaudit import api
+from docaudit.audit.evaluation import META
 from docaudit.config import BeyondBlindConfig, MetaConfig, QueryConfig
 from docaudit.corpus.documents import Document
 from docaudit.methods.conformal import FACTOR, cross_conformal_p
@@ -53,8 +54,8 @@ def _method_rows(table: pd.DataFrame) -> list[dict]:
                 "method": name,
                 "level": r["level"],
                 "auc": r["pooled_auc"],
-                "ci_low": r["pooled_auc_lo"],
-                "ci_high": r["pooled_auc_hi"],
+                "ci_low": r["pooled_auc_ci_low"],
+                "ci_high": r["pooled_auc_ci_high"],
                 "auc_fold_mean": r["auc_mean"],
                 "auc_fold_std": r["auc_std"],
             }
@@ -75,10 +76,10 @@ def evaluate_cell(
     """``(rows, scores, summary)``: one row per method (AUC pooled over the out-of-fold scores with its 95%
     bootstrap interval), each document's out-of-fold scores with its verdict, and the cell's beyond-blind and
     verdict summary. ``meta``/``beyond``: docaudit's defaults unless a smaller run asks for fewer trees/resamples."""
-    ev = evaluate_methods(
+    ev = api.evaluate(
         members,
         nonmembers,
-        lm,
+        model=lm,
         query=query,
         methods=list(DETECTORS),
         folds=folds,
@@ -98,8 +99,8 @@ def evaluate_cell(
         "n_members": int((labels == 1).sum()),
         "n_nonmembers": int((labels == 0).sum()),
         "beyond_delta": bb.get("delta"),
-        "beyond_delta_low": (bb.get("delta_ci") or [None, None])[0],
-        "beyond_delta_high": (bb.get("delta_ci") or [None, None])[1],
+        "beyond_delta_low": bb.get("delta_ci_low"),
+        "beyond_delta_high": bb.get("delta_ci_high"),
         "beyond_p": bb.get("p_value"),
         "beyond_verdict": bb.get("verdict", bb.get("unavailable")),
         "blind_kind": bb.get("blind_kind"),
