@@ -29,13 +29,14 @@ DOCAUDIT_CACHE="$work/cache" HF_HUB_OFFLINE=1 "$work/venv/bin/docaudit" predict 
 import json
 from pathlib import Path
 
+import docaudit
 import docaudit.config
 import docaudit.report
 
 output = json.loads(Path("predictions.json").read_text())
 rows = output["rows"]
 assert output["schema"]["name"] == "predict" and output["model"]["device"] == "cpu", output["model"]
-assert (Path(docaudit.config.__file__).parent / "schemas" / "predict.schema.json").is_file(), "output schemas"
+assert (Path(docaudit.__file__).parent / "schemas" / "predict.schema.json").is_file(), "output schemas"
 assert len(rows) == 1 and all(0 <= r["membership_score"] <= 1 for r in rows), rows
 # the shipped classifier cannot give evidence either way: it says so, with its reason
 assert all(r["verdict"] == "inconclusive" and r["reason"] and r["p_value"] is not None for r in rows), rows
