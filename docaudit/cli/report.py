@@ -132,7 +132,7 @@ def _run_report(books, calibrate_members, calibrate_nonmembers, method, out: Pat
         ray=ray_config(kw),
         book_bootstrap_samples=kw["resamples"],
         alpha=kw["alpha"],
-        run=api.RunContext(command=click.get_current_context().obj),
+        command=click.get_current_context().obj,
         progress=show_progress(),
     )
     info = result.info
