@@ -41,7 +41,7 @@ dry_run_option = option(
 )
 
 
-def document_files(paths, strict: bool = False) -> list[Path] | None:
+def document_files(paths) -> list[Path] | None:
     """The files ``paths`` name (folders expanded as when read), or None when one of them is a dataset (its rows
     are counted only when read). A path that does not exist, a dataset file that does not, or a folder without
     ``.txt`` files is an error (a file that cannot be read is reported when read, in reading order, as a skip or,
@@ -131,8 +131,8 @@ def check_inputs(
     and its output folder (``output``: ``(out, kind,
     overwrite, inputs)``, checked as when written, nothing touched). Returns every file named (None when a dataset
     is among them)."""
-    first = document_files(members, strict)
-    second = None if nonmembers is None else document_files(nonmembers, strict)
+    first = document_files(members)
+    second = None if nonmembers is None else document_files(nonmembers)
     if output is not None and output[0] is not None:
         from docaudit.outputs import prepare_output
 
