@@ -27,6 +27,7 @@ from docaudit.audit.evaluation import EvaluationSpec, MethodsEvaluation, evaluat
 from docaudit.audit.scoring import score_documents
 from docaudit.config import ContaminationConfig, DatasetTestConfig, ModelConfig, QueryConfig, RayConfig, TrainConfig
 from docaudit.corpus.documents import Skips, load_documents
+from docaudit.inference.verdicts import DEFAULT_ALPHA
 from docaudit.lab.experiment import LabSpec, run_lab
 from docaudit.lab.traps import TrapPlan
 from docaudit.outputs import prepare_output
@@ -38,7 +39,6 @@ from docaudit.report.classifier import save_model_dir
 from docaudit.report.contamination import write_contamination_report
 from docaudit.report.evaluation import write_evaluation
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext, take
-from docaudit.verdicts import DEFAULT_ALPHA
 
 
 def on_ray(func):

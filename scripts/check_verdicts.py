@@ -26,8 +26,8 @@ import torch
 
 from docaudit import api
 from docaudit.config import MetaConfig, ModelConfig, QueryConfig, TargetConfig, TrainConfig
+from docaudit.inference.verdicts import EVIDENCE
 from docaudit.lab.target import train_target
-from docaudit.verdicts import EVIDENCE
 
 TARGET = TargetConfig(
     layers=2, width=64, heads=4, positions=64, vocab_size=512, epochs=30, learning_rate=3e-3, batch_size=8, seed=0

@@ -14,7 +14,7 @@ from docaudit.audit.book_verdicts import (
     threshold,
 )
 from docaudit.config import ContaminationConfig
-from docaudit.verdicts import EVIDENCE, INCONCLUSIVE
+from docaudit.inference.verdicts import EVIDENCE, INCONCLUSIVE
 
 
 def snippets(books: dict[str, list[np.ndarray]]) -> pd.DataFrame:

@@ -18,7 +18,7 @@ from docaudit.cli import main
 from docaudit.cli.command import SECTION_TITLES, ConfigCommand
 from docaudit.cli.options import config_from, field_options
 from docaudit.config import SECTIONS, ModelConfig, setting
-from docaudit.verdicts import VERDICTS
+from docaudit.inference.verdicts import VERDICTS
 
 FAST = ["--context", "16", "--trees", "20", "--bins", "20", "--norm", "max_tf", "--features", "hist", "--folds", "2"]
 

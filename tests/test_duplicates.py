@@ -7,7 +7,7 @@ import pytest
 from conftest import corpus_ids, corpus_text
 from test_cli import FAST, assert_clean_error, run
 
-from docaudit.verdicts import EVIDENCE, INCONCLUSIVE, NO_EVIDENCE
+from docaudit.inference.verdicts import EVIDENCE, INCONCLUSIVE, NO_EVIDENCE
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -10,8 +10,8 @@ from sklearn.metrics import roc_auc_score
 from test_cli import assert_clean_error, make_sets, run
 
 from docaudit.audit.contamination import wilson_interval
+from docaudit.inference.verdicts import INCONCLUSIVE
 from docaudit.metrics import chunk_folds
-from docaudit.verdicts import INCONCLUSIVE
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -22,7 +22,7 @@ LAYERS = {
     "outputs": 0,
     "provenance": 0,
     "metrics": 0,
-    "verdicts": 0,
+    "inference": 0,
     "run": 0,
     "corpus": 1,
     "query": 2,

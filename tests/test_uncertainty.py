@@ -192,8 +192,8 @@ def _texts(n, years, rng):
 def test_dataset_test_blind_p_value_and_verdict():
     """Sets that differ as text (an era the dates give away): the blind p-value is small and the verdict is
     inconclusive however small the model's p-value; sets alike as text: the model's p-value decides."""
+    from docaudit.inference.verdicts import EVIDENCE, INCONCLUSIVE
     from docaudit.methods.blind import BlindFeatures
-    from docaudit.verdicts import EVIDENCE, INCONCLUSIVE
 
     rng = np.random.default_rng(5)
     suspect, nonmember = rng.normal(size=(30, 2)), rng.normal(size=(30, 2))

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from docaudit.verdicts import EVIDENCE, INCONCLUSIVE, NO_EVIDENCE, bh_adjust, decide
+from docaudit.inference.verdicts import EVIDENCE, INCONCLUSIVE, NO_EVIDENCE, bh_adjust, decide
 
 
 def reference_bh(p):

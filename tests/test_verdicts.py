@@ -8,8 +8,8 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import StratifiedKFold
 
 from docaudit.errors import DocauditError
-from docaudit.methods.conformal import cross_conformal_p
-from docaudit.verdicts import (
+from docaudit.inference.conformal import cross_conformal_p
+from docaudit.inference.verdicts import (
     EVIDENCE,
     INCONCLUSIVE,
     NO_EVIDENCE,

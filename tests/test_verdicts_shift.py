@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from conftest import CORPUS
 
 from docaudit.cli import main
-from docaudit.verdicts import EVIDENCE, INCONCLUSIVE
+from docaudit.inference.verdicts import EVIDENCE, INCONCLUSIVE
 
 
 def excerpt(path, n_words=200):

@@ -24,11 +24,11 @@ import pandas as pd
 
 from docaudit.config import ContaminationConfig
 from docaudit.corpus.documents import Document
+from docaudit.inference.conformal import cross_conformal_p
+from docaudit.inference.verdicts import DEFAULT_ALPHA, run_verdicts
 from docaudit.methods.blind import BlindFeatures, fit_fold, fold_scores
-from docaudit.methods.conformal import cross_conformal_p
 from docaudit.methods.document_level import accuracy_threshold, fpr_threshold
 from docaudit.metrics import chunk_folds
-from docaudit.verdicts import DEFAULT_ALPHA, run_verdicts
 
 
 def threshold(pos: np.ndarray, neg: np.ndarray, target_fpr: float | None) -> float:

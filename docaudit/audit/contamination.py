@@ -50,6 +50,7 @@ from docaudit.config import (
 )
 from docaudit.corpus.documents import Document, Skips, load_documents, separate_sets
 from docaudit.errors import DocauditError
+from docaudit.inference.verdicts import DEFAULT_ALPHA
 from docaudit.methods import beyond_blind
 from docaudit.methods.blind import BlindFeatures, evaluate_blind, shift_warning
 from docaudit.methods.detectors.detector import Detector, build_detector
@@ -60,7 +61,6 @@ from docaudit.outputs import provenance
 from docaudit.provenance import document_records, model_record
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.run import DocumentSpec, ModelSpec, RunContext
-from docaudit.verdicts import DEFAULT_ALPHA
 
 _WORD = re.compile(r"\S+")
 

@@ -41,7 +41,7 @@ Beside the p-value, as Maini et al. report them:
   ``DatasetTestConfig.blind_kind``) fit on A in place of the detector scores. A small blind p-value says the sets
   differ as text (era, topic, source), which makes the model's p-value unreadable as membership.
 
-The verdict (``docaudit.verdicts``): "evidence of membership" only when the model's p-value is below ``alpha``
+The verdict (``docaudit.inference.verdicts``): "evidence of membership" only when the model's p-value is below ``alpha``
 while the blind p-value is not (and the self-check passes); "inconclusive", with the reason, when the blind test
 already separates the sets, the self-check fails, or no blind test could be run.
 """
@@ -54,8 +54,8 @@ import numpy as np
 
 from docaudit.config import DatasetTestConfig
 from docaudit.errors import DocauditError
+from docaudit.inference.verdicts import DEFAULT_ALPHA, decide
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
-from docaudit.verdicts import DEFAULT_ALPHA, decide
 
 MIN_DOCS = 4
 
@@ -81,7 +81,7 @@ class DatasetTestResult:
     - ``self_check_p_value`` (``self_check_reason`` when it could not run), ``p_by_size``, ``p_value_blind``
       (``blind_reason`` when it could not run), ``blind_kind``: see the module notes;
     - ``rely_on``: one sentence saying which p-value the user may rely on; ``verdict``: the verdict's fields
-      (``docaudit.verdicts.Verdict.as_dict``).
+      (``docaudit.inference.verdicts.Verdict.as_dict``).
     """
 
     p_value: float

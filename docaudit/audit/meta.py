@@ -27,10 +27,11 @@ from docaudit.corpus.documents import (
     load_documents,
 )
 from docaudit.errors import DocauditError
+from docaudit.inference.conformal import FACTOR as conformal_factor
+from docaudit.inference.conformal import cross_conformal_p
+from docaudit.inference.verdicts import DEFAULT_ALPHA, run_verdicts, smallest_p
 from docaudit.methods import beyond_blind
 from docaudit.methods.blind import BlindFeatures, evaluate_blind, fit_fold, fold_scores, shift_warning
-from docaudit.methods.conformal import FACTOR as conformal_factor
-from docaudit.methods.conformal import cross_conformal_p
 from docaudit.methods.meta import classifier as meta_classifier
 from docaudit.methods.meta.folds import conformal_card, load_folds
 from docaudit.methods.meta.normalize import NORM_NEEDS, served_norms
@@ -51,7 +52,6 @@ from docaudit.query.querier import (
     queryable_documents,
 )
 from docaudit.run import RunContext
-from docaudit.verdicts import DEFAULT_ALPHA, run_verdicts, smallest_p
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ Per document, and over all documents pooled, it gives the AUC of traps against c
 one-sided Mann–Whitney p-value for one score fixed in advance (``ref`` when a reference model is given, else
 ``loss``): under "the model never saw these traps" the traps and controls are exchangeable, because which were
 published was decided at random, so the test's level is exact without any model of the scores. Verdicts use
-:mod:`docaudit.verdicts` with Benjamini–Hochberg q-values over the documents.
+:mod:`docaudit.inference.verdicts` with Benjamini–Hochberg q-values over the documents.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from scipy.stats import mannwhitneyu
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, TrapConfig
 from docaudit.corpus.traps import TrappedDocument, TrapRegistry, TrapSequence, plant
 from docaudit.errors import DocauditError
+from docaudit.inference.verdicts import Verdict, bh_adjust, decide
 from docaudit.provenance import model_record
 from docaudit.query.models import LoadedModel, load_model
-from docaudit.verdicts import Verdict, bh_adjust, decide
 
 EXACT_MAX = 50  # Mann–Whitney's exact null distribution for samples up to this size on each side (and no ties)
 

@@ -19,9 +19,9 @@ from docaudit.config import (
     RayConfig,
     TrainConfig,
 )
+from docaudit.inference.verdicts import DEFAULT_ALPHA
 from docaudit.methods.detectors import default_methods, methods_help
 from docaudit.query.backends.base import BACKENDS
-from docaudit.verdicts import DEFAULT_ALPHA
 
 FORMATS = ("table", "json", "csv")
 

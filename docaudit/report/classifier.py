@@ -7,8 +7,9 @@ from pathlib import Path
 from docaudit.corpus.documents import (
     duplicates_note,
 )
+from docaudit.inference.conformal import FACTOR
+from docaudit.inference.verdicts import smallest_p
 from docaudit.io import atomic_write_text
-from docaudit.methods.conformal import FACTOR
 from docaudit.methods.meta import classifier as meta_classifier
 from docaudit.methods.meta.folds import save_folds
 from docaudit.methods.meta.persistence import (
@@ -18,7 +19,6 @@ from docaudit.methods.meta.persistence import (
 from docaudit.outputs import staged_dir
 from docaudit.report.plots import plot_roc, roc_frame
 from docaudit.report.tables import format_beyond_blind, format_query, format_summary
-from docaudit.verdicts import smallest_p
 
 
 def out_of_fold_predictions(documents, evaluation: meta_classifier.Evaluation):

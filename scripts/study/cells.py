@@ -14,8 +14,8 @@ from docaudit import api
 from docaudit.audit.evaluation import META
 from docaudit.config import BeyondBlindConfig, MetaConfig, QueryConfig
 from docaudit.corpus.documents import Document
-from docaudit.methods.conformal import FACTOR, cross_conformal_p
-from docaudit.verdicts import DEFAULT_ALPHA, EVIDENCE, INCONCLUSIVE, run_verdicts
+from docaudit.inference.conformal import FACTOR, cross_conformal_p
+from docaudit.inference.verdicts import DEFAULT_ALPHA, EVIDENCE, INCONCLUSIVE, run_verdicts
 
 DETECTORS = ("minkpp", "mink", "loss", "zlib")
 DETECTOR_LEVEL = "doc_avg"  # a detector's document score: the mean of its sequence scores

@@ -64,7 +64,7 @@ def decide(
 
 def smallest_p(n_nonmembers: int, factor: int = 1) -> float:
     """The smallest p-value a conformal test against ``n_nonmembers`` known non-members can give: ``factor``/(n+1)
-    (``factor`` 2 for the cross-conformal p-values of ``predict``, doubled to stay valid: methods/conformal.py)."""
+    (``factor`` 2 for the cross-conformal p-values of ``predict``, doubled to stay valid: inference/conformal.py)."""
     return min(1.0, factor / (n_nonmembers + 1))
 
 
