@@ -209,3 +209,42 @@ def test_documents_read_through_joblibs_ray_backend_on_a_cluster(cluster, texts,
         assert type(joblib.parallel.get_active_backend()[0]).__name__ == "RayBackend"
         on_ray = load_documents([tmp_path], progress=False)
     assert [(d.path, d.sha256) for d in on_ray] == [(d.path, d.sha256) for d in local]
+
+
+@pytest.fixture(scope="module")
+def poisoned_model(tiny_gpt2, tmp_path_factory):
+    """The tiny GPT-2 with the input embeddings of the tokens of "§¤" set to NaN (the output layer untied, so it
+    stays finite): a text holding them gets non-finite statistics, any other text is scored as before."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_gpt2)
+    model = AutoModelForCausalLM.from_pretrained(tiny_gpt2)
+    model.config.tie_word_embeddings = False
+    model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
+    with torch.no_grad():
+        model.get_input_embeddings().weight[tokenizer("§¤")["input_ids"]] = float("nan")
+    out = tmp_path_factory.mktemp("poisoned")
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.mark.slow
+def test_a_document_with_non_finite_statistics_is_skipped_on_ray_as_in_one_process(
+    cluster, poisoned_model, texts, tmp_path, one_thread
+):
+    from docaudit.errors import DocauditError
+
+    batch = [texts[0], (texts[1][0] + " §¤§¤ " + texts[1][0], None), texts[2]]
+    results = {}
+    for name, pool in (("local", None), ("ray", cluster)):
+        querier = _querier(poisoned_model, pool)
+        querier.cache = StatsCache(tmp_path / name)
+        results[name] = querier.stats_many(batch, progress=False, skip_nonfinite=True)
+        assert isinstance(results[name][1], str) and "non-finite statistics" in results[name][1]
+        assert len(_entries(tmp_path / name)) == 2  # nothing non-finite cached
+        with pytest.raises(DocauditError, match="^second: the model gave non-finite statistics"):
+            querier.stats_many(batch, progress=False, names=["first", "second", "third"])
+    assert results["ray"][1] == results["local"][1]
+    _same([results["ray"][i] for i in (0, 2)], [results["local"][i] for i in (0, 2)])

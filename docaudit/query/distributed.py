@@ -26,6 +26,7 @@ from docaudit.config import ModelConfig, QueryConfig, RayConfig
 from docaudit.errors import DocauditError, ModelError
 from docaudit.io import sha256_text
 from docaudit.query.querier import Querier, open_querier
+from docaudit.query.stats import NonFiniteStats
 
 if TYPE_CHECKING:
     from docaudit.query.stats import TokenStats
@@ -91,8 +92,8 @@ class _Worker:
         return os.getpid()
 
     def stats(self, model: ModelConfig, query: QueryConfig, items: list[tuple[str, str]]) -> list[tuple]:
-        """``(cache key, TokenStats)`` of each ``(text, sha256)``, or ``(cache key, message)`` when the text
-        cannot be queried."""
+        """``(cache key, TokenStats)`` of each ``(text, sha256)``, ``(cache key, NonFinite)`` when the model gave
+        non-finite statistics for it, or ``(cache key, message)`` when the text cannot be queried."""
         querier = self._queriers.get((model, query))
         if querier is None:
             querier = open_querier(self._models.get(model, model), query, cache=False)
@@ -103,9 +104,19 @@ class _Worker:
             key = querier.key(sha)
             try:
                 out.append((key, querier.stats(text, sha)))
+            except NonFiniteStats as e:
+                out.append((key, NonFinite(str(e))))
             except DocauditError as e:
                 out.append((key, str(e)))
         return out
+
+
+@dataclass(frozen=True)
+class NonFinite:
+    """A worker's answer for a document whose statistics came out non-finite: never cached; the driver skips the
+    document where the caller asked for that (``skip_nonfinite``), as a querier in one process does."""
+
+    message: str
 
 
 def _ray():
@@ -240,12 +251,23 @@ class RayPool:
         total: int | None = None,
         desc: str = "querying",
         progress: bool = True,
-    ) -> list[TokenStats]:
-        """``querier.stats_many`` on the workers: the TokenStats of every text, in order."""
+        names: list[str] | None = None,
+        skip_nonfinite: bool = False,
+    ) -> list[TokenStats | str]:
+        """``querier.stats_many`` on the workers: the TokenStats of every text, in order; a text whose statistics
+        are not finite gets the reason in their place with ``skip_nonfinite``, and stops the run (named) without."""
         items = [(text, sha or sha256_text(text)) for text, sha in texts]
         computed = self.compute(querier, items, keep=True, desc=desc, progress=progress)
-        out = [computed.get(querier.key(sha)) for _, sha in items]
-        return [querier.stats(text, sha) if stats is None else stats for stats, (text, sha) in zip(out, items)]
+        out: list[TokenStats | str] = []
+        for i, (text, sha) in enumerate(items):
+            stats = computed.get(querier.key(sha))
+            if isinstance(stats, NonFinite):
+                if not skip_nonfinite:
+                    raise DocauditError(f"{names[i]}: {stats.message}" if names else stats.message)
+                out.append(stats.message)
+            else:
+                out.append(querier.stats(text, sha) if stats is None else stats)
+        return out
 
     def compute(
         self,
@@ -254,7 +276,7 @@ class RayPool:
         keep: bool = True,
         desc: str = "querying",
         progress: bool = True,
-    ) -> dict[str, TokenStats]:
+    ) -> dict[str, TokenStats | NonFinite]:
         """Query on the workers every text whose entry ``querier``'s cache lacks (each distinct text once), writing
         each result into the cache as it arrives; with ``keep``, the results by cache key."""
         items = [(text, sha or sha256_text(text)) for text, sha in texts]
@@ -357,6 +379,11 @@ class RayPool:
                         if key in finished:  # sent again, yet its first task came back too
                             continue
                         finished.add(key)
+                        if isinstance(value, NonFinite):  # never cached; the caller skips or refuses it
+                            counts["nonfinite"] += 1
+                            if keep:
+                                computed[key] = value
+                            continue
                         querier.store(key, value)
                         if keep:
                             computed[key] = value

@@ -323,10 +323,10 @@ class Querier:
         together (:meth:`compute_many`), so many short texts take a few forward passes. With a ``pool`` they are
         queried on its workers.
         An error names the document (from ``names``, when given); with ``skip_nonfinite`` (in this process) a
-        document whose statistics are not finite gets the reason, a string, in place of its TokenStats; nothing
-        non-finite is ever cached."""
+        document whose statistics are not finite gets the reason, a string, in place of its TokenStats, here or on
+        the pool's workers alike; nothing non-finite is ever cached."""
         if self.pool is not None:
-            return self.pool.stats_many(self, texts, total, desc, progress)
+            return self.pool.stats_many(self, texts, total, desc, progress, names, skip_nonfinite)
         return self.stats_local(texts, total, desc, progress, names, skip_nonfinite)
 
     def stats_local(
