@@ -24,6 +24,7 @@ from docaudit.audit.contamination import ContaminationReport, ReportSpec, contam
 from docaudit.audit.datacheck import check_sets
 from docaudit.audit.dataset_level import dataset_test_documents
 from docaudit.audit.evaluation import EvaluationSpec, MethodsEvaluation, evaluate_methods
+from docaudit.audit.localize import MapResult, MapSpec
 from docaudit.audit.scoring import score_documents
 from docaudit.config import ContaminationConfig, DatasetTestConfig, ModelConfig, QueryConfig, RayConfig, TrainConfig
 from docaudit.corpus.documents import Skips, load_documents
@@ -374,3 +375,40 @@ def cache_clear(model: str | None = None, kinds=("stats",)) -> dict:
         "bytes": sum(r["bytes"] for r in removed.values()),
         "kinds": removed,
     }
+
+
+def map_books(
+    books,
+    nonmembers,
+    out: Path | None = None,
+    overwrite: bool = False,
+    *,
+    model: ModelConfig | LoadedModel = ModelConfig(),
+    spec: MapSpec = MapSpec(),
+    reading: DocumentSpec = DocumentSpec(),
+    run: RunContext = RunContext(),
+) -> MapResult:
+    """Which parts of each book score like trained text (``audit.localize``): every book cut into its chapters,
+    each segment's p-value against windows of the calibration books ``nonmembers`` (known non-members) at the same
+    place and of the same length, Benjamini–Hochberg over the book's segments, a verdict per segment; with ``out``,
+    ``map.csv``/``.json``/``.png``/``.html`` written there (a new or empty folder, or an earlier map with
+    ``overwrite``)."""
+    from docaudit.audit.localize import map_documents
+    from docaudit.query.models import load_model
+    from docaudit.report.localize import write_map
+
+    if out is not None:
+        prepare_output(out, "map", overwrite, _inputs(books, nonmembers, model))
+    skips = Skips() if reading.skips is None else reading.skips
+    read = {"raw": reading.raw, "normalize_chars": reading.normalize_chars, "skips": skips, "progress": run.progress}
+    judged = load_documents(books, **read)
+    calibration = load_documents(nonmembers, **read)
+    with scaled(run) as run:
+        lm = model if isinstance(model, LoadedModel) else load_model(model)
+        result = map_documents(judged, calibration, lm, spec, run.progress)
+    result.info["skipped"] = skips.as_json()
+    if run.command is not None:
+        result.info["command"] = list(run.command)
+    if out is not None:
+        write_map(result, Path(out), overwrite)
+    return result

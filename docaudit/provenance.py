@@ -47,6 +47,7 @@ COMMAND_SCHEMAS = {
     "score": "score",
     "sequence": "sequence",
     "report": "report",
+    "map": "map",
     "config-show": "config-show",
     "cache-info": "cache-info",
 }

@@ -9,6 +9,7 @@ from docaudit.cli.command import group, quiet_libraries
 from docaudit.cli.data import data, dataset_test
 from docaudit.cli.evaluate import evaluate, score
 from docaudit.cli.lab import lab
+from docaudit.cli.localize import localize
 from docaudit.cli.report import report
 from docaudit.cli.sequence import sequence
 from docaudit.cli.settings import config_group
@@ -42,6 +43,7 @@ for _command in (
     score,
     sequence,
     report,
+    localize,
     config_group,
     cache,
 ):

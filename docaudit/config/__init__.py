@@ -35,6 +35,7 @@ from docaudit.config.inputs import (
     FetchConfig,
 )
 from docaudit.config.lab import TargetConfig, TrapConfig
+from docaudit.config.localize import SEGMENT_METHODS, LocalizeConfig
 from docaudit.config.methods import DetectorConfig, MetaConfig, ScalingConfig, TrainConfig
 from docaudit.config.query import ModelConfig, QueryConfig, RayConfig
 
@@ -76,5 +77,7 @@ __all__ = [
     "DatasetTestConfig",
     "BeyondBlindConfig",
     "TargetConfig",
+    "LocalizeConfig",
+    "SEGMENT_METHODS",
     "TrapConfig",
 ]

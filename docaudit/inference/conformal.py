@@ -21,6 +21,15 @@ from docaudit.errors import DocauditError
 FACTOR = 2
 
 
+def conformal_p(score: float, null_scores) -> float:
+    """``(1 + number of null scores at least score) / (n + 1)``: the conformal p-value of ``score`` against the
+    ``n`` ``null_scores``, H0 "exchangeable with them"."""
+    null = np.asarray(null_scores, dtype=np.float64).ravel()
+    if not np.isfinite(null).all() or not np.isfinite(score):
+        raise DocauditError("conformal scores contain NaN or infinite values")
+    return float((1.0 + (null >= score).sum()) / (len(null) + 1.0))
+
+
 def cross_conformal_p(book_scores, nonmember_scores, factor: int = FACTOR) -> np.ndarray:
     """One p-value per document. ``book_scores``: ``[k, n_documents]``, fold ``i``'s classifier's score of each
     document; ``nonmember_scores``: ``k`` arrays, the scores fold ``i``'s classifier gave the non-members it held out.

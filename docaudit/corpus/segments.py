@@ -1,0 +1,104 @@
+"""A book cut into the parts a reader names: its chapters where its headings show them, else equal runs of words.
+
+A heading is a line of its own that starts with CHAPTER, BOOK, PART, VOLUME, LETTER, ACT or SCENE (any case) and a
+number, a roman numeral or a number word ("CHAPTER XII.", "Chapter 3: The Storm", "PART ONE"), or a line holding
+only a roman numeral ("XIV."). A book needs ``min_headings`` of them to be cut by chapter. The text before the
+first heading is a segment of its own ("front matter"); a segment of fewer than ``min_words`` words (a table of
+contents lists every heading with nothing between them) is joined to the segment after it, the last one to the one
+before. Each segment is named by its heading and located by its character range in the (cleaned) text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_NUMBER = r"(?:\d+|[IVXLCDM]+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|the\s+\w+)"
+_HEADING = re.compile(
+    rf"^[ \t]*(?:(?:chapter|book|part|volume|letter|act|scene)[ \t]+{_NUMBER}\b[^\n]{{0,80}}|[IVXLCDM]+\.?)[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_WORD = re.compile(r"\S+")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A part of a book: its name (the heading, or "words A–B"), and its characters ``text[start:end]``."""
+
+    name: str
+    start: int
+    end: int
+
+    def words(self, text: str) -> int:
+        return len(_WORD.findall(text, self.start, self.end))
+
+
+def headings(text: str) -> list[tuple[int, str]]:
+    """The character offset and the line of every chapter heading in ``text`` (roman numerals in upper case only:
+    "I." alone on a line is a heading, "i." is not)."""
+    found = []
+    for m in _HEADING.finditer(text):
+        line = m.group(0).strip()
+        if re.fullmatch(r"[ivxlcdm]+\.?", line) and not line.isupper():
+            continue
+        found.append((m.start(), line))
+    return found
+
+
+def chapter_segments(text: str, min_words: int, min_headings: int = 2) -> list[Segment] | None:
+    """The book's chapters (see the module's docstring), or None when it has fewer than ``min_headings``."""
+    found = headings(text)
+    if len(found) < min_headings:
+        return None
+    cuts = [(0, "front matter")] if found[0][0] > 0 else []
+    cuts += found
+    parts = [Segment(name, start, end) for (start, name), (end, _) in zip(cuts, [*cuts[1:], (len(text), "")])]
+    return _joined(parts, text, min_words)
+
+
+def word_segments(text: str, words: int) -> list[Segment]:
+    """Consecutive runs of ``words`` words (the last one takes the remainder when it is shorter than half)."""
+    spans = [m.span() for m in _WORD.finditer(text)]
+    if not spans:
+        return [Segment("words 1-0", 0, len(text))]
+    starts = list(range(0, len(spans), words))
+    if len(starts) > 1 and len(spans) - starts[-1] < words / 2:
+        starts.pop()
+    out = []
+    for i, first in enumerate(starts):
+        last = (starts[i + 1] if i + 1 < len(starts) else len(spans)) - 1
+        start = 0 if i == 0 else spans[first][0]
+        end = len(text) if i + 1 == len(starts) else spans[last + 1][0]
+        out.append(Segment(f"words {first + 1}-{last + 1}", start, end))
+    return out
+
+
+def split_segments(text: str, segment_words: int, min_words: int) -> tuple[list[Segment], str]:
+    """The book's segments and how they were found: ``"chapters"`` from its headings, else ``"words"``: runs of
+    ``segment_words`` words."""
+    chapters = chapter_segments(text, min_words)
+    if chapters is not None and len(chapters) >= 2:
+        return chapters, "chapters"
+    return word_segments(text, segment_words), "words"
+
+
+def _joined(parts: list[Segment], text: str, min_words: int) -> list[Segment]:
+    """``parts`` with each one under ``min_words`` words joined to the next (the last to the one before); a joined
+    segment keeps the name of its last heading, the one its text follows."""
+    out: list[Segment] = []
+    pending: Segment | None = None
+    for part in parts:
+        if pending is not None:
+            part = Segment(part.name, pending.start, part.end)
+            pending = None
+        if part.words(text) < min_words:
+            pending = part
+        else:
+            out.append(part)
+    if pending is not None:
+        if out:
+            last = out.pop()
+            out.append(Segment(last.name, last.start, pending.end))
+        else:
+            out.append(pending)
+    return out

@@ -1,0 +1,253 @@
+"""The chapter map (``docaudit map``): segments from headings, one pass per book, p-values against windows of the
+calibration books recomputed by a slow reference, and a tiny target trained on half of the chapters of two books."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from conftest import CORPUS
+
+from docaudit.audit.localize import BookPass, MapSpec, book_map, calibration_windows
+from docaudit.config import LocalizeConfig
+from docaudit.corpus.base import Document
+from docaudit.corpus.segments import Segment, headings, split_segments, word_segments
+from docaudit.inference.verdicts import EVIDENCE, INCONCLUSIVE
+from docaudit.io import sha256_text
+from docaudit.methods.segment_level import scored_bounds
+from docaudit.query.stats import TokenStats
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa".split()
+
+
+def prose(n: int, seed: int) -> str:
+    rng = np.random.default_rng(seed)
+    return " ".join(rng.choice(WORDS, size=n))
+
+
+# --- segments ------------------------------------------------------------------------------------------------------
+
+
+def test_chapters_are_cut_at_their_headings_and_a_table_of_contents_is_joined():
+    toc = "CONTENTS\n\nCHAPTER I. The Start\nCHAPTER II. The End\n\n"
+    body = "".join(f"CHAPTER {r}. Title\n\n{prose(400, i)}\n\n" for i, r in enumerate(["I", "II", "III"]))
+    text = "A Book\n\n" + toc + body
+    segments, how = split_segments(text, 2000, 300)
+    assert how == "chapters"
+    # the front matter and the contents (too short) are joined to the first chapter, named by its heading; every
+    # character is in one segment
+    assert [s.name for s in segments] == ["CHAPTER I. Title", "CHAPTER II. Title", "CHAPTER III. Title"]
+    assert len(headings(text[segments[0].start : segments[0].end])) == 3
+    assert segments[0].start == 0 and segments[-1].end == len(text)
+    assert all(a.end == b.start for a, b in zip(segments, segments[1:]))
+    assert text[segments[1].start :].startswith("CHAPTER II. Title")
+
+
+@pytest.mark.parametrize(
+    "line, found",
+    [
+        ("CHAPTER XII.", True),
+        ("Chapter 3: The Storm", True),
+        ("PART ONE", True),
+        ("XIV.", True),
+        ("xiv.", False),
+        ("The chapter 3 of this story", False),
+        ("I went home.", False),
+    ],
+)
+def test_heading_lines(line, found):
+    assert bool(headings(f"text\n{line}\nmore text")) is found
+
+
+def test_a_book_without_headings_is_cut_into_runs_of_words():
+    text = prose(1050, 1)
+    segments, how = split_segments(text, 500, 100)
+    assert how == "words"
+    assert [s.words(text) for s in segments] == [500, 550]  # the 50-word remainder joins the last run
+    assert [s.name for s in segments] == ["words 1-500", "words 501-1050"]
+    assert "".join(text[s.start : s.end] for s in segments) == text
+    assert word_segments("", 10) == [Segment("words 1-0", 0, 0)]
+
+
+def test_scored_bounds_follow_token_counts():
+    assert scored_bounds(99, [10, 30, 60]).tolist() == [0, 10, 40, 99]
+    assert scored_bounds(50, [10, 10]).tolist() == [0, 25, 50]
+
+
+# --- p-values against a slow reference --------------------------------------------------------------------------
+
+
+def fake_book(name: str, n: int, rng, shift: float = 0.0, chapters: int = 4) -> BookPass:
+    """A book of ``chapters`` equal word segments whose per-token statistics are drawn at random (``shift`` added
+    to every log-probability)."""
+    text = prose(200 * chapters, int(rng.integers(1 << 30)))
+    segments = word_segments(text, 200)
+    logp = rng.normal(-3, 1, n) + shift
+    stats = TokenStats(
+        token_ids=rng.integers(0, 50, n + 1),
+        logp=logp,
+        max_logp=np.zeros(n),
+        mu=rng.normal(-3, 0.5, n),
+        sigma=np.abs(rng.normal(1, 0.2, n)) + 0.1,
+        gp_sum=None,
+        vocab_size=50,
+        context=64,
+        stride=63,
+    )
+    bounds = scored_bounds(n, [1] * len(segments))
+    doc = Document(name, name, text, sha256_text(text))
+    return BookPass(doc, stats, segments, "words", bounds, bounds[:-1].tolist())
+
+
+class Decoder:
+    def decode(self, ids):
+        return " ".join(map(str, ids))
+
+
+def reference_p(book: BookPass, i: int, calibration: list[BookPass], method: str) -> float:
+    """The p-value of segment ``i`` written out plainly: the same relative place and length in every calibration
+    book long enough, the score recomputed by hand, ``(1 + #at least as high) / (B + 1)``."""
+    lo, hi = book.body(i)
+    length, n = hi - lo, book.stats.n_scored
+
+    def score(s: TokenStats, a: int, b: int) -> float:
+        logp = s.logp[a:b]
+        if method == "loss":
+            return float(np.mean(logp))
+        if method == "mink":
+            return float(np.sort(logp)[: max(1, int(0.2 * len(logp)))].mean())
+        if method == "minkpp":
+            z = (logp - s.mu[a:b]) / s.sigma[a:b]
+            return float(np.sort(z)[: max(1, int(0.2 * len(z)))].mean())
+        text = " ".join(map(str, s.token_ids[a + 1 : b + 1]))
+        return float(np.mean(logp)) / len(zlib.compress(text.encode()))
+
+    own = score(book.stats, lo, hi)
+    place = lo / (n - length) if n > length else 0.0
+    null = []
+    for c in calibration:
+        m = c.stats.n_scored
+        if m >= length:
+            start = int(round(place * (m - length)))
+            null.append(score(c.stats, start, start + length))
+    return (1 + sum(v >= own for v in null)) / (len(null) + 1)
+
+
+@pytest.mark.parametrize("method", ["loss", "mink", "minkpp", "zlib"])
+def test_p_values_match_a_slow_reference(method):
+    rng = np.random.default_rng(3)
+    calibration = [fake_book(f"c{i}", int(rng.integers(300, 900)), rng) for i in range(40)]
+    book = fake_book("judged", 600, rng, shift=0.4)
+    spec = MapSpec(LocalizeConfig(method=method, min_segment_tokens=16))
+    rows = book_map(book, calibration, Decoder(), spec)
+    for i, row in enumerate(rows):
+        assert row["p_value"] == pytest.approx(reference_p(book, i, calibration, method), abs=1e-12)
+        assert row["calibration_books"] == len(calibration_windows(row["n_scored"], 0, calibration))
+
+
+def test_too_few_long_calibration_books_or_a_short_segment_is_inconclusive():
+    rng = np.random.default_rng(4)
+    calibration = [fake_book(f"c{i}", 700 if i < 10 else 100, rng) for i in range(30)]
+    rows = book_map(
+        fake_book("judged", 700, rng), calibration, Decoder(), MapSpec(LocalizeConfig(min_segment_tokens=16))
+    )
+    assert all(r["verdict"] == INCONCLUSIVE and "too few calibration books" in r["reason"] for r in rows)
+    assert all(r["calibration_books"] == 10 for r in rows)
+    rows = book_map(
+        fake_book("judged", 40, rng), calibration, Decoder(), MapSpec(LocalizeConfig(min_segment_tokens=16))
+    )
+    assert all(r["verdict"] == INCONCLUSIVE and r["reason"].startswith("too short") for r in rows)
+
+
+def test_the_judged_book_is_never_its_own_calibration():
+    rng = np.random.default_rng(5)
+    calibration = [fake_book(f"c{i}", 500, rng) for i in range(25)]
+    rows = book_map(calibration[0], calibration, Decoder(), MapSpec(LocalizeConfig(min_segment_tokens=16)))
+    assert {r["calibration_books"] for r in rows} == {24}
+
+
+@pytest.mark.slow
+def test_the_null_rate_of_a_segment_is_at_most_alpha():
+    """Judged and calibration books drawn from one distribution, with a book-level effect shared by a book's
+    segments: the unadjusted p-value of a segment falls below 0.05 at most at 5% (600 segments: power 0.97 to see
+    a doubled rate), and Benjamini–Hochberg flags at most 5% of books."""
+    rng = np.random.default_rng(6)
+    spec = MapSpec(LocalizeConfig(method="loss", min_segment_tokens=16))
+    below, flagged_books, n = 0, 0, 0
+    for _ in range(150):
+        books = [fake_book(f"b{i}", int(rng.integers(400, 800)), rng, shift=rng.normal(0, 0.3)) for i in range(40)]
+        rows = book_map(books[0], books[1:], Decoder(), spec)
+        below += sum(r["p_value"] < 0.05 for r in rows)
+        flagged_books += any(r["verdict"] == EVIDENCE for r in rows)
+        n += len(rows)
+    assert n == 600
+    assert below / n <= 0.05 + 2.33 * np.sqrt(0.05 * 0.95 / n)  # one-sided 99% bound over the nominal rate
+    assert flagged_books / 150 <= 0.05 + 2.33 * np.sqrt(0.05 * 0.95 / 150)
+
+
+# --- a tiny target trained on half of the chapters of two books ---------------------------------------------
+
+
+def lab_books(n: int, chapters: int, words: int, skip: int = 0) -> list[list[str]]:
+    out = []
+    for path in sorted((CORPUS / "members").glob("*.txt"))[skip : skip + n]:
+        text = path.read_text(encoding="utf-8").split()
+        mid = len(text) // 2
+        out.append(
+            [f"CHAPTER {k + 1}\n\n" + " ".join(text[mid + k * words : mid + (k + 1) * words]) for k in range(chapters)]
+        )
+    return out
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory, one_thread):
+    """Two books of four chapters, chapters 1 and 3 of each trained into a tiny target; 45 never-trained books
+    of the same kind as calibration."""
+    from docaudit.config import TargetConfig
+    from docaudit.lab.target import train_target
+
+    root = tmp_path_factory.mktemp("map")
+    judged, calibration = lab_books(2, 4, 150), lab_books(45, 4, 150, skip=2)
+    members = [book[k] for book in judged for k in (0, 2)]
+    texts = ["\n\n".join(b) for b in judged + calibration]
+    target = TargetConfig(
+        layers=2, width=64, heads=4, positions=64, vocab_size=512, epochs=40, batch_size=8, doc_tokens=None
+    )
+    model = train_target(members, texts, root / "target", target, progress=False)
+    for name, books in (("books", judged), ("calibration", calibration)):
+        (root / name).mkdir()
+        for i, book in enumerate(books):
+            (root / name / f"{name}{i:02d}.txt").write_text("\n\n".join(book), encoding="utf-8")
+    return root, model
+
+
+@pytest.mark.slow
+def test_trained_chapters_are_flagged_and_the_others_are_not(lab):
+    from docaudit.cli import main
+
+    root, model = lab
+    args = ["map", str(root / "books"), "--calibrate-nonmembers", str(root / "calibration"), "--model", str(model)]
+    args += ["--context", "63", "--method", "loss", "--min-segment-words", "20", "--out", str(root / "out")]
+    result = CliRunner().invoke(main, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["schema"]["name"] == "map"
+    flagged = {(Path(r["file"]).name, r["segment"]) for r in out["rows"] if r["verdict"] == EVIDENCE}
+    assert flagged == {(f"books{b:02d}.txt", k) for b in (0, 1) for k in (1, 3)}
+    assert {r["calibration_books"] for r in out["rows"]} == {45}
+    assert sorted(p.name for p in (root / "out").iterdir()) == [
+        ".docaudit-output.json",
+        "map.csv",
+        "map.html",
+        "map.json",
+        "map.png",
+    ]
+    from test_schemas import validate
+
+    validate(out, "map")
+    text = CliRunner().invoke(main, [*args[:-2], "--format", "table"])
+    assert text.exit_code == 0 and "2 evidence of membership, 2 no evidence of membership" in text.stdout
