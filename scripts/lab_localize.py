@@ -1,14 +1,16 @@
 """The chapter map where the truth is known: a small target trained on a random half of the chapters of some books.
 
-Lab books are built from PG-19 books of the shared corpus: ``--chapters`` consecutive runs of words from the middle
-of each book, of lengths drawn from ``--words`` (so power can be read against chapter length), each under a
-"CHAPTER N" heading. A target is trained from scratch on a random half of the chapters of ``--trained`` books;
-``--unseen`` other books are never trained. Every book is queried once; each trained book is mapped against all the
-unseen books, and each unseen book against the other unseen books (leave one out: they are exchangeable). Printed
+Lab books are built from PG-19 books of the shared corpus: ``--chapters`` runs of words spread over each book (run
+``k`` starts ``k / chapters`` of the way in), of lengths drawn from ``--words`` (so power can be read against
+chapter length), each under a "CHAPTER N" heading. A target is trained from scratch on a random half of the chapters
+of ``--trained`` books and on every chapter of ``--background`` other books (so that it learns the language of the
+corpus, not only the judged books); ``--unseen`` other books are never trained. Every book is queried once; each
+trained book is mapped against all the unseen books, and each unseen book against the other unseen books (leave one
+out: they are exchangeable). Printed
 (and written with ``--json``): per-chapter AUC, the share of trained chapters flagged by length, and the share of
 never-trained chapters flagged, in trained books and in unseen books, with binomial 95% intervals.
 
-    python scripts/lab_localize.py --json docs/localize/lab.json      # about 10 CPU-minutes
+    python scripts/lab_localize.py --json docs/localize/lab.json
 """
 
 from __future__ import annotations
@@ -45,13 +47,12 @@ def lab_books(n: int, chapters: int, lengths: list[int], rng: np.random.Generato
     for path in paths:
         words = clean_text(path.read_text(encoding="utf-8")).split()
         sizes = rng.choice(lengths, size=chapters)
-        if len(words) < 2 * sizes.sum():
+        if len(words) < 2 * chapters * max(lengths):
             continue
-        at = len(words) // 2 - sizes.sum() // 2
         parts = []
         for k, size in enumerate(sizes):
+            at = k * len(words) // chapters
             parts.append(f"CHAPTER {k + 1}\n\n" + " ".join(words[at : at + size]))
-            at += size
         books.append({"id": path.stem, "chapters": parts, "sizes": sizes.tolist()})
         if len(books) == n:
             break
@@ -66,19 +67,22 @@ def binomial(k: int, n: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trained", type=int, default=8, help="books with half of their chapters trained")
-    ap.add_argument("--unseen", type=int, default=80, help="books never trained (each one's calibration: the others)")
-    ap.add_argument("--chapters", type=int, default=8)
-    ap.add_argument("--words", default="60,120,240,480", help="chapter lengths in words, drawn at random")
-    ap.add_argument("--epochs", type=int, default=30)
+    ap.add_argument("--background", type=int, default=20, help="books trained whole, neither judged nor calibration")
+    ap.add_argument("--unseen", type=int, default=60, help="books never trained (each one's calibration: the others)")
+    ap.add_argument("--chapters", type=int, default=6)
+    ap.add_argument("--words", default="80,160,320", help="chapter lengths in words, drawn at random")
+    ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--method", default="minkpp")
     ap.add_argument("--alpha", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     rng = np.random.default_rng(args.seed)
-    books = lab_books(args.trained + args.unseen, args.chapters, [int(w) for w in args.words.split(",")], rng)
+    n = args.trained + args.unseen + args.background
+    books = lab_books(n, args.chapters, [int(w) for w in args.words.split(",")], rng)
+    background, books = books[args.trained + args.unseen :], books[: args.trained + args.unseen]
     trained_books, unseen = books[: args.trained], books[args.trained :]
-    members = []
+    members = [chapter for book in background for chapter in book["chapters"]]
     for book in trained_books:
         book["trained"] = sorted(rng.choice(args.chapters, size=args.chapters // 2, replace=False).tolist())
         members += [book["chapters"][k] for k in book["trained"]]
@@ -89,7 +93,8 @@ def main() -> None:
         layers=2, width=64, heads=4, positions=64, vocab_size=512, epochs=args.epochs, batch_size=8, doc_tokens=None
     )
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = train_target(members, texts, Path(tmp) / "target", target, progress=False)
+        pool = texts + ["\n\n".join(b["chapters"]) for b in background]
+        model_dir = train_target(members, pool, Path(tmp) / "target", target, progress=False)
         lm = load_model(ModelConfig(model=str(model_dir), device="cpu"))
         docs = [Document(b["id"], b["id"], t, sha256_text(t)) for b, t in zip(books, texts)]
         querier = open_querier(lm, QueryConfig(context=63), cache=False)

@@ -177,45 +177,48 @@ def test_the_null_rate_of_a_segment_is_at_most_alpha():
     a doubled rate), and Benjamini–Hochberg flags at most 5% of books."""
     rng = np.random.default_rng(6)
     spec = MapSpec(LocalizeConfig(method="loss", min_segment_tokens=16))
-    below, flagged_books, n = 0, 0, 0
+    below, flagged_books, gated, n = 0, 0, 0, 0
     for _ in range(150):
         books = [fake_book(f"b{i}", int(rng.integers(400, 800)), rng, shift=rng.normal(0, 0.3)) for i in range(40)]
         rows = book_map(books[0], books[1:], Decoder(), spec)
-        below += sum(r["p_value"] < 0.05 for r in rows)
+        below += sum(r["p_value"] is not None and r["p_value"] < 0.05 for r in rows)
         flagged_books += any(r["verdict"] == EVIDENCE for r in rows)
+        gated += rows[0]["text_gate_p"] < 0.05  # the text gate: every segment inconclusive, none flagged
         n += len(rows)
     assert n == 600
     assert below / n <= 0.05 + 2.33 * np.sqrt(0.05 * 0.95 / n)  # one-sided 99% bound over the nominal rate
     assert flagged_books / 150 <= 0.05 + 2.33 * np.sqrt(0.05 * 0.95 / 150)
+    assert gated / 150 <= 0.05 + 2.33 * np.sqrt(0.05 * 0.95 / 150)  # the gate is itself a valid test
 
 
 # --- a tiny target trained on half of the chapters of two books ---------------------------------------------
 
 
 def lab_books(n: int, chapters: int, words: int, skip: int = 0) -> list[list[str]]:
+    """``n`` books of ``chapters`` runs of ``words`` words spread over real books, each under its heading."""
     out = []
     for path in sorted((CORPUS / "members").glob("*.txt"))[skip : skip + n]:
         text = path.read_text(encoding="utf-8").split()
-        mid = len(text) // 2
-        out.append(
-            [f"CHAPTER {k + 1}\n\n" + " ".join(text[mid + k * words : mid + (k + 1) * words]) for k in range(chapters)]
-        )
+        starts = [k * len(text) // chapters for k in range(chapters)]
+        out.append([f"CHAPTER {k + 1}\n\n" + " ".join(text[a : a + words]) for k, a in enumerate(starts)])
     return out
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, one_thread):
-    """Two books of four chapters, chapters 1 and 3 of each trained into a tiny target; 45 never-trained books
-    of the same kind as calibration."""
+    """Two books of four chapters, chapters 1 and 3 of each trained into a tiny target beside every chapter of 12
+    other books (so that it learns the corpus's language, not only the judged books); 45 never-trained books of
+    the same kind as calibration."""
     from docaudit.config import TargetConfig
     from docaudit.lab.target import train_target
 
     root = tmp_path_factory.mktemp("map")
     judged, calibration = lab_books(2, 4, 150), lab_books(45, 4, 150, skip=2)
-    members = [book[k] for book in judged for k in (0, 2)]
-    texts = ["\n\n".join(b) for b in judged + calibration]
+    background = lab_books(12, 4, 150, skip=47)
+    members = [book[k] for book in judged for k in (0, 2)] + [chapter for book in background for chapter in book]
+    texts = ["\n\n".join(b) for b in judged + calibration + background]
     target = TargetConfig(
-        layers=2, width=64, heads=4, positions=64, vocab_size=512, epochs=40, batch_size=8, doc_tokens=None
+        layers=2, width=64, heads=4, positions=64, vocab_size=512, epochs=30, batch_size=8, doc_tokens=None
     )
     model = train_target(members, texts, root / "target", target, progress=False)
     for name, books in (("books", judged), ("calibration", calibration)):
@@ -231,7 +234,7 @@ def test_trained_chapters_are_flagged_and_the_others_are_not(lab):
 
     root, model = lab
     args = ["map", str(root / "books"), "--calibrate-nonmembers", str(root / "calibration"), "--model", str(model)]
-    args += ["--context", "63", "--method", "loss", "--min-segment-words", "20", "--out", str(root / "out")]
+    args += ["--context", "63", "--min-segment-words", "20", "--out", str(root / "out")]
     result = CliRunner().invoke(main, [*args, "--format", "json"])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
