@@ -138,21 +138,16 @@ def beyond_blind_sentence(beyond: dict | None) -> str:
 
 def format_dataset_checks(result) -> str:
     """The dataset test's checks beside its p-value (a ``DatasetTestResult``): the blind p-value and which p-value
-    to rely on, Maini et al.'s self-check, the p-value by number of suspects, and the verdict."""
+    to rely on, the p-value by number of suspects, and the verdict."""
     blind = (
         f"p = {result.p_value_blind:.3g} (model-free {result.blind_kind} classifier of the texts, same splits)"
         if result.p_value_blind is not None
         else f"not computed ({result.blind_reason})"
     )
-    check = (
-        f"p = {result.self_check_p_value:.3g} (two halves of the known non-members; should be large)"
-        if result.self_check_p_value is not None
-        else f"not computed ({result.self_check_reason})"
-    )
     sizes = "  ".join(f"{row['n_suspect']}: {row['p_value']:.3g}" for row in result.p_by_size)
     verdict = result.verdict["verdict"] + (f" ({result.verdict['reason']})" if result.verdict["reason"] else "")
     return (
-        f"blind baseline: {blind}\n{result.rely_on}\nself-check: {check}\n"
+        f"blind baseline: {blind}\n{result.rely_on}\n"
         f"p-value by number of suspect documents: {sizes}\nverdict: {verdict}"
     )
 
