@@ -124,13 +124,16 @@ def beyond_blind_sentence(beyond: dict | None) -> str:
     if not beyond:
         return ""
     if "unavailable" in beyond:
-        return f"Whether the model adds anything beyond the texts alone was not computed: {beyond['unavailable']}."
+        return (
+            f"Whether the model adds anything beyond a blind classifier of the texts was not computed: "
+            f"{beyond['unavailable']}."
+        )
     p = beyond["p_value"]
     p_text = f"DeLong one-sided p = {p:.3g}" if p is not None else f"no p-value: {beyond.get('p_value_reason')}"
     reading = beyond["verdict"][0].upper() + beyond["verdict"][1:]
     return (
-        f"{reading}: on the calibration books, the texts alone ({beyond['blind_kind']}) are told apart with AUC "
-        f"{beyond['auc_blind']:.2f} and texts and model together ({beyond['model']}) with "
+        f"{reading}: on the calibration books, the {beyond['blind_kind']} blind classifier of the texts tells them "
+        f"apart with AUC {beyond['auc_blind']:.2f} and it together with the model ({beyond['model']}) with "
         f"{beyond['auc_combined']:.2f}, a difference of {beyond['delta']:+.2f} ({beyond['confidence']:.0%} interval "
         f"{beyond['delta_ci_low']:+.2f} to {beyond['delta_ci_high']:+.2f}; {p_text})."
     )
