@@ -128,5 +128,8 @@ def test_dataset_test(sets, tiny_gpt2):
     expected = INCONCLUSIVE if p_blind < 0.05 else EVIDENCE if p < 0.05 else NO_EVIDENCE
     assert report["verdict"]["verdict"] == expected, (p, p_blind)
     assert "self_check_p_value" not in report and report["test"].startswith("one-sided rank test")
+    # --alpha reaches the verdict and the sentence on which p-value to rely on
+    strict = json.loads(run(*args, "--drop-duplicates", "--format", "json", "--alpha", "1e-6").stdout)
+    assert ">= 1e-06" in strict["rely_on"] and strict["verdict"]["verdict"] != EVIDENCE
     assert_dropped(report["duplicates_dropped"], sets)
     assert str(sets["copied"]) not in {row["file"] for row in report["scores"]}
