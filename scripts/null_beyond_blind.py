@@ -73,7 +73,8 @@ def run(
     started = time.time()
     for r in range(repetitions):
         if report_every and r and r % report_every == 0:
-            print(json.dumps(summary(n, r, adds, small_p, blind_aucs, config, kind, started, era)), flush=True)
+            aucs = (blind_aucs, model_aucs)
+            print(json.dumps(summary(n, r, adds, small_p, aucs, config, kind, started, era)), flush=True)
         rng = np.random.default_rng([seed, n, r])
         texts, labels = shifted_texts(n, SHIFT, rng)
         noise = rng.normal(size=2 * n) + (rng.normal(np.where(labels == 1, era, -era)) if era else 0.0)
