@@ -124,17 +124,18 @@ def score(paths, *args, **options) -> list[dict]:
 def dataset_test(suspect_paths, nonmember_paths, *args, **options):
     """The dataset-level test (``audit.dataset_level.dataset_test_documents``): keywords, or by position in this
     order, ``model``, ``methods``, ``query``, ``seed``, ``n_splits``, ``raw``, ``progress``, ``skips``,
-    ``drop_duplicates``, ``normalize_chars``, ``blind_kind``; and ``ray``."""
+    ``drop_duplicates``, ``normalize_chars``, ``blind_kind``; and ``ray``, ``alpha`` (the level of the verdict)."""
     names = ("model", "methods", "query", "seed", "n_splits", "raw", "progress", "skips", "drop_duplicates")
     options = _positional("dataset_test", args, (*names, "normalize_chars", "blind_kind"), options)
     if "n_splits" in options:
         options["splits"] = options.pop("n_splits")
     reading, run = _objects(options, "reading", "run")
     model, query = options.pop("model", None), options.pop("query", None)
+    alpha = options.pop("alpha", DEFAULT_ALPHA)
     config = take(DatasetTestConfig, options, options.pop("config", None))
     _no_more("dataset_test", options)
     with scaled(run) as run:
-        return dataset_test_documents(suspect_paths, nonmember_paths, model, query, config, reading, run)
+        return dataset_test_documents(suspect_paths, nonmember_paths, model, query, config, reading, run, alpha)
 
 
 def _inputs(*groups) -> list:

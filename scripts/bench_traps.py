@@ -162,7 +162,7 @@ def perplexity_table(out: Path) -> list[dict]:
         data = data[data.document.isin(trained)].copy()
         data["tercile"] = pd.qcut(data.perplexity, 3, labels=["low", "middle", "high"])
         for tercile, g in data.groupby("tercile", observed=True):
-            auc, _ = mann_whitney(g[g.kind == "trap"].loss, g[g.kind == "control"].loss)
+            auc = mann_whitney(g[g.kind == "trap"].loss, g[g.kind == "control"].loss).auc
             rows.append(
                 {
                     "tokens": summary["traps"]["tokens"],

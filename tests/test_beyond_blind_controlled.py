@@ -23,9 +23,9 @@ from labtarget import TINY, book_excerpt, single_thread
 from docaudit import api
 from docaudit.cli import main
 from docaudit.config import MetaConfig, ModelConfig, QueryConfig
+from docaudit.inference.comparison import ADDS, NO_EVIDENCE_BEYOND, NOTHING, reading
 from docaudit.lab.experiment import split_members
 from docaudit.lab.target import train_target
-from docaudit.methods.beyond_blind import ADDS, NO_EVIDENCE, NOTHING
 
 # every test here needs the target that `shifted` trains on book excerpts; the unit tests are in test_beyond_blind.py
 pytestmark = pytest.mark.slow
@@ -88,7 +88,7 @@ def test_a_random_split_blind_near_chance_model_adds(shifted):
     assert 0.35 <= b["auc_blind"] <= 0.65
     assert b["auc_model"] >= 0.95 and b["auc_combined"] >= b["auc_model"] - 0.05
     assert b["delta"] == pytest.approx(b["auc_combined"] - b["auc_blind"])
-    assert b["delta_ci_low"] > 0.2 and b["p_value"] < 0.001 and b["verdict"] == ADDS
+    assert b["delta_ci_low"] > 0.2 and b["p_value"] < 0.001 and b["verdict"] == reading(ADDS, b["blind_kind"])
 
 
 def test_b_shifted_sets_never_trained_on_do_not_fool_it(shifted, tmp_path):
@@ -108,9 +108,8 @@ def test_b_shifted_sets_never_trained_on_do_not_fool_it(shifted, tmp_path):
     )
     assert json.loads((tmp_path / "ev" / "evaluation.json").read_text())["beyond_blind"] == b
     assert b["model"] == "meta_classifier" and b["auc_blind"] >= 0.7
-    assert (
-        b["delta_ci_low"] <= 0 <= b["delta_ci_high"] and b["p_value"] > 0.05 and b["verdict"] in (NO_EVIDENCE, NOTHING)
-    )
+    assert b["delta_ci_low"] <= 0 <= b["delta_ci_high"] and b["p_value"] > 0.05
+    assert b["verdict"] in [reading(t, b["blind_kind"]) for t in (NO_EVIDENCE_BEYOND, NOTHING)]
 
 
 def test_c_shifted_sets_with_trained_members_show_added_evidence(shifted, tmp_path):
@@ -130,8 +129,8 @@ def test_c_shifted_sets_with_trained_members_show_added_evidence(shifted, tmp_pa
         },
     )
     assert b["model"] == "loss:doc_avg" and b["auc_blind"] >= 0.65
-    assert b["delta_ci_low"] > 0 and b["p_value"] < 0.05 and b["verdict"] == ADDS
-    assert f"blind + model {b['auc_combined']:.3f}" in result.stdout and ADDS in result.stdout
+    assert b["delta_ci_low"] > 0 and b["p_value"] < 0.05 and b["verdict"] == reading(ADDS, b["blind_kind"])
+    assert f"blind + model {b['auc_combined']:.3f}" in result.stdout and reading(ADDS, b["blind_kind"]) in result.stdout
 
 
 def test_train_card_carries_the_comparison(shifted, tmp_path):
@@ -142,7 +141,7 @@ def test_train_card_carries_the_comparison(shifted, tmp_path):
     assert result.exit_code == 0, result.output
     card = json.loads((tmp_path / "clf" / "card.json").read_text())
     b = card["beyond_blind"]
-    assert b["model"] == "meta_classifier" and b["verdict"] == ADDS and b["delta_ci_low"] > 0
+    assert b["model"] == "meta_classifier" and b["verdict"] == reading(ADDS, b["blind_kind"]) and b["delta_ci_low"] > 0
     assert b["auc_model"] == pytest.approx(card["pooled_bootstrap_95"]["auc"]["point"])
     line = f"delta {b['delta']:+.3f}"
     assert line in result.stdout and line in (tmp_path / "clf" / "card.md").read_text()
@@ -171,7 +170,7 @@ def test_report_compares_the_calibration_books(shifted, tmp_path):
         },
     )
     assert b["model"] == "loss (mean snippet score)" and b["n_members"] == b["n_nonmembers"] == 12
-    assert b["auc_model"] >= 0.9 and b["verdict"] == ADDS
+    assert b["auc_model"] >= 0.9 and b["verdict"] == reading(ADDS, b["blind_kind"])
     assert "calibration books, beyond the blind baseline" in result.stdout
     assert b["verdict"].capitalize() in (tmp_path / "r" / "report.html").read_text()  # the sentence starts with it
 

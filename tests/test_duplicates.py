@@ -127,6 +127,9 @@ def test_dataset_test(sets, tiny_gpt2):
     p, p_blind = report["p_value"], report["p_value_blind"]
     expected = INCONCLUSIVE if p_blind < 0.05 else EVIDENCE if p < 0.05 else NO_EVIDENCE
     assert report["verdict"]["verdict"] == expected, (p, p_blind)
-    assert report["self_check_p_value"] is None and "at least 8" in report["self_check_reason"]
+    assert "self_check_p_value" not in report and report["test"].startswith("one-sided rank test")
+    # --alpha reaches the verdict and the sentence on which p-value to rely on
+    strict = json.loads(run(*args, "--drop-duplicates", "--format", "json", "--alpha", "1e-6").stdout)
+    assert ">= 1e-06" in strict["rely_on"] and strict["verdict"]["verdict"] != EVIDENCE
     assert_dropped(report["duplicates_dropped"], sets)
     assert str(sets["copied"]) not in {row["file"] for row in report["scores"]}

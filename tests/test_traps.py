@@ -13,11 +13,13 @@ import pytest
 import torch
 from click.testing import CliRunner
 from conftest import corpus_ids, corpus_text, make_model, make_tokenizer
+from scipy.stats import binom, combine_pvalues
 
 from docaudit.audit.traps import mann_whitney, smallest_p
 from docaudit.cli import main
 from docaudit.config import ModelConfig, TrapConfig
 from docaudit.corpus.traps import PRIVATE_NOTE, insert_copies, jaccard, paragraph_starts, read_registry
+from docaudit.inference.permutation import rank_sum_test
 from docaudit.query.generate import generate_sequences, retokenizes
 from docaudit.query.models import load_model
 
@@ -148,26 +150,87 @@ def test_bad_registry_is_a_one_line_error(tmp_path):
         assert r.exit_code != 0 and r.output.startswith("error:") and r.output.count("\n") == 1
 
 
+def _splits(n: int, k: int) -> np.ndarray:
+    """Every way to choose which ``k`` of ``n`` values are the traps, as a boolean matrix (one row per split)."""
+    rows = np.zeros((math.comb(n, k), n), bool)
+    for r, idx in enumerate(itertools.combinations(range(n), k)):
+        rows[r, list(idx)] = True
+    return rows
+
+
+def _u_statistics(values, splits: np.ndarray) -> np.ndarray:
+    """Per split, the pairs (trap, control) where the trap scores higher, ties counted one half."""
+    values = np.asarray(values, dtype=float)
+    wins = (values[:, None] > values[None, :]) + 0.5 * (values[:, None] == values[None, :])
+    return ((splits @ wins) * ~splits).sum(axis=1)
+
+
 def _enumerated_p(x, y):
-    """The exact one-sided p-value by listing every way to choose which values are the traps."""
-    values = np.concatenate([x, y])
-    stat = lambda idx: sum(values[i] > values[j] for i in idx for j in set(range(len(values))) - set(idx))  # noqa: E731
-    observed = stat(range(len(x)))
-    splits = list(itertools.combinations(range(len(values)), len(x)))
-    return sum(stat(s) >= observed for s in splits) / len(splits)
+    """The exact one-sided p-value by listing every way to choose which values are the traps: the share of splits
+    whose U statistic is at least the observed one."""
+    u = _u_statistics(np.concatenate([x, y]), _splits(len(x) + len(y), len(x)))
+    return float(np.mean(u >= u[0] - 1e-9))  # the first split is the observed one
 
 
-def test_mann_whitney_is_exact_and_holds_its_level():
+def test_mann_whitney_is_the_full_enumeration_with_ties():
     rng = np.random.default_rng(0)
     for _ in range(5):
         x, y = rng.normal(0.5, 1, 4), rng.normal(0, 1, 5)
-        auc, p = mann_whitney(x, y)
-        assert p == pytest.approx(_enumerated_p(x, y))
-        assert auc == pytest.approx(np.mean([a > b for a in x for b in y]))
+        test = mann_whitney(x, y)
+        assert test.p_value == pytest.approx(_enumerated_p(x, y), rel=1e-12) and test.method == "exact"
+        assert test.auc == pytest.approx(np.mean([a > b for a in x for b in y]))
+    for _ in range(25):  # few distinct values: many ties, groups of unequal sizes either way round
+        n_x, n_y = (int(v) for v in rng.integers(1, 8, 2))
+        x, y = rng.integers(0, 3, n_x) + rng.integers(0, 2), rng.integers(0, 3, n_y)
+        assert mann_whitney(x, y).p_value == pytest.approx(_enumerated_p(x, y), rel=1e-12)
+    # 8 traps and 8 controls, scores on four levels: the normal approximation says 0.0049, the splits 0.0093
+    x, y = np.array([3, 3, 3, 2, 2, 2, 1, 1]), np.array([2, 1, 1, 0, 0, 0, 0, 0])
+    assert mann_whitney(x, y).p_value == pytest.approx(_enumerated_p(x, y), rel=1e-12)
     assert smallest_p(4, 4) == pytest.approx(1 / 70)
-    # under the null (exchangeable scores) p < 0.05 happens at most 5% of the time
-    p = [mann_whitney(*rng.normal(size=(2, 8)))[1] for _ in range(2000)]
-    assert np.mean(np.array(p) < 0.05) <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 2000)
+
+
+@pytest.mark.parametrize("values", [[0] * 13 + [1] * 3, [0] * 9 + [1] * 7, [0] * 5 + [1] * 6 + [2] * 5])
+def test_mann_whitney_holds_its_level_on_every_split_of_tied_scores(values):
+    """Under H0 every split of the 16 observed scores into 8 traps and 8 controls is equally likely, so the null
+    rate of p <= alpha is the share of the 12,870 splits with p <= alpha, known without simulation noise: at most
+    alpha for a valid test. (The normal approximation reaches 10% at alpha 0.05 on the first scores, 2% at 0.01 on
+    the second.) Splits with the same U statistic have the same p-value: one of each is tested, weighted by how
+    many there are."""
+    values = np.asarray(values, dtype=float)
+    splits = _splits(16, 8)
+    u = _u_statistics(values, splits)
+    levels, first, counts = np.unique(u, return_index=True, return_counts=True)
+    p = np.array([mann_whitney(values[splits[i]], values[~splits[i]]).p_value for i in first])
+    for alpha in (0.01, 0.05):
+        assert counts[p <= alpha].sum() / len(u) <= alpha
+    assert p == pytest.approx([np.mean(u >= level) for level in levels], rel=1e-12)
+
+
+def test_mann_whitney_holds_its_level_on_continuous_and_rounded_scores():
+    """2,000 null draws each: the rate of p < 0.05 stays below 0.05 + 2 standard errors (0.060), which a rate of
+    0.10 (doubled) exceeds with probability above 0.999."""
+    rng = np.random.default_rng(1)
+    for rounded in (False, True):
+        draws = rng.normal(size=(2000, 2, 8))
+        draws = np.round(draws) if rounded else draws
+        p = np.array([mann_whitney(*d).p_value for d in draws])
+        assert np.mean(p < 0.05) <= 0.05 + 2 * math.sqrt(0.05 * 0.95 / 2000)
+
+
+def test_monte_carlo_p_value_beyond_the_exact_count():
+    """Past the exact count's size the p-value comes from random splits, says so, is never below 1/(B + 1), agrees
+    with the exact count, and holds its level (600 null draws with 19 splits each: p <= 0.05 only when no split
+    reaches the observed rank sum, probability exactly 1/20)."""
+    rng = np.random.default_rng(2)
+    x, y = np.round(rng.normal(0.4, 1, 30), 1), np.round(rng.normal(0, 1, 25), 1)
+    exact = rank_sum_test(x, y)
+    sampled = rank_sum_test(x, y, exact_work=0, resamples=4999, seed=3)
+    assert exact.method == "exact" and sampled.method == "monte carlo" and sampled.resamples == 4999
+    assert sampled.p_value == pytest.approx(exact.p_value, abs=4 * math.sqrt(exact.p_value / 4999) + 1e-3)
+    assert rank_sum_test(np.arange(10.0) + 100, np.arange(10.0), exact_work=0, resamples=99).p_value == 1 / 100
+    draws = rng.normal(size=(600, 2, 8))
+    p = np.array([rank_sum_test(*d, exact_work=0, resamples=19, seed=i).p_value for i, d in enumerate(draws)])
+    assert np.mean(p <= 0.05) <= binom.ppf(0.999, 600, 0.05) / 600
 
 
 def test_lab_detects_traps_in_trained_documents_only(tmp_path, generator, one_thread):
@@ -191,7 +254,10 @@ def test_lab_detects_traps_in_trained_documents_only(tmp_path, generator, one_th
     assert len(trained) == len(untrained) == 3
     assert all(d["auc_loss"] == 1.0 and d["p_value"] == pytest.approx(1 / 70) for d in trained)
     assert all(d["verdict"] == "evidence of membership" for d in trained)
-    assert not all(d["auc_loss"] == 1.0 for d in untrained)
+    # never trained on: each document's exact p-value is valid and they are independent, so Fisher's combination of
+    # them is a valid p-value (conservative for discrete p-values); below 0.01 it says the untrained traps were
+    # learned (all three at the floor 1/70, as if trained, give 0.0003)
+    assert combine_pvalues([d["p_value"] for d in untrained], method="fisher").pvalue > 0.01
     registry = read_registry(tmp_path / "lab" / "traps-registry.json")
     members = {p.name for p in (tmp_path / "lab").iterdir()}
     assert "traps.csv" in members and len(registry.documents) == 6

@@ -90,7 +90,7 @@ def test_dataset_test_detects_shift():
     suspect[:, 0] += 1.5  # one detector sees the memorized set
     nonmember = rng.normal(size=(40, 3))
     res = dataset_test(suspect, nonmember)
-    assert res.p_value < 0.01 and res.effect > 0 and res.statistic > 0
+    assert res.p_value < 0.01 and res.effect > 0 and res.statistic > 0.5
     assert (res.n_suspect, res.n_nonmember, res.n_splits, len(res.split_p_values)) == (40, 40, 10, 10)
     assert res.p_value == pytest.approx(min(1.0, 2 * np.median(res.split_p_values)))
     assert "not proof" in res.meaning and "same distribution" in res.meaning
@@ -152,35 +152,42 @@ def test_dataset_test_is_one_sided_in_the_member_direction():
 
 
 @pytest.mark.slow
-def test_dataset_test_self_check_and_p_by_size():
-    """Maini et al.'s false-positive check is the same test on two halves of the known non-members, and the
-    p-value by number of suspects is the same test on random subsets of them (both recomputed here)."""
-    from docaudit.audit import dataset_level
-
+def test_dataset_test_p_by_size():
+    """The p-value by number of suspects is the same test on random subsets of them (recomputed here)."""
     rng = np.random.default_rng(4)
     suspect, nonmember = rng.normal(size=(30, 2)), rng.normal(size=(24, 2))
     suspect[:, 1] += 1.0
     res = dataset_test(suspect, nonmember, seed=2)
     check = np.random.default_rng([2, 1])
-    first, second = dataset_level._halves(24, check)
-    assert res.self_check_p_value == dataset_test(nonmember[first], nonmember[second], seed=2).p_value
-    assert res.self_check_p_value > 0.05 and res.self_check_reason is None
     assert [row["n_suspect"] for row in res.p_by_size] == [5, 10, 20, 30]
     chosen = check.choice(30, size=5, replace=False)
     assert res.p_by_size[0]["p_value"] == dataset_test(suspect[chosen], nonmember, seed=2).p_value
     assert res.p_by_size[-1]["p_value"] == res.p_value
-    few = dataset_test(suspect, nonmember[:6])
-    assert few.self_check_p_value is None and "at least 8" in few.self_check_reason
+    assert not hasattr(res, "self_check_p_value")  # uniform on any data: it could not fail (docs/methods.md)
 
 
-@pytest.mark.slow
-def test_dataset_test_null_self_check_rate():
-    """Under the null the self-check's p-value falls below 0.05 at most at about the nominal rate."""
-    small = [
-        dataset_test(*(np.random.default_rng(200 + i).normal(size=(2, 8, 2))), seed=i, n_splits=1).self_check_p_value
-        for i in range(40)
-    ]
-    assert sum(p < 0.05 for p in small) <= 6  # 99th percentile of Binomial(40, 0.05)
+def test_dataset_test_split_p_value_is_the_permutation_p_value():
+    """Two documents per half: 6 ways to split half B's 4 documents, so the p-value of one split is never below
+    1/6, however far apart the sets (a t-test on 2 against 2 documents gives a small one)."""
+    rng = np.random.default_rng(5)
+    suspect, nonmember = rng.normal(10, 1, size=(4, 2)), rng.normal(0, 1, size=(4, 2))
+    assert dataset_test(suspect, nonmember, n_splits=1).p_value == pytest.approx(1 / 6)
+
+
+@pytest.mark.parametrize("halves", [(5, 50), (2, 2), (4, 4)])
+def test_dataset_test_split_test_holds_its_level(halves):
+    """Under H0 half B's combined scores are exchangeable between suspects and non-members; with few suspects,
+    many non-members and skewed scores (a long tail towards non-member-like, as a mean log-probability has) Welch's
+    test rejected at 15% at 5 against 50. 600 null draws: the rate of p < 0.05 may not exceed the 99.9th
+    percentile of Binomial(600, 0.05) (8.2%), which a doubled rate (10%) exceeds with probability 0.92."""
+    from scipy.stats import binom
+
+    from docaudit.audit.dataset_level import _one_split
+
+    n_s, n_n = halves
+    rng = np.random.default_rng(n_s * 100 + n_n)
+    p = np.array([_one_split(-rng.exponential(size=n_s), -rng.exponential(size=n_n))[0] for _ in range(600)])
+    assert np.sum(p < 0.05) <= binom.ppf(0.999, 600, 0.05)
 
 
 def _texts(n, years, rng):
@@ -217,6 +224,6 @@ def test_dataset_test_text_output_names_every_check():
     res = dataset_test(rng.normal(size=(12, 2)) + [1.0, 0.0], rng.normal(size=(12, 2)), n_splits=3)
     text = format_dataset_checks(res)
     assert "blind baseline: not computed (no texts were given" in text and res.rely_on in text
-    assert f"self-check: p = {res.self_check_p_value:.3g}" in text
+    assert "self-check" not in text
     assert "p-value by number of suspect documents: 5: " in text and f"12: {res.p_value:.3g}" in text
     assert text.splitlines()[-1] == f"verdict: inconclusive ({res.verdict['reason']})"

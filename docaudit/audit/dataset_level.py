@@ -7,8 +7,8 @@ known not to be in the training data, through several per-document detector scor
 2. on A, standardize the features and fit a logistic regression that separates suspect (1) from non-member (0)
    with every weight non-negative (a feature whose weight comes out negative is dropped and the rest refit; with
    every weight dropped, the first feature alone is used);
-3. on B, compute the combined (linear) score of both sets and run a one-sided Welch t-test that the suspect mean
-   is larger;
+3. on B, compute the combined (linear) score of both sets and run the one-sided rank test that the suspects
+   score higher, with its exact permutation p-value (:mod:`docaudit.inference.permutation`);
 4. repeat over ``n_splits`` random splits and combine the p-values as twice their median.
 
 One-sided in the member direction: every feature is oriented higher = more member-like (docaudit's detector
@@ -26,24 +26,29 @@ weaker as splits are added. ``n_splits=1`` gives the plain single-split p-value.
 Bonferroni value are kept in the result.
 
 Validity of each split's p-value: the combining weights are fit on A only and B is untouched by the fit, so under
-the null hypothesis (suspect and non-member documents are exchangeable as seen through these scores) the
-combined scores of B's two groups have the same distribution; the Welch t-test then gives an approximately
-uniform p-value (exact only for normal scores; with a few documents per half it is an approximation).
+the null hypothesis (suspect and non-member documents are exchangeable as seen through these scores) B's combined
+scores are exchangeable between the two groups, and the permutation p-value of the rank test is valid at every
+level on any scores, with any number of documents and ties (Maini et al.'s Welch t-test is exact only for normal
+scores, and with two documents per half far from it).
 
-Beside the p-value, as Maini et al. report them:
+Maini et al.'s false-positive check (the same test on two random halves of the known non-members) is not run:
+two random halves of one set are exchangeable by construction, so its p-value is uniform on any data, whatever
+the suspects are; it cannot see the one failure that matters (suspects and non-members that differ for reasons
+other than training), and when it fell below the level (at that level's rate, by chance) it made a verdict
+inconclusive for nothing. The level of each split's test is guaranteed by the permutation argument above; the
+difference between the sets as text is what the blind p-value checks.
 
-- ``self_check_p_value``: their false-positive check. The known non-members are split at random in two and the
-  same test is run with one half as "suspects"; both halves come from one distribution, so this p-value should be
-  large. A small one says the test is not to be trusted on these documents.
+Beside the p-value:
+
 - ``p_by_size``: the p-value with only ``k`` randomly chosen suspect documents, for growing ``k`` (all
   non-members kept): how many suspects the test needs.
 - ``p_value_blind``: the same split test with a model-free classifier of the texts (``methods.blind``, kind
   ``DatasetTestConfig.blind_kind``) fit on A in place of the detector scores. A small blind p-value says the sets
   differ as text (era, topic, source), which makes the model's p-value unreadable as membership.
 
-The verdict (``docaudit.inference.verdicts``): "evidence of membership" only when the model's p-value is below ``alpha``
-while the blind p-value is not (and the self-check passes); "inconclusive", with the reason, when the blind test
-already separates the sets, the self-check fails, or no blind test could be run.
+The verdict (``docaudit.inference.verdicts``): "evidence of membership" only when the model's p-value is below
+``alpha`` while the blind p-value is not; "inconclusive", with the reason, when the blind test already separates
+the sets or no blind test could be run.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ import numpy as np
 
 from docaudit.config import DatasetTestConfig
 from docaudit.errors import DocauditError
+from docaudit.inference.permutation import rank_sum_test
 from docaudit.inference.verdicts import DEFAULT_ALPHA, decide
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
 
@@ -69,7 +75,8 @@ class DatasetTestResult:
     """Outcome of ``dataset_test``.
 
     - ``p_value``: combined p-value (twice the median of the split p-values, capped at 1; see the module notes);
-    - ``statistic``: median Welch t statistic over the splits (suspect minus non-member, on half B);
+    - ``statistic``: median over the splits of the rank test's AUC on half B (the share of (suspect, non-member)
+      pairs where the suspect's combined score is higher, ties one half; 0.5: no difference);
     - ``effect``: median over splits of the difference of mean combined scores on half B (suspect minus
       non-member, in units of the logistic model's log-odds);
     - ``effect_size``: the same difference divided by the pooled standard deviation (Cohen's d), median over
@@ -78,8 +85,8 @@ class DatasetTestResult:
     - ``meaning``: what the p-value does and does not mean, in words;
     - ``duplicates_dropped``: documents found in both sets and left out (``data.separate_sets``), when scored from
       files;
-    - ``self_check_p_value`` (``self_check_reason`` when it could not run), ``p_by_size``, ``p_value_blind``
-      (``blind_reason`` when it could not run), ``blind_kind``: see the module notes;
+    - ``p_by_size``, ``p_value_blind`` (``blind_reason`` when it could not run), ``blind_kind``: see the module
+      notes; ``test``: the per-split test in words;
     - ``rely_on``: one sentence saying which p-value the user may rely on; ``verdict``: the verdict's fields
       (``docaudit.inference.verdicts.Verdict.as_dict``).
     """
@@ -96,14 +103,13 @@ class DatasetTestResult:
     n_features: int
     meaning: str = field(repr=False)
     duplicates_dropped: dict | None = None
-    self_check_p_value: float | None = None
-    self_check_reason: str | None = None
     p_by_size: tuple[dict, ...] = ()
     p_value_blind: float | None = None
     blind_reason: str | None = None
     blind_kind: str | None = None
     rely_on: str = ""
     verdict: dict | None = None
+    test: str = ""
 
 
 def _check(name: str, x) -> np.ndarray:
@@ -139,22 +145,20 @@ def _meaning(p: float, n_s: int, n_n: int, k: int) -> str:
     )
 
 
-def _one_split(zs: np.ndarray, zn: np.ndarray) -> tuple[float, float, float, float]:
-    """Welch's one-sided test that the suspects' half-B scores ``zs`` exceed the non-members' ``zn``: ``(p, t,
-    difference of means, Cohen's d)``."""
-    from scipy.stats import ttest_ind
+TEST = (
+    "one-sided rank test (Wilcoxon-Mann-Whitney) of suspects scoring higher on half B, with its permutation "
+    "p-value given the observed scores"
+)
 
+
+def _one_split(zs: np.ndarray, zn: np.ndarray) -> tuple[float, float, float, float]:
+    """The one-sided rank test that the suspects' half-B scores ``zs`` exceed the non-members' ``zn``, with its
+    permutation p-value: ``(p, AUC, difference of means, Cohen's d)``."""
+    test = rank_sum_test(zs, zn)
     diff = float(zs.mean() - zn.mean())
-    if np.ptp(np.r_[zs, zn]) == 0.0:  # no variation at all (e.g. constant features): no evidence
-        t, p = 0.0, 1.0
-    else:
-        res = ttest_ind(zs, zn, equal_var=False, alternative="greater")
-        t, p = float(res.statistic), float(res.pvalue)
-        if not np.isfinite(p):  # zero variance within both groups but a difference between them
-            t, p = (np.inf, 0.0) if diff > 0 else (-np.inf, 1.0)
     pooled = np.sqrt((zs.var(ddof=1) + zn.var(ddof=1)) / 2.0)
     d = diff / pooled if pooled > 0 else float(np.sign(diff) * np.inf) if diff else 0.0
-    return p, t, diff, d
+    return test.p_value, test.auc, diff, d
 
 
 def _splits(n_s: int, n_n: int, n_splits: int, seed: int) -> list[tuple[np.ndarray, ...]]:
@@ -233,7 +237,7 @@ def dataset_test(
     higher = more member-like (a 1-d array is one feature). ``C`` is the inverse L2 regularisation strength of the
     logistic regression that combines the features. ``blind``: the texts as a
     :class:`docaudit.methods.blind.BlindFeatures` (suspects first) for the blind p-value, or None. See the module
-    notes for the procedure, the self-check, the p-value by size and the verdict at level ``alpha``.
+    notes for the procedure, the p-value by size and the verdict at level ``alpha``.
     Deterministic given ``seed``.
     """
     s, n = _check("suspect", suspect), _check("non-member", nonmember)
@@ -245,16 +249,10 @@ def dataset_test(
         raise DocauditError(f"n_splits must be at least 1, got {n_splits}")
     if blind is not None and len(blind) != len(s) + len(n):
         raise DocauditError(f"{len(blind)} texts for {len(s)} suspect and {len(n)} non-member score rows")
-    ps, ts, effects, ds = (list(v) for v in zip(*_feature_test(s, n, seed, n_splits, C)))
+    ps, aucs, effects, ds = (list(v) for v in zip(*_feature_test(s, n, seed, n_splits, C)))
     p_value = _combine(ps)
 
     rng = np.random.default_rng([seed, 1])
-    self_check, self_reason = None, None
-    if len(n) >= 2 * MIN_DOCS:
-        first, second = _halves(len(n), rng)
-        self_check = _combine([r[0] for r in _feature_test(n[first], n[second], seed, n_splits, C)])
-    else:
-        self_reason = f"the self-check splits the non-members in two and needs at least {2 * MIN_DOCS} of them"
     sizes = [k for k in SIZES if MIN_DOCS <= k < len(s)] + [len(s)]
     by_size = []
     for k in sizes:
@@ -273,14 +271,9 @@ def dataset_test(
             f"the model-free (blind) test already tells the sets apart (p_blind = {p_blind:.3g} < {alpha}): they "
             "differ as text, so the model's p-value cannot be read as membership"
         )
-    elif self_check is not None and self_check < alpha:
-        reason = (
-            f"the self-check on two halves of the known non-members gives p = {self_check:.3g} < {alpha}: the test "
-            "is not calibrated on these documents"
-        )
     return DatasetTestResult(
         p_value=p_value,
-        statistic=float(np.median(ts)),
+        statistic=float(np.median(aucs)),
         n_suspect=len(s),
         n_nonmember=len(n),
         effect=float(np.median(effects)),
@@ -290,14 +283,13 @@ def dataset_test(
         bonferroni_p=float(min(1.0, n_splits * min(ps))),
         n_features=s.shape[1],
         meaning=_meaning(p_value, len(s), len(n), s.shape[1]),
-        self_check_p_value=self_check,
-        self_check_reason=self_reason,
         p_by_size=tuple(by_size),
         p_value_blind=p_blind,
         blind_reason=blind_reason,
         blind_kind=blind_kind if blind is not None else None,
         rely_on=rely_on(p_value, p_blind, alpha),
         verdict=decide(p_value, None, alpha, inconclusive_reason=reason).as_dict(),
+        test=TEST,
     )
 
 
@@ -309,12 +301,14 @@ def dataset_test_documents(
     config: DatasetTestConfig = DatasetTestConfig(),
     reading: DocumentSpec = DocumentSpec(),
     run: RunContext = RunContext(),
+    alpha: float = DEFAULT_ALPHA,
 ) -> tuple[DatasetTestResult, list[dict]]:
     """Score both document sets with the detectors ``config.methods`` on the target model (one query pass each,
     cached) and run :func:`dataset_test` on the score matrices with ``config.splits`` splits, seeded by
     ``run.seed``. A text in both sets is an error, or with ``reading.drop_duplicates`` left out of both. Documents
     that cannot be used are left out and recorded in ``reading.skips``. The documents' texts give the blind p-value
-    (a model-free classifier of kind ``config.blind_kind``). Returns the result and the per-document scores."""
+    (a model-free classifier of kind ``config.blind_kind``); ``alpha``: the level of the verdict. Returns the result
+    and the per-document scores."""
     from dataclasses import replace
 
     from docaudit.audit.scoring import score_documents
@@ -344,6 +338,7 @@ def dataset_test_documents(
         n_splits=config.splits,
         blind=BlindFeatures([text_of[row["file"]] for row in suspect + known]),
         blind_kind=config.blind_kind,
+        alpha=alpha,
     )
     result = replace(result, duplicates_dropped=duplicates)
     rows = [{"set": "suspect", **r} for r in suspect] + [{"set": "nonmember", **r} for r in known]

@@ -13,44 +13,35 @@ each: the authors score each sequence alone, ``src/utils.py`` ``compute_perplexi
 Per document, and over all documents pooled, it gives the AUC of traps against controls for each score and a
 one-sided Mann–Whitney p-value for one score fixed in advance (``ref`` when a reference model is given, else
 ``loss``): under "the model never saw these traps" the traps and controls are exchangeable, because which were
-published was decided at random, so the test's level is exact without any model of the scores. Verdicts use
-:mod:`docaudit.inference.verdicts` with Benjamini–Hochberg q-values over the documents.
+published was decided at random, so the permutation distribution of the rank sum given the observed scores (ties
+included, :mod:`docaudit.inference.permutation`) gives a p-value whose level is exact without any model of the
+scores. ``p_value_method`` says whether it was counted exactly or, for very large pooled sets, estimated from
+random splits. Verdicts use :mod:`docaudit.inference.verdicts` with Benjamini–Hochberg q-values over the
+documents.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import mannwhitneyu
 
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, TrapConfig
 from docaudit.corpus.traps import TrappedDocument, TrapRegistry, TrapSequence, plant
 from docaudit.errors import DocauditError
+from docaudit.inference.permutation import RankTest, rank_sum_test, smallest_p
 from docaudit.inference.verdicts import Verdict, bh_adjust, decide
 from docaudit.provenance import model_record
 from docaudit.query.models import LoadedModel, load_model
 
-EXACT_MAX = 50  # Mann–Whitney's exact null distribution for samples up to this size on each side (and no ties)
 
-
-def mann_whitney(traps: Sequence[float], controls: Sequence[float]) -> tuple[float, float]:
-    """``(AUC, p)``: the AUC of traps against controls (``U / (n_traps * n_controls)``, ties counted one half) and the
-    one-sided p-value of "traps score higher". Exact (scipy's ``method="exact"``) when each side has at most
-    ``EXACT_MAX`` values and there are no ties; otherwise the normal approximation with tie correction."""
-    x, y = np.asarray(traps, dtype=float), np.asarray(controls, dtype=float)
-    ties = len(np.unique(np.concatenate([x, y]))) < len(x) + len(y)
-    method = "exact" if max(len(x), len(y)) <= EXACT_MAX and not ties else "asymptotic"
-    res = mannwhitneyu(x, y, alternative="greater", method=method)
-    return float(res.statistic) / (len(x) * len(y)), float(res.pvalue)
-
-
-def smallest_p(n_traps: int, n_controls: int) -> float:
-    """The smallest one-sided p-value the exact test can give: ``1 / C(n_traps + n_controls, n_traps)``."""
-    return 1.0 / math.comb(n_traps + n_controls, n_traps)
+def mann_whitney(traps: Sequence[float], controls: Sequence[float]) -> RankTest:
+    """The AUC of traps against controls (``U / (n_traps * n_controls)``, ties counted one half) and the one-sided
+    permutation p-value of "traps score higher", exact given the observed scores, ties included
+    (:func:`docaudit.inference.permutation.rank_sum_test`)."""
+    return rank_sum_test(traps, controls)
 
 
 @dataclass
@@ -140,8 +131,9 @@ class TrapDetection:
 def _summary(trap_scores: dict, control_scores: dict, methods: Sequence[str], primary: str) -> dict:
     row = {"n_traps": len(trap_scores[primary]), "n_controls": len(control_scores[primary])}
     for m in methods:
-        row[f"auc_{m}"] = mann_whitney(trap_scores[m], control_scores[m])[0]
-    row["p_value"] = mann_whitney(trap_scores[primary], control_scores[primary])[1]
+        row[f"auc_{m}"] = mann_whitney(trap_scores[m], control_scores[m]).auc
+    test = mann_whitney(trap_scores[primary], control_scores[primary])
+    row["p_value"], row["p_value_method"] = test.p_value, test.method
     return row
 
 

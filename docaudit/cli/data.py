@@ -9,6 +9,7 @@ from docaudit.cli.command import command, friendly_errors, group, show_progress
 from docaudit.cli.echo import echo_csv, echo_json, skipped_note, warn_skipped
 from docaudit.cli.inputs import dataset_options, documents_option
 from docaudit.cli.options import (
+    alpha_option,
     cleaning_options,
     drop_duplicates_option,
     field_options,
@@ -39,6 +40,7 @@ from docaudit.errors import DocauditError
 @ray_options
 @query_options
 @field_options(DatasetTestConfig, "methods", "splits", "blind_kind")
+@alpha_option("Level of the verdict: evidence of membership when the p-value is below it and the blind one is not.")
 @seed_option()
 @cleaning_options
 @drop_duplicates_option
@@ -46,7 +48,7 @@ from docaudit.errors import DocauditError
 @format_option
 @dry_run_option
 @friendly_errors
-def dataset_test(suspect, former_suspect, nonmembers, methods, splits, blind_kind, strict, fmt, **kw):
+def dataset_test(suspect, former_suspect, nonmembers, methods, splits, blind_kind, alpha, strict, fmt, **kw):
     """Were the SUSPECT documents (files, folders or datasets), as a set, trained on? A dataset-level test in the
     style of Maini et al. 2024."""
     suspect += former_suspect
@@ -76,6 +78,7 @@ def dataset_test(suspect, former_suspect, nonmembers, methods, splits, blind_kin
         blind_kind=blind_kind,
         ray=ray_config(kw),
         progress=show_progress(),
+        alpha=alpha,
     )
     warn_skipped(skips.as_json())
     if fmt == "json":
@@ -89,7 +92,10 @@ def dataset_test(suspect, former_suspect, nonmembers, methods, splits, blind_kin
         f"{skipped_note(skips.as_json())}, {result.n_features} scores combined; query: {format_query(query.used())}"
         + duplicates_note(result.duplicates_dropped, "; ")
     )
-    click.echo(f"p-value {result.p_value:.3g} (t = {result.statistic:.2f}, effect size d = {result.effect_size:.2f})")
+    click.echo(
+        f"p-value {result.p_value:.3g} (AUC on the held-out halves {result.statistic:.2f}, "
+        f"effect size d = {result.effect_size:.2f})"
+    )
     click.echo(result.meaning)
     click.echo(format_dataset_checks(result))
 

@@ -43,6 +43,7 @@ from sklearn.linear_model import LogisticRegression
 
 from docaudit.config import BeyondBlindConfig, MetaConfig
 from docaudit.errors import DocauditError
+from docaudit.inference.comparison import comparison_verdict, reading
 from docaudit.methods.blind import BlindFeatures
 from docaudit.methods.document_level import LEVELS
 from docaudit.methods.meta import classifier
@@ -52,12 +53,6 @@ FoldScorer = Callable[[int, np.ndarray, np.ndarray], np.ndarray]
 """``(outer fold index, training indices, test indices) -> scores of the test documents`` (higher = member), from a
 classifier fit on the training documents only."""
 
-ADDS = "the model adds evidence beyond what text alone separates"
-NO_EVIDENCE = "no evidence beyond the blind baseline"
-NOTHING = (
-    "the model adds nothing beyond the blind baseline: the combiner gave the model's score weight 0 in every fold, "
-    "so the combined score is the blind baseline's"
-)
 TEST = "DeLong (1988), one-sided: AUC(combined) > AUC(blind baseline through the same combiner)"
 COMBINER = (
     "logistic regression on the (blind, model) scores, each standardized within the batch its classifier scored, "
@@ -178,7 +173,7 @@ class BeyondBlind:
     combined: np.ndarray
     delta_ci: tuple[float, float]
     p_value: float | None
-    verdict: str
+    verdict: str  # a template of docaudit.inference.comparison, read with the blind kind by as_json
     info: dict
     baseline: np.ndarray | None = None
 
@@ -197,6 +192,7 @@ class BeyondBlind:
         }
 
     def as_json(self) -> dict:
+        """The reported fields; ``verdict`` names the blind classifier compared with (``info["blind_kind"]``)."""
         aucs = self.aucs
         return {
             **aucs,
@@ -205,17 +201,9 @@ class BeyondBlind:
             "delta_ci_high": self.delta_ci[1],
             "p_value": self.p_value,
             "test": TEST,
-            "verdict": self.verdict,
+            "verdict": reading(self.verdict, self.info.get("blind_kind")),
             **self.info,
         }
-
-
-def verdict(delta_lo: float, p_value: float | None, p_level: float, model_weighted: bool = True) -> str:
-    """The plain-language reading: the model adds nothing when the combiner never weighted its score; it adds
-    evidence only when delta's interval lies above 0 and p (when there is one) is below ``p_level``."""
-    if not model_weighted:
-        return NOTHING
-    return ADDS if delta_lo > 0 and p_value is not None and p_value < p_level else NO_EVIDENCE
 
 
 def beyond_blind(
@@ -262,7 +250,7 @@ def beyond_blind(
         combined,
         (ci.lo, ci.hi),
         test.p_value,
-        verdict(ci.lo, test.p_value, config.p_level, bool((weights > 0).any())),
+        comparison_verdict(ci.lo, test.p_value, config.p_level, bool((weights > 0).any())),
         details,
         baseline,
     )

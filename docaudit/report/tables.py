@@ -124,13 +124,16 @@ def beyond_blind_sentence(beyond: dict | None) -> str:
     if not beyond:
         return ""
     if "unavailable" in beyond:
-        return f"Whether the model adds anything beyond the texts alone was not computed: {beyond['unavailable']}."
+        return (
+            f"Whether the model adds anything beyond a blind classifier of the texts was not computed: "
+            f"{beyond['unavailable']}."
+        )
     p = beyond["p_value"]
     p_text = f"DeLong one-sided p = {p:.3g}" if p is not None else f"no p-value: {beyond.get('p_value_reason')}"
     reading = beyond["verdict"][0].upper() + beyond["verdict"][1:]
     return (
-        f"{reading}: on the calibration books, the texts alone ({beyond['blind_kind']}) are told apart with AUC "
-        f"{beyond['auc_blind']:.2f} and texts and model together ({beyond['model']}) with "
+        f"{reading}: on the calibration books, the {beyond['blind_kind']} blind classifier of the texts tells them "
+        f"apart with AUC {beyond['auc_blind']:.2f} and it together with the model ({beyond['model']}) with "
         f"{beyond['auc_combined']:.2f}, a difference of {beyond['delta']:+.2f} ({beyond['confidence']:.0%} interval "
         f"{beyond['delta_ci_low']:+.2f} to {beyond['delta_ci_high']:+.2f}; {p_text})."
     )
@@ -138,21 +141,16 @@ def beyond_blind_sentence(beyond: dict | None) -> str:
 
 def format_dataset_checks(result) -> str:
     """The dataset test's checks beside its p-value (a ``DatasetTestResult``): the blind p-value and which p-value
-    to rely on, Maini et al.'s self-check, the p-value by number of suspects, and the verdict."""
+    to rely on, the p-value by number of suspects, and the verdict."""
     blind = (
         f"p = {result.p_value_blind:.3g} (model-free {result.blind_kind} classifier of the texts, same splits)"
         if result.p_value_blind is not None
         else f"not computed ({result.blind_reason})"
     )
-    check = (
-        f"p = {result.self_check_p_value:.3g} (two halves of the known non-members; should be large)"
-        if result.self_check_p_value is not None
-        else f"not computed ({result.self_check_reason})"
-    )
     sizes = "  ".join(f"{row['n_suspect']}: {row['p_value']:.3g}" for row in result.p_by_size)
     verdict = result.verdict["verdict"] + (f" ({result.verdict['reason']})" if result.verdict["reason"] else "")
     return (
-        f"blind baseline: {blind}\n{result.rely_on}\nself-check: {check}\n"
+        f"blind baseline: {blind}\n{result.rely_on}\n"
         f"p-value by number of suspect documents: {sizes}\nverdict: {verdict}"
     )
 
