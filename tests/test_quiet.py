@@ -138,11 +138,49 @@ def test_dry_run_says_what_it_would_query_and_loads_nothing(sets, tmp_path):
     sizes = [f.stat().st_size for d in (sets["mem"], sets["non"]) for f in d.glob("*.txt")]
     tokens = sum(-(-s // 4) for s in sizes)  # 4 characters per token, rounded up per document
     windows = sum(1 if t <= 64 else -(-(t - 64) // 63) + 1 for t in (-(-s // 4) for s in sizes))
-    minutes = tokens / 366.0 / 60
     lines = result.stdout.splitlines()
-    assert lines[0] == f"dry run: querying 8 documents, ~{tokens:,} tokens, ~{minutes:.1f} min at 366 tok/s"
+    assert lines[0].startswith(f"dry run: querying 8 documents, ~{tokens:,} tokens, ~")
+    assert lines[0].endswith(" in all (366 tok/s, documented)")
     assert f"{windows:,} model passes (windows of 64 tokens)" in lines[1]
+    # loading, then the passes: the documents, the lowercased sequences and PAC's five copies of each sequence
+    assert lines[2].startswith("  loading the model: once, ~")
+    assert lines[3].startswith(f"  model passes: documents: ~{tokens:,} tokens, ~")
+    assert lines[4].startswith("  model passes: lower: ~") and lines[5].startswith(
+        "  model passes: pac (5 per text): ~"
+    )
+    lower, pac = (int(line.split("~")[1].split(" tokens")[0].replace(",", "")) for line in lines[4:6])
+    assert pac == 5 * lower > 0
     assert chars > 0 and not out.exists()
+
+
+@pytest.mark.slow
+def test_dry_run_refuses_what_the_run_refuses(sets, tiny_gpt2):
+    """The same folder as members and non-members: the dry run stops with the run's own error and status."""
+    args = ("evaluate", "--members", sets["mem"], "--nonmembers", sets["mem"], "--folds", "2", "--model", tiny_gpt2)
+    args += ("--context", "16", "--no-meta", "--methods", "loss")
+    dry, real = docaudit(*args, "--dry-run"), docaudit(*args, "-q")
+    assert real.returncode == 3 and "both in the members and the non-members" in real.stderr
+    assert (dry.returncode, dry.stderr, dry.stdout) == (real.returncode, real.stderr, "")
+
+
+@pytest.mark.slow
+def test_estimates_use_the_rates_measured_here(sets, tiny_gpt2, tmp_path):
+    """A real run records its load time and query rate in the cache; a dry run of the same model uses them."""
+    from docaudit.config.rules import QUERY_TOKENS_PER_SECOND
+    from docaudit.query import rates
+
+    config = ModelConfig(model=str(tiny_gpt2))
+    doc = sorted(sets["mem"].glob("*.txt"))[0]
+    done = docaudit("score", doc, "--model", tiny_gpt2, "--context", "16", "--methods", "loss", "-q")
+    assert done.returncode == 0, done.stderr
+    key = rates.model_key(config)
+    assert rates.measured(key, "load_s") > 0
+    rates.record_query(config, 123_456, 2.0)  # as a query of 123,456 tokens in 2 s would
+    assert rates.measured(key, "tokens_per_s") == 123_456 / 2.0 != QUERY_TOKENS_PER_SECOND["transformers"]
+    dry = docaudit("score", doc, "--model", tiny_gpt2, "--context", "16", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "(61728 tok/s, measured on this machine)" in dry.stdout.splitlines()[0]
+    assert "measured on this machine by earlier runs (docaudit's cache): query, load" in dry.stdout
 
 
 def test_dry_run_of_predict_uses_the_card_query(tmp_path):
