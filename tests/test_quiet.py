@@ -229,6 +229,43 @@ def test_api_with_progress_shows_the_loading_step_and_the_conversion(sets, tiny_
     assert "first use of tiny.gguf: converting to safetensors (once)" in err and "writing safetensors" in err
 
 
+@pytest.mark.slow
+def test_every_long_step_reports_with_progress_and_none_without(tiny_gpt2, tmp_path, capfd):
+    """``evaluate`` with every step: loading, the query, the sequences' extra passes, the meta-classifier's fits (its
+    inner search counted), the blind baselines and the beyond-blind refits each show a bar; without progress,
+    nothing at all is printed."""
+    from docaudit.config import MetaConfig, ScalingConfig
+
+    sets = document_sets(tmp_path, n=6, n_chars=600)
+    meta = MetaConfig(n_estimators=10, select_trees=10, bins=10, features="hist", n_jobs=1)
+    options = dict(model=ModelConfig(model=str(tiny_gpt2)), query=QueryConfig(context=16), folds=2, meta=meta)
+    options |= dict(methods="loss,lowercase", scaling=ScalingConfig(n_sequences=4))
+    api.evaluate([sets["mem"]], [sets["non"]], progress=True, **options)
+    err = capfd.readouterr().err
+    steps = ("loading model", "querying", "scoring sequences", "meta-classifier folds", "blind baselines")
+    for step in (*steps, "beyond-blind refits"):
+        assert step in err, step
+    fits = 2 * (1 + 5 * 3)  # two folds, each five normalizations x three inner folds and the chosen pair's fit
+    assert f"{fits}/{fits}" in err
+    api.evaluate([sets["mem"]], [sets["non"]], progress=False, **options)
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""
+
+
+def test_trap_generation_counts_tokens(tiny_gpt2, capfd):
+    from docaudit.config import TrapConfig
+    from docaudit.query.generate import generate_sequences
+    from docaudit.query.models import load_model
+
+    lm = load_model(ModelConfig(model=str(tiny_gpt2)))
+    config = TrapConfig(tokens=8, batch_size=4, max_perplexity=1e9)
+    made = generate_sequences(lm, 3, config, progress=True)
+    err = capfd.readouterr().err
+    assert len(made.sequences) == 3 and "generating traps" in err and "tok" in err and "traps=" in err
+    generate_sequences(lm, 3, config, progress=False)
+    assert capfd.readouterr().err == ""
+
+
 def test_query_bar_moves_within_one_document(gpt2):
     """One long document: the backend reports its scored tokens batch by batch, all of them in the end."""
     from docaudit.query.progress import counting

@@ -14,7 +14,7 @@ from test_classifier_safety import synthetic_stats
 from docaudit.config import MetaConfig
 from docaudit.methods.meta import classifier
 
-META = MetaConfig(n_estimators=20, select_trees=20, bins=10, n_jobs=1, norms=("none", "max_tf", "ratio_tf"))
+META = MetaConfig(n_estimators=5, select_trees=5, bins=10, n_jobs=1, norms=("none", "max_tf", "ratio_tf"))
 
 
 def reference_choice(X, labels, meta: MetaConfig) -> tuple[str, str]:
@@ -26,7 +26,7 @@ def reference_choice(X, labels, meta: MetaConfig) -> tuple[str, str]:
     return best["normalize__method"], best["features__kind"]
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("seed", [0, 1, 2])
 def test_selection_matches_grid_search(seed):
     rng = np.random.default_rng(seed)
     stats, labels = synthetic_stats(18, rng), np.array([0, 1] * 9)
