@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from docaudit.config import BeyondBlindConfig, DetectorConfig, MetaConfig, ModelConfig, QueryConfig
-from docaudit.config.rules import LOAD_SECONDS, QUERY_TOKENS_PER_SECOND, TREE_SECONDS
+from docaudit.config.rules import CHARS_PER_TOKEN, LOAD_SECONDS, QUERY_TOKENS_PER_SECOND, TREE_SECONDS
 from docaudit.query import rates
 
 BLIND_TREES = 300  # the blind baseline's "dates" forest (``methods.blind.make_pipeline``)
@@ -22,12 +22,14 @@ BLIND_TREES = 300  # the blind baseline's "dates" forest (``methods.blind.make_p
 
 @dataclass(frozen=True)
 class Rates:
-    """Tokens per second of model passes, seconds to load the model, seconds per forest tree; ``measured``: which
-    of them come from this machine (the others are the documented ones)."""
+    """Tokens per second of model passes, seconds to load the model, seconds per forest tree, bytes of text per
+    token of the model's tokenizer; ``measured``: which of them come from this machine (the others are the
+    documented ones)."""
 
     tokens_per_s: float | None
     load_s: float
     tree_s: float
+    bytes_per_token: float = CHARS_PER_TOKEN
     measured: tuple[str, ...] = ()
 
 
@@ -37,12 +39,14 @@ def rates_for(model: ModelConfig) -> Rates:
     tokens = rates.measured(key, "tokens_per_s")
     load = rates.measured(key, "load_s")
     tree = rates.measured(rates.FOREST_KEY, "tree_s")
-    measured = tuple(n for n, v in (("query", tokens), ("load", load), ("forests", tree)) if v is not None)
+    size = rates.measured(key, "bytes_per_token")
+    found = (("query", tokens), ("load", load), ("forests", tree), ("tokenizer", size))
     return Rates(
         tokens if tokens is not None else QUERY_TOKENS_PER_SECOND.get(model.backend),
         load if load is not None else LOAD_SECONDS.get(model.backend, 0.0),
         tree if tree is not None else TREE_SECONDS,
-        measured,
+        size if size is not None else CHARS_PER_TOKEN,
+        tuple(n for n, v in found if v is not None),
     )
 
 
@@ -65,6 +69,7 @@ class Plan:
     context: int
     rates: Rates
     steps: list[Step] = field(default_factory=list)
+    doc_tokens: list[int] = field(default_factory=list)
 
     @property
     def seconds(self) -> float | None:
@@ -88,18 +93,15 @@ def windows_of(n: int, context: int, stride: int) -> int:
     return 1 if n <= context else math.ceil((n - context) / stride) + 1
 
 
-def query_plan(tokens: Sequence[int], query: QueryConfig, model: ModelConfig, load: bool = True) -> Plan:
-    """Loading the model (``load``) and the main query of documents of ``tokens`` tokens each (at most
-    ``query.max_tokens``)."""
+def query_plan(sizes: Sequence[int], query: QueryConfig, model: ModelConfig, load: bool = True) -> Plan:
+    """Loading the model (``load``) and the main query of documents of ``sizes`` bytes each (in tokens at the
+    tokenizer's bytes per token; at most ``query.max_tokens``)."""
+    rates_here = rates_for(model)
+    tokens = [math.ceil(b / rates_here.bytes_per_token) for b in sizes]
     stride = query.stride or query.context - 1
     queried = [n if query.max_tokens is None else min(n, query.max_tokens) for n in tokens]
-    plan = Plan(
-        len(queried),
-        sum(queried),
-        sum(windows_of(n, query.context, stride) for n in queried),
-        query.context,
-        rates_for(model),
-    )
+    windows = sum(windows_of(n, query.context, stride) for n in queried)
+    plan = Plan(len(queried), sum(queried), windows, query.context, rates_here, doc_tokens=queried)
     if load:
         plan.steps.append(Step("loading the model", "once", plan.rates.load_s))
     plan.add_passes("model passes: documents", plan.tokens)
@@ -123,10 +125,10 @@ def add_extra_passes(plan: Plan, methods: Sequence[str], detector: DetectorConfi
 
 
 def sequence_tokens(tokens: Sequence[int], query: QueryConfig, n_sequences: int) -> int:
-    """Tokens of the sequences ``evaluate`` samples per document (at most ``n_sequences`` windows of each)."""
+    """Tokens of the sequences ``evaluate`` samples from documents of ``tokens`` queried tokens each (at most
+    ``n_sequences`` windows of each)."""
     stride = query.stride or query.context - 1
-    queried = [n if query.max_tokens is None else min(n, query.max_tokens) for n in tokens]
-    return sum(min(n_sequences, windows_of(n, query.context, stride)) * min(n, query.context) for n in queried)
+    return sum(min(n_sequences, windows_of(n, query.context, stride)) * min(n, query.context) for n in tokens)
 
 
 def add_meta(plan: Plan, meta: MetaConfig, folds: int, final_fit: bool) -> None:
@@ -143,3 +145,35 @@ def add_blind(plan: Plan, folds: int, beyond: BeyondBlindConfig | None, meta: Me
     plan.add_trees("blind baselines", folds * (1 + inner) * BLIND_TREES, folds * (1 + inner))
     if beyond is not None and meta is not None:
         plan.add_trees("beyond-blind refits", folds * inner * meta.n_estimators, folds * inner)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a command runs beside its main query: its name, the detectors (``methods``) with their settings, the
+    meta-classifier (None: not run) on ``folds`` folds, the sequences sampled per document (``evaluate``), the blind
+    baselines and the beyond-blind comparison."""
+
+    command: str
+    methods: tuple[str, ...] = ()
+    detector: DetectorConfig = DetectorConfig()
+    meta: MetaConfig | None = None
+    folds: int = 0
+    n_sequences: int = 40
+    blind: bool = False
+    beyond: bool = False
+
+
+def command_plan(
+    shape: Shape, tokens: Sequence[int], query: QueryConfig, model: ModelConfig, load: bool = True
+) -> Plan:
+    """The estimated steps of a command over documents of ``tokens`` tokens each."""
+    plan = query_plan(tokens, query, model, load)
+    if shape.command == "evaluate":
+        add_extra_passes(plan, shape.methods, shape.detector, sequence_tokens(tokens, query, shape.n_sequences))
+    elif shape.command in ("score", "sequence", "report", "dataset-test"):
+        add_extra_passes(plan, shape.methods, shape.detector, plan.tokens)
+    if shape.meta is not None:
+        add_meta(plan, shape.meta, shape.folds, final_fit=shape.command == "train")
+    if shape.blind:
+        add_blind(plan, shape.folds, BeyondBlindConfig() if shape.beyond else None, shape.meta)
+    return plan

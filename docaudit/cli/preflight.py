@@ -15,7 +15,7 @@ import click
 from docaudit.cli.command import option, show_progress
 from docaudit.cli.options import config_from
 from docaudit.config import DEFAULT_CLASSIFIER, QueryConfig, check_range
-from docaudit.config.rules import CHARS_PER_TOKEN, TOKENS_PER_WORD, check_folds, check_inner_folds
+from docaudit.config.rules import TOKENS_PER_WORD, check_folds, check_inner_folds
 from docaudit.corpus.base import DocumentError
 from docaudit.corpus.datasets import HUB_PREFIX, is_dataset
 from docaudit.corpus.documents import expand_paths
@@ -76,21 +76,22 @@ def preflight(
     no_model = methods is not None and methods.strip() == "blind"  # evaluate's model-free baseline alone
     ctx = click.get_current_context()
     if ctx.meta.get(DRY_RUN_KEY, False):
-        tokens = None if files is None else read_as_run(members, nonmembers, strict, folds, meta, ctx.params)
+        sizes = None if files is None else read_as_run(members, nonmembers, strict, folds, meta, ctx.params)
         if no_model:
             click.echo("dry run: no model would be queried (--methods blind); nothing was loaded or written")
         else:
-            echo_dry_run(tokens, query, backend, methods, meta)
+            echo_dry_run(sizes, query, backend, methods, meta)
         return True
     if files and not no_model and show_progress():
-        click.echo(plan_line(command_plan(file_tokens(files), query, backend, methods, meta)), err=True)
+        click.echo(plan_line(command_plan(file_sizes(files), query, backend, methods, meta)), err=True)
     return False
 
 
 def read_as_run(members, nonmembers, strict: bool, folds: int | None, meta, params: dict) -> list[int]:
     """Read the documents as the run reads them, with its checks (``params``: the command's options, for the
     cleaning and duplicate settings): a file that cannot be read (an error with ``--strict``, else a skip), the
-    same text in both sets, too few documents left for the folds. Returns each document's estimated tokens."""
+    same text in both sets, too few documents left for the folds. Returns each document's size in bytes, as read
+    (cleaned)."""
     from docaudit.corpus.base import Skips
     from docaudit.corpus.documents import labelled_documents, load_documents
 
@@ -108,18 +109,18 @@ def read_as_run(members, nonmembers, strict: bool, folds: int | None, meta, para
             check_folds(folds, first, second)
             if meta is not None:
                 check_inner_folds(meta, folds, first, second)
-    return [math.ceil(len(d.text.encode("utf-8")) / CHARS_PER_TOKEN) for d in docs]
+    return [len(d.text.encode("utf-8")) for d in docs]
 
 
-def file_tokens(files: list[Path]) -> list[int]:
-    """Each file's estimated tokens, from its size (``CHARS_PER_TOKEN`` bytes per token; cleaning removes a little)."""
-    tokens = []
+def file_sizes(files: list[Path]) -> list[int]:
+    """Each file's size in bytes (cleaning removes a little), for the start line."""
+    sizes = []
     for f in files:
         try:
-            tokens.append(math.ceil(f.stat().st_size / CHARS_PER_TOKEN))
+            sizes.append(f.stat().st_size)
         except OSError:
             continue
-    return tokens
+    return sizes
 
 
 def preflight_report(books, members, nonmembers, output: tuple, strict: bool, kw: dict) -> bool:
@@ -185,36 +186,36 @@ def check_inputs(
     return None if first is None or second is None else first + second
 
 
-def command_plan(tokens: list[int], query: QueryConfig, backend: str, methods: str | None, meta) -> Plan:
+def command_plan(sizes: list[int], query: QueryConfig, backend: str, methods: str | None, meta) -> Plan:
     """The estimated steps of the running command (its name and options from the click context) over documents
-    of ``tokens`` tokens each (:mod:`docaudit.audit.costs`)."""
+    of ``sizes`` bytes each (:func:`docaudit.audit.costs.command_plan`)."""
     from docaudit.audit import costs
-    from docaudit.config import BeyondBlindConfig, DetectorConfig, MetaConfig, ModelConfig, ScalingConfig
+    from docaudit.config import DetectorConfig, MetaConfig, ModelConfig, ScalingConfig
     from docaudit.methods.detectors.registry import default_methods
 
     ctx = click.get_current_context()
     command, params = ctx.command.name, ctx.params
-    model = replace(config_from(ModelConfig, params), backend=backend)
-    plan = costs.query_plan(tokens, query, model)
-    detector = config_from(DetectorConfig, params)
     names = list(default_methods()) if methods is None else [m.strip() for m in methods.split(",") if m.strip()]
-    names = [m for m in names if m != "blind"]
     folds = params.get("folds") or 0
+    blind = beyond = False
     if command == "evaluate":
-        n_sequences = config_from(ScalingConfig, params).n_sequences
-        costs.add_extra_passes(plan, names, detector, costs.sequence_tokens(tokens, query, n_sequences))
-        if meta is not None:
-            costs.add_meta(plan, meta, folds, final_fit=False)
-        if params.get("blind", True) or (methods is not None and "blind" in methods):
-            beyond = None if params.get("beyond") == "none" else BeyondBlindConfig()
-            costs.add_blind(plan, folds, beyond, meta)
+        blind = params.get("blind", True) or "blind" in names
+        beyond = params.get("beyond") != "none"
     elif command == "train":
         meta = meta or replace(config_from(MetaConfig, params), folds=folds)
-        costs.add_meta(plan, meta, folds, final_fit=True)
-        costs.add_blind(plan, folds, BeyondBlindConfig(), meta)
-    elif command in ("score", "sequence", "report", "dataset-test"):
-        costs.add_extra_passes(plan, names, detector, plan.tokens)
-    return plan
+        blind = beyond = True
+    shape = costs.Shape(
+        command,
+        tuple(m for m in names if m != "blind"),
+        config_from(DetectorConfig, params),
+        meta,
+        folds,
+        config_from(ScalingConfig, params).n_sequences,
+        blind,
+        beyond,
+    )
+    model = replace(config_from(ModelConfig, params), backend=backend)
+    return costs.command_plan(shape, sizes, query, model)
 
 
 def plan_line(plan: Plan) -> str:
@@ -234,20 +235,20 @@ def _duration(seconds: float) -> str:
     return f"{minutes:.1f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
 
 
-def echo_dry_run(tokens: list[int] | None, query: QueryConfig, backend: str, methods: str | None, meta=None) -> None:
+def echo_dry_run(sizes: list[int] | None, query: QueryConfig, backend: str, methods: str | None, meta=None) -> None:
     """Print on stdout what the run would take (``--dry-run``), step by step, without loading a model or writing
     anything."""
-    if tokens is None:
+    if sizes is None:
         click.echo(
             "dry run: a dataset is among the inputs; its rows are counted only when read (run without "
             "--dry-run, or give text files)"
         )
         return
-    plan = command_plan(tokens, query, backend, methods, meta)
+    plan = command_plan(sizes, query, backend, methods, meta)
     click.echo(f"dry run: {plan_line(plan)}")
     click.echo(
         f"  {plan.windows:,} model passes (windows of {plan.context} tokens) for the main query; tokens estimated "
-        f"from the documents' lengths at {CHARS_PER_TOKEN:g} characters per token"
+        f"from the documents' lengths at {plan.rates.bytes_per_token:.2f} bytes per token"
     )
     for step in plan.steps:
         took = "?" if step.seconds is None else _duration(step.seconds)

@@ -346,6 +346,7 @@ class Querier:
         expect = self._expect()
         documents = moved = 0
         passes, queried = 0.0, 0  # seconds in the backend's model passes, and the tokens they scored
+        whole = [0, 0]  # bytes and tokens of the texts queried whole
 
         def named(i: int, e: DocauditError) -> DocauditError:
             return DocauditError(f"{names[i]}: {e}") if names else e
@@ -407,6 +408,9 @@ class Querier:
                     done(1, len(hit.logp))
                     continue
                 ids = self.token_ids(text, sha or sha256_text(text))
+                if self.query.max_tokens is None or len(ids) < self.query.max_tokens:  # the whole text
+                    whole[0] += len(text.encode("utf-8"))
+                    whole[1] += len(ids)
                 bar.total += max(0, len(ids) - 1)
                 if len(ids) < 2:
                     raise named(
@@ -417,7 +421,7 @@ class Querier:
                 if len(todo) >= BLOCK_TEXTS or sum(len(t[2]) for t in todo) >= BLOCK_TOKENS:
                     flush()
             flush()
-        rates.record_query(self.lm.config, queried, passes)
+        rates.record_query(self.lm.config, queried, passes, whole)
         return out
 
     def prefetch(self, texts: Iterable[tuple[str, str | None]], progress: bool = True) -> None:

@@ -2,10 +2,10 @@
 estimates from it instead of the documented rates (``docaudit/config/rules.py``).
 
 One entry per model as it is named (its resolved reference, backend, precision and device setting), written by
-real runs: the querier's scored tokens per second over the model passes it made, and the seconds loading the
-model took; one machine entry for the meta-classifier's forests (seconds per tree fit). Entries are
-``rates/<16 hex>.json`` (:mod:`docaudit.query.cache_entries`, kind ``rates``); a damaged or foreign entry is
-ignored, never an error, and one older than ``RATE_MAX_AGE_DAYS`` is not used."""
+real runs: the querier's scored tokens per second over the model passes it made, its tokenizer's bytes per
+token, and the seconds loading the model took; one machine entry for the meta-classifier's forests (seconds per
+tree fit). Entries are ``rates/<16 hex>.json`` (:mod:`docaudit.query.cache_entries`, kind ``rates``); a damaged
+or foreign entry is ignored, never an error, and one older than ``RATE_MAX_AGE_DAYS`` is not used."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from docaudit.query.cache import cache_root
 RATES_FOLDER = "rates"
 _MARKER = "docaudit-rate"
 MIN_SECONDS = 1.0  # a query shorter than this says too little about the rate to be kept
+MIN_TOKENIZED = 1000  # nor one of fewer tokens about the tokenizer's bytes per token
 
 
 def model_key(config: ModelConfig) -> str:
@@ -78,11 +79,17 @@ def measured(key: str, name: str) -> float | None:
     return float(value)
 
 
-def record_query(config: ModelConfig, tokens: int, seconds: float) -> None:
+def record_query(config: ModelConfig, tokens: int, seconds: float, whole: tuple[int, int] = (0, 0)) -> None:
     """A query of ``tokens`` scored tokens took ``seconds`` of model passes (kept when long enough to mean
-    something)."""
+    something); ``whole``: the bytes and tokens of the texts it tokenized whole (the tokenizer's bytes per token,
+    kept from a thousand tokens on)."""
+    values = {}
     if seconds >= MIN_SECONDS and tokens > 0:
-        _write(model_key(config), tokens_per_s=tokens / seconds)
+        values["tokens_per_s"] = tokens / seconds
+    if whole[1] >= MIN_TOKENIZED:
+        values["bytes_per_token"] = whole[0] / whole[1]
+    if values:
+        _write(model_key(config), **values)
 
 
 def record_load(config: ModelConfig, seconds: float) -> None:
