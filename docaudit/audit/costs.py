@@ -163,13 +163,12 @@ class Shape:
     beyond: bool = False
 
 
-def command_plan(
-    shape: Shape, tokens: Sequence[int], query: QueryConfig, model: ModelConfig, load: bool = True
-) -> Plan:
-    """The estimated steps of a command over documents of ``tokens`` tokens each."""
-    plan = query_plan(tokens, query, model, load)
+def command_plan(shape: Shape, sizes: Sequence[int], query: QueryConfig, model: ModelConfig, load: bool = True) -> Plan:
+    """The estimated steps of a command over documents of ``sizes`` bytes each."""
+    plan = query_plan(sizes, query, model, load)
     if shape.command == "evaluate":
-        add_extra_passes(plan, shape.methods, shape.detector, sequence_tokens(tokens, query, shape.n_sequences))
+        sequences = sequence_tokens(plan.doc_tokens, query, shape.n_sequences)
+        add_extra_passes(plan, shape.methods, shape.detector, sequences)
     elif shape.command in ("score", "sequence", "report", "dataset-test"):
         add_extra_passes(plan, shape.methods, shape.detector, plan.tokens)
     if shape.meta is not None:
