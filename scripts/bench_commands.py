@@ -1,12 +1,21 @@
 #!/usr/bin/env python
-"""End-to-end cost of every querying command beside the querier's own rate, in one run on one loaded model.
+"""End-to-end cost of every querying command beside the querier's own rate, in one run on one loaded model, and
+the estimate ``--dry-run`` gives for it.
 
-Each command (``score``, ``sequence``, ``report``, ``evaluate``, default methods) runs through docaudit's API on
-excerpts of the shared corpus's books, with a fresh cache, while a hook on the model's trunk counts its forward
-passes and the tokens each one carries (windows x length, padding and BOS included). A command's rate is the
-tokens that went through the model, over all its passes (main and extra), per wall-clock second of the whole
-command; the querier's rate is the same count for ``Querier.compute`` over one long document on the same model.
-``over_querier`` is their ratio: 1.0 means the command costs only its model passes.
+Each command (``score``, ``sequence``, ``report``, ``evaluate`` with the meta-classifier; default methods) runs
+through docaudit's API on excerpts of the shared corpus's books, with a fresh statistics cache, while a hook on the
+model's trunk counts its forward passes and the tokens each one carries (windows x length, padding and BOS
+included), and a wrapper on the querier's backend calls times the model passes. A command's rate is the tokens
+that went through the model, over all its passes (main and extra), per wall-clock second of the whole command; the
+querier's rate is the same count for ``Querier.compute`` over one long document on the same model.
+``over_querier`` is their ratio: 1.0 means the command costs only its model passes. ``passes_s`` is the time in
+model passes and ``other_share`` the rest's share of the command's wall time (the goal: at most 10%).
+
+Estimates: the model's load time and the querier's scored tokens per second are measured at the start and kept
+in the cache's ``rates`` entries (as a real run keeps them), then each command's cost model
+(``docaudit.audit.costs.command_plan``, what ``--dry-run`` prints) is computed from the documents' lengths before
+it runs; ``estimate_over_actual`` compares it with the command's wall time (the goal: within 1.5x either way).
+The load is measured once and estimated once (``load``), outside the commands, which reuse the loaded model.
 
 Examples::
 
@@ -19,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -61,9 +71,79 @@ def write_excerpts(folder: Path, group: str, n: int, words: int, offset: int = 2
     return folder
 
 
+class PassTimer:
+    """Seconds spent in the querier's model passes (``Querier.compute_many`` and ``Querier.compute``)."""
+
+    def __init__(self):
+        from docaudit.query.querier import Querier
+
+        self.seconds, self.saved = 0.0, (Querier.compute_many, Querier.compute)
+        for name, method in zip(("compute_many", "compute"), self.saved):
+            setattr(Querier, name, self._timed(method))
+
+    def _timed(self, method):
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - start
+
+        return timed
+
+    def remove(self) -> None:
+        from docaudit.query.querier import Querier
+
+        Querier.compute_many, Querier.compute = self.saved
+
+
+def estimates(lm, sets: dict, scale_snippets: int, work: Path) -> dict:
+    """Each command's estimated seconds (no model load: the commands reuse the loaded one), from its documents'
+    lengths, as ``--dry-run`` computes it."""
+    from docaudit.audit import costs
+    from docaudit.config import ContaminationConfig, MetaConfig, QueryConfig
+    from docaudit.config.rules import TOKENS_PER_WORD
+    from docaudit.methods.detectors.registry import default_methods
+
+    def tokens(*folders) -> list[int]:
+        """The documents' sizes in bytes (the cost model turns them into tokens at the measured bytes per token)."""
+        return [p.stat().st_size for f in folders for p in sorted(Path(f).iterdir())]
+
+    model, default = lm.config, tuple(default_methods())
+    report = ContaminationConfig()
+    snippet_tokens = round(scale_snippets * report.snippet_words * TOKENS_PER_WORD)
+    plans = {
+        "score": (costs.Shape("score", default), tokens(sets["score"]), QueryConfig()),
+        "sequence": (
+            costs.Shape("sequence", default),
+            tokens(sets["seq_m"], sets["seq_n"]),
+            QueryConfig(context=2048),
+        ),
+        "report": (
+            costs.Shape("report", (report.method,)),
+            tokens(sets["books"], sets["cal_m"], sets["cal_n"]),
+            QueryConfig(max_tokens=snippet_tokens),
+        ),
+        "evaluate": (
+            costs.Shape("evaluate", default, meta=MetaConfig(folds=2), folds=2, blind=True, beyond=True),
+            tokens(sets["ev_m"], sets["ev_n"]),
+            QueryConfig(),
+        ),
+    }
+    out = {}
+    for name, (shape, lengths, query) in plans.items():
+        plan = costs.command_plan(shape, lengths, query, model, load=False)
+        out[name] = {
+            "estimate_s": round(plan.seconds, 2),
+            "estimate_steps": {step.name: round(step.seconds, 2) for step in plan.steps},
+        }
+    return out
+
+
 def run_commands(lm, work: Path, scale: float, commands) -> dict:
     from docaudit import api
-    from docaudit.config import QueryConfig
+    from docaudit.config import MetaConfig, QueryConfig
+    from docaudit.query import rates
 
     def n(x: int) -> int:
         return max(2, round(x * scale))
@@ -84,9 +164,10 @@ def run_commands(lm, work: Path, scale: float, commands) -> dict:
         "report": lambda: api.report(
             [sets["books"]], [sets["cal_m"]], [sets["cal_n"]], work / "report-out", model=lm, snippets=n(10)
         ),
-        "evaluate": lambda: api.evaluate([sets["ev_m"]], [sets["ev_n"]], model=lm, folds=2, meta=None),
+        "evaluate": lambda: api.evaluate([sets["ev_m"]], [sets["ev_n"]], model=lm, folds=2, meta=MetaConfig(folds=2)),
     }
     counter = Forwards(getattr(lm.model, "base_model", lm.model))  # the trunk: every pass goes through it
+    timer = PassTimer()
     out = {}
     try:
         from docaudit.query.querier import Querier
@@ -100,15 +181,27 @@ def run_commands(lm, work: Path, scale: float, commands) -> dict:
         querier.compute(ids)
         seconds = time.perf_counter() - t
         out["querier"] = _row(counter, seconds)
+        rates.record_query(lm.config, len(ids) - 1, seconds)  # as a real query records its rate
+        measured = work / "rates-measured"
+        shutil.copytree(rates.cache_root() / rates.RATES_FOLDER, measured)
+        planned = estimates(lm, sets, n(10), work)
         for name in commands:
             os.environ["DOCAUDIT_CACHE"] = str(work / f"cache-{name}")  # every command starts from an empty cache
+            shutil.copytree(measured, work / f"cache-{name}" / rates.RATES_FOLDER)  # only the measured rates
             counter.reset()
-            t = time.perf_counter()
+            timer.seconds = 0.0
+            t, cpu = time.perf_counter(), time.process_time()
             runs[name]()
             out[name] = _row(counter, time.perf_counter() - t)
+            out[name]["cpu_s"] = round(time.process_time() - cpu, 2)
             out[name]["over_querier"] = out[name]["tokens_per_s"] / out["querier"]["tokens_per_s"]
+            out[name]["passes_s"] = round(timer.seconds, 2)
+            out[name]["other_share"] = round(1 - timer.seconds / out[name]["seconds"], 3)
+            out[name] |= planned[name]
+            out[name]["estimate_over_actual"] = round(planned[name]["estimate_s"] / out[name]["seconds"], 2)
     finally:
         counter.handle.remove()
+        timer.remove()
     return out
 
 
@@ -136,6 +229,7 @@ def main(argv=None) -> dict:
     import transformers
 
     from docaudit.config import ModelConfig
+    from docaudit.config.rules import LOAD_SECONDS
     from docaudit.query.models import load_model
 
     transformers.utils.logging.set_verbosity_error()
@@ -147,13 +241,20 @@ def main(argv=None) -> dict:
             books = sorted((CORPUS / "members").glob("*.txt"))[:3]
             texts = [b.read_text(encoding="utf-8")[:300_000] for b in books]
             model = str(tiny_llama(work / "tiny", texts, 4096, 128, 384, kv_heads=2, positions=2048))
-        lm = load_model(ModelConfig(model=model))
+        config = ModelConfig(model=model)
+        if model is None:  # the embedded GGUF is converted once before the load is timed (a first use only)
+            load_model(config)
+        estimated_load = LOAD_SECONDS[config.backend]  # the documented load (a measurement here would be the first's)
+        t = time.perf_counter()
+        lm = load_model(config)
+        load = {"seconds": round(time.perf_counter() - t, 2), "estimate_s": round(estimated_load, 2)}
         rows = run_commands(lm, work, args.scale, commands)
     result = {
         "model": lm.identity,
         "cpu": cpu_name(),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "scale": args.scale,
+        "load": load,
         **rows,
     }
     if args.json == "-":
@@ -161,13 +262,22 @@ def main(argv=None) -> dict:
     elif args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
     if args.json != "-":
-        print(f"model {result['model']}, {result['cpu']}, load {result['loadavg']}")
-        print(f"{'':<10}{'seconds':>9}{'forwards':>10}{'tokens':>9}{'tok/fwd':>9}{'tok/s':>9}{'/ querier':>11}")
+        print(f"model {result['model']}, {result['cpu']}, load average {result['loadavg']}")
+        print(f"loading the model: {load['seconds']:.1f} s, estimated {load['estimate_s']:.1f} s")
+        print(
+            f"{'':<10}{'seconds':>9}{'forwards':>10}{'tokens':>9}{'tok/fwd':>9}{'tok/s':>9}{'/ querier':>11}"
+            f"{'passes s':>10}{'other':>7}{'estimate':>10}{'est/act':>9}"
+        )
         for name, r in rows.items():
-            ratio = f"{r['over_querier']:>11.2f}" if "over_querier" in r else ""
+            more = ""
+            if "over_querier" in r:
+                more = (
+                    f"{r['over_querier']:>11.2f}{r['passes_s']:>10.1f}{r['other_share']:>7.0%}"
+                    f"{r['estimate_s']:>10.1f}{r['estimate_over_actual']:>9.2f}"
+                )
             print(
                 f"{name:<10}{r['seconds']:>9.1f}{r['forwards']:>10}{r['model_tokens']:>9}"
-                f"{r['tokens_per_forward']:>9.0f}{r['tokens_per_s']:>9.0f}{ratio}"
+                f"{r['tokens_per_forward']:>9.0f}{r['tokens_per_s']:>9.0f}{more}"
             )
     return result
 

@@ -59,15 +59,17 @@ def test_every_kind_is_counted_and_cleared_alone(tmp_path, tiny_gpt2):
     assert kinds["tokenizers"]["entries"] == 1 and kinds["tokenizers"]["bytes"] == _size(tokenizer)
     assert kinds["hashes"]["entries"] == 1 and kinds["hashes"]["bytes"] == memo.stat().st_size
     assert kinds["bench"] == {"entries": 0, "bytes": 0, "what": kinds["bench"]["what"]}
-    assert summary["entries"] == 11 and summary["bytes"] == sum(k["bytes"] for k in kinds.values())
+    assert kinds["rates"]["entries"] == 2  # each model's load time, measured by the runs above
+    assert summary["entries"] == 13 and summary["bytes"] == sum(k["bytes"] for k in kinds.values())
     assert summary["bytes"] > _size(cache / "stats")  # more than the statistics alone
     assert summary["other"]["files"] == len(foreign) + 1  # the link counts too, as someone else's
     assert set(summary["other"]["paths"]) >= {str(f.relative_to(cache)) for f in foreign}
     table = run("cache", "info").stdout
-    assert "11 entries" in table and "tokenizers" in table and "6 other files" in table
+    assert "13 entries" in table and "tokenizers" in table and "6 other files" in table
 
     # each kind alone: its entries go, every other kind and every foreign file stays
-    for kind, gone in (("tokenizers", tokenizer), ("models", converted), ("hashes", memo)):
+    rates = cache / "rates"
+    for kind, gone in (("tokenizers", tokenizer), ("models", converted), ("hashes", memo), ("rates", rates)):
         before = _info()["kinds"]
         done = run("cache", "clear", "--kind", kind, "--yes")
         assert done.exit_code == 0, done.output
@@ -78,7 +80,7 @@ def test_every_kind_is_counted_and_cleared_alone(tmp_path, tiny_gpt2):
         assert all(f.read_text() == "not docaudit's" for f in foreign)
     assert (cache / "models" / "linked-0123456789abcdef").is_symlink()
     done = run("cache", "clear", "--kind", "all", "--yes")
-    assert done.exit_code == 0 and "removed 8 entries" in done.stdout
+    assert done.exit_code == 0 and "removed 8 entries" in done.stdout  # the statistics
     assert _info()["entries"] == 0 and all(f.read_text() == "not docaudit's" for f in foreign)
     assert_clean_error(run("cache", "clear", "--kind", "models", "--model", "x", "--yes"), "--model selects token")
 

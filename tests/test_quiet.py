@@ -138,11 +138,49 @@ def test_dry_run_says_what_it_would_query_and_loads_nothing(sets, tmp_path):
     sizes = [f.stat().st_size for d in (sets["mem"], sets["non"]) for f in d.glob("*.txt")]
     tokens = sum(-(-s // 4) for s in sizes)  # 4 characters per token, rounded up per document
     windows = sum(1 if t <= 64 else -(-(t - 64) // 63) + 1 for t in (-(-s // 4) for s in sizes))
-    minutes = tokens / 366.0 / 60
     lines = result.stdout.splitlines()
-    assert lines[0] == f"dry run: querying 8 documents, ~{tokens:,} tokens, ~{minutes:.1f} min at 366 tok/s"
+    assert lines[0].startswith(f"dry run: querying 8 documents, ~{tokens:,} tokens, ~")
+    assert lines[0].endswith(" in all (366 tok/s, documented)")
     assert f"{windows:,} model passes (windows of 64 tokens)" in lines[1]
+    # loading, then the passes: the documents, the lowercased sequences and PAC's five copies of each sequence
+    assert lines[2].startswith("  loading the model: once, ~")
+    assert lines[3].startswith(f"  model passes: documents: ~{tokens:,} tokens, ~")
+    assert lines[4].startswith("  model passes: lower: ~") and lines[5].startswith(
+        "  model passes: pac (5 per text): ~"
+    )
+    lower, pac = (int(line.split("~")[1].split(" tokens")[0].replace(",", "")) for line in lines[4:6])
+    assert pac == 5 * lower > 0
     assert chars > 0 and not out.exists()
+
+
+@pytest.mark.slow
+def test_dry_run_refuses_what_the_run_refuses(sets, tiny_gpt2):
+    """The same folder as members and non-members: the dry run stops with the run's own error and status."""
+    args = ("evaluate", "--members", sets["mem"], "--nonmembers", sets["mem"], "--folds", "2", "--model", tiny_gpt2)
+    args += ("--context", "16", "--no-meta", "--methods", "loss")
+    dry, real = docaudit(*args, "--dry-run"), docaudit(*args, "-q")
+    assert real.returncode == 3 and "both in the members and the non-members" in real.stderr
+    assert (dry.returncode, dry.stderr, dry.stdout) == (real.returncode, real.stderr, "")
+
+
+@pytest.mark.slow
+def test_estimates_use_the_rates_measured_here(sets, tiny_gpt2, tmp_path):
+    """A real run records its load time and query rate in the cache; a dry run of the same model uses them."""
+    from docaudit.config.rules import QUERY_TOKENS_PER_SECOND
+    from docaudit.query import rates
+
+    config = ModelConfig(model=str(tiny_gpt2))
+    doc = sorted(sets["mem"].glob("*.txt"))[0]
+    done = docaudit("score", doc, "--model", tiny_gpt2, "--context", "16", "--methods", "loss", "-q")
+    assert done.returncode == 0, done.stderr
+    key = rates.model_key(config)
+    assert rates.measured(key, "load_s") > 0
+    rates.record_query(config, 123_456, 2.0)  # as a query of 123,456 tokens in 2 s would
+    assert rates.measured(key, "tokens_per_s") == 123_456 / 2.0 != QUERY_TOKENS_PER_SECOND["transformers"]
+    dry = docaudit("score", doc, "--model", tiny_gpt2, "--context", "16", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "(61728 tok/s, measured on this machine)" in dry.stdout.splitlines()[0]
+    assert "measured on this machine by earlier runs (docaudit's cache): query, load" in dry.stdout
 
 
 def test_dry_run_of_predict_uses_the_card_query(tmp_path):
@@ -189,6 +227,43 @@ def test_api_with_progress_shows_the_loading_step_and_the_conversion(sets, tiny_
     assert f"loading model {tiny_gguf} ..." in err
     assert f"loaded model {tiny_gguf} in " in err
     assert "first use of tiny.gguf: converting to safetensors (once)" in err and "writing safetensors" in err
+
+
+@pytest.mark.slow
+def test_every_long_step_reports_with_progress_and_none_without(tiny_gpt2, tmp_path, capfd):
+    """``evaluate`` with every step: loading, the query, the sequences' extra passes, the meta-classifier's fits (its
+    inner search counted), the blind baselines and the beyond-blind refits each show a bar; without progress,
+    nothing at all is printed."""
+    from docaudit.config import MetaConfig, ScalingConfig
+
+    sets = document_sets(tmp_path, n=6, n_chars=600)
+    meta = MetaConfig(n_estimators=10, select_trees=10, bins=10, features="hist", n_jobs=1)
+    options = dict(model=ModelConfig(model=str(tiny_gpt2)), query=QueryConfig(context=16), folds=2, meta=meta)
+    options |= dict(methods="loss,lowercase", scaling=ScalingConfig(n_sequences=4))
+    api.evaluate([sets["mem"]], [sets["non"]], progress=True, **options)
+    err = capfd.readouterr().err
+    steps = ("loading model", "querying", "scoring sequences", "meta-classifier folds", "blind baselines")
+    for step in (*steps, "beyond-blind refits"):
+        assert step in err, step
+    fits = 2 * (1 + 5 * 3)  # two folds, each five normalizations x three inner folds and the chosen pair's fit
+    assert f"{fits}/{fits}" in err
+    api.evaluate([sets["mem"]], [sets["non"]], progress=False, **options)
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""
+
+
+def test_trap_generation_counts_tokens(tiny_gpt2, capfd):
+    from docaudit.config import TrapConfig
+    from docaudit.query.generate import generate_sequences
+    from docaudit.query.models import load_model
+
+    lm = load_model(ModelConfig(model=str(tiny_gpt2)))
+    config = TrapConfig(tokens=8, batch_size=4, max_perplexity=1e9)
+    made = generate_sequences(lm, 3, config, progress=True)
+    err = capfd.readouterr().err
+    assert len(made.sequences) == 3 and "generating traps" in err and "tok" in err and "traps=" in err
+    generate_sequences(lm, 3, config, progress=False)
+    assert capfd.readouterr().err == ""
 
 
 def test_query_bar_moves_within_one_document(gpt2):

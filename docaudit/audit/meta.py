@@ -126,7 +126,7 @@ def train(
         beyond,
         config.meta.seed,
     )
-    estimator = meta_classifier.fit(stats, labels, config.meta)
+    estimator = meta_classifier.fit(stats, labels, config.meta, progress)
     conformal, blind_models = conformal_section(evaluation, folds, features, blind, stats, config.meta.seed)
     pooled = bootstrap_ci(labels, evaluation.scores, seed=config.meta.seed)
     card = {

@@ -1,5 +1,6 @@
 """``cache info`` and ``cache clear``: what docaudit keeps in its cache folder ($DOCAUDIT_CACHE or
-~/.cache/docaudit): token statistics, converted models, tokenizers, weight-hash memos, benchmark models."""
+~/.cache/docaudit): token statistics, converted models, tokenizers, weight-hash memos, benchmark models, measured
+rates."""
 
 from __future__ import annotations
 

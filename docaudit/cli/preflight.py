@@ -6,22 +6,22 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from docaudit.cli.command import option, show_progress
+from docaudit.cli.options import config_from
 from docaudit.config import DEFAULT_CLASSIFIER, QueryConfig, check_range
-from docaudit.config.rules import (
-    CHARS_PER_TOKEN,
-    QUERY_TOKENS_PER_SECOND,
-    TOKENS_PER_WORD,
-    check_folds,
-    check_inner_folds,
-)
+from docaudit.config.rules import TOKENS_PER_WORD, check_folds, check_inner_folds
 from docaudit.corpus.base import DocumentError
 from docaudit.corpus.datasets import HUB_PREFIX, is_dataset
 from docaudit.corpus.documents import expand_paths
+
+if TYPE_CHECKING:
+    from docaudit.audit.costs import Plan
 
 DRY_RUN_KEY = "docaudit.dry_run"
 
@@ -68,20 +68,59 @@ def preflight(
     meta=None,
 ) -> bool:
     """:func:`check_inputs` (``meta``: the meta-classifier's MetaConfig, when one is trained), then with
-    ``--dry-run`` print what the run would query and return True (the command stops there); with progress shown,
-    a start line on stderr saying what the query will take."""
+    ``--dry-run`` read the documents as the run would (every check it makes on them: unreadable files, documents
+    in both sets, the folds after skips) and print what the run would take, returning True (the command stops
+    there); with progress shown, a start line on stderr with the estimate of the whole command."""
     files = check_inputs(members, nonmembers, strict, folds, output, meta=meta)
     query = QueryConfig() if query is None else query
     no_model = methods is not None and methods.strip() == "blind"  # evaluate's model-free baseline alone
-    if click.get_current_context().meta.get(DRY_RUN_KEY, False):
+    ctx = click.get_current_context()
+    if ctx.meta.get(DRY_RUN_KEY, False):
+        sizes = None if files is None else read_as_run(members, nonmembers, strict, folds, meta, ctx.params)
         if no_model:
             click.echo("dry run: no model would be queried (--methods blind); nothing was loaded or written")
         else:
-            echo_dry_run(files, query, backend, methods)
+            echo_dry_run(sizes, query, backend, methods, meta)
         return True
     if files and not no_model and show_progress():
-        click.echo(plan_line(estimate(files, query, backend)), err=True)
+        click.echo(plan_line(command_plan(file_sizes(files), query, backend, methods, meta)), err=True)
     return False
+
+
+def read_as_run(members, nonmembers, strict: bool, folds: int | None, meta, params: dict) -> list[int]:
+    """Read the documents as the run reads them, with its checks (``params``: the command's options, for the
+    cleaning and duplicate settings): a file that cannot be read (an error with ``--strict``, else a skip), the
+    same text in both sets, too few documents left for the folds. Returns each document's size in bytes, as read
+    (cleaned)."""
+    from docaudit.corpus.base import Skips
+    from docaudit.corpus.documents import labelled_documents, load_documents
+
+    reading = {"raw": params.get("raw", False), "normalize_chars": params.get("normalize_chars", False)}
+    skips = None if strict else Skips()
+    if nonmembers is None:
+        docs = load_documents(members, progress=False, skips=skips, **reading)
+    else:
+        drop = params.get("drop_duplicates", False)
+        docs, labels, _ = labelled_documents(
+            members, nonmembers, progress=False, skips=skips, drop_duplicates=drop, **reading
+        )
+        if folds is not None:
+            first, second = int(labels.sum()), int((labels == 0).sum())
+            check_folds(folds, first, second)
+            if meta is not None:
+                check_inner_folds(meta, folds, first, second)
+    return [len(d.text.encode("utf-8")) for d in docs]
+
+
+def file_sizes(files: list[Path]) -> list[int]:
+    """Each file's size in bytes (cleaning removes a little), for the start line."""
+    sizes = []
+    for f in files:
+        try:
+            sizes.append(f.stat().st_size)
+        except OSError:
+            continue
+    return sizes
 
 
 def preflight_report(books, members, nonmembers, output: tuple, strict: bool, kw: dict) -> bool:
@@ -147,73 +186,77 @@ def check_inputs(
     return None if first is None or second is None else first + second
 
 
-def estimate(files: list[Path], query: QueryConfig, backend: str) -> dict:
-    """What querying ``files`` would take: documents, tokens (estimated from the files' sizes at
-    ``CHARS_PER_TOKEN`` characters per token; cleaning removes a little), windows of ``query.context`` tokens
-    (``query.max_tokens`` per document at most), and the time at the measured rate of ``backend`` (None for a
-    backend without one)."""
-    context = query.context
-    stride = query.stride or context - 1
-    tokens = windows = 0
-    for f in files:
-        try:
-            n = math.ceil(f.stat().st_size / CHARS_PER_TOKEN)
-        except OSError:
-            continue
-        if query.max_tokens is not None:
-            n = min(n, query.max_tokens)
-        tokens += n
-        windows += 1 if n <= context else math.ceil((n - context) / stride) + 1
-    rate = QUERY_TOKENS_PER_SECOND.get(backend)
-    return {
-        "documents": len(files),
-        "tokens": tokens,
-        "windows": windows,
-        "context": context,
-        "rate": rate,
-        "seconds": None if rate is None else tokens / rate,
-    }
+def command_plan(sizes: list[int], query: QueryConfig, backend: str, methods: str | None, meta) -> Plan:
+    """The estimated steps of the running command (its name and options from the click context) over documents
+    of ``sizes`` bytes each (:func:`docaudit.audit.costs.command_plan`)."""
+    from docaudit.audit import costs
+    from docaudit.config import DetectorConfig, MetaConfig, ModelConfig, ScalingConfig
+    from docaudit.methods.detectors.registry import default_methods
+
+    ctx = click.get_current_context()
+    command, params = ctx.command.name, ctx.params
+    names = list(default_methods()) if methods is None else [m.strip() for m in methods.split(",") if m.strip()]
+    folds = params.get("folds") or 0
+    blind = beyond = False
+    if command == "evaluate":
+        blind = params.get("blind", True) or "blind" in names
+        beyond = params.get("beyond") != "none"
+    elif command == "train":
+        meta = meta or replace(config_from(MetaConfig, params), folds=folds)
+        blind = beyond = True
+    shape = costs.Shape(
+        command,
+        tuple(m for m in names if m != "blind"),
+        config_from(DetectorConfig, params),
+        meta,
+        folds,
+        config_from(ScalingConfig, params).n_sequences,
+        blind,
+        beyond,
+    )
+    model = replace(config_from(ModelConfig, params), backend=backend)
+    return costs.command_plan(shape, sizes, query, model)
 
 
-def plan_line(plan: dict) -> str:
-    """``querying N documents, ~T tokens, ~M min at R tok/s`` (the start line of a long query, and --dry-run's)."""
-    n = plan["documents"]
-    line = f"querying {n} document{'s' * (n != 1)}, ~{plan['tokens']:,} tokens"
-    if plan["seconds"] is None:
+def plan_line(plan: Plan) -> str:
+    """``querying N documents, ~T tokens, ~M min (...)``: the start line of a run, and --dry-run's first line."""
+    n = plan.documents
+    line = f"querying {n} document{'s' * (n != 1)}, ~{plan.tokens:,} tokens"
+    if plan.seconds is None:
         return line + " (no measured rate for this backend)"
-    minutes = plan["seconds"] / 60
-    took = f"~{minutes:.1f} min" if minutes < 120 else f"~{minutes / 60:.1f} h"
-    return line + f", {took} at {plan['rate']:.0f} tok/s"
+    where = "measured on this machine" if "query" in plan.rates.measured else "documented"
+    return line + f", ~{_duration(plan.seconds)} in all ({plan.rates.tokens_per_s:.0f} tok/s, {where})"
 
 
-def echo_dry_run(files: list[Path] | None, query: QueryConfig, backend: str, methods: str | None = None) -> None:
-    """Print on stdout what the run would query (``--dry-run``), without loading a model or writing anything."""
-    if files is None:
+def _duration(seconds: float) -> str:
+    minutes = seconds / 60
+    if minutes < 1:
+        return f"{seconds:.0f} s"
+    return f"{minutes:.1f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+def echo_dry_run(sizes: list[int] | None, query: QueryConfig, backend: str, methods: str | None, meta=None) -> None:
+    """Print on stdout what the run would take (``--dry-run``), step by step, without loading a model or writing
+    anything."""
+    if sizes is None:
         click.echo(
             "dry run: a dataset is among the inputs; its rows are counted only when read (run without "
             "--dry-run, or give text files)"
         )
         return
-    plan = estimate(files, query, backend)
+    plan = command_plan(sizes, query, backend, methods, meta)
     click.echo(f"dry run: {plan_line(plan)}")
     click.echo(
-        f"  {plan['windows']:,} model passes (windows of {plan['context']} tokens) for the main query; tokens "
-        f"estimated from file sizes at {CHARS_PER_TOKEN:g} characters per token"
+        f"  {plan.windows:,} model passes (windows of {plan.context} tokens) for the main query; tokens estimated "
+        f"from the documents' lengths at {plan.rates.bytes_per_token:.2f} bytes per token"
     )
-    extra = _extra_passes(methods)
-    if extra:
-        click.echo(f"  not counted: the extra passes of {', '.join(extra)} (each over texts derived from a document)")
-    if plan["rate"] is not None:
-        click.echo(
-            f"  rate: the querier's measured {plan['rate']:.0f} scored tokens/s for the embedded model on a 2-core "
-            f"CPU with --backend {backend} (docs/benchmarks.md); other models and machines differ"
-        )
+    for step in plan.steps:
+        took = "?" if step.seconds is None else _duration(step.seconds)
+        click.echo(f"  {step.name}: {step.amount}, ~{took}")
+    measured = ", ".join(plan.rates.measured) or "none"
+    click.echo(
+        f"  rates measured on this machine by earlier runs (docaudit's cache): {measured}; the others are the "
+        "documented ones (docs/benchmarks.md). Statistics already in the cache take no model pass, and the first "
+        "use of a GGUF file converts it once (not counted)"
+    )
     click.echo("  nothing was loaded or written")
-
-
-def _extra_passes(methods: str | None) -> list[str]:
-    """The selected detectors that query derived texts besides the document itself."""
-    from docaudit.methods.detectors.registry import METHODS, default_methods
-
-    names = default_methods() if methods is None else [m.strip() for m in methods.split(",")]
-    return [n for n in names if n in METHODS and METHODS[n].passes]

@@ -23,6 +23,9 @@ class MetaConfig:
     inner_folds: int = 3
     seed: int = setting(0, "Seed of the folds and the random forest.", "method")
     n_estimators: int = setting(500, "Random-forest trees.", "method", flag="--trees")
+    # trees of the forests that only rank the candidates in the inner search of "auto" (the chosen pair is then fit
+    # with ``n_estimators``): docs/benchmarks.md, "Model selection", measures AUC and time against 500
+    select_trees: int = 100
     max_depth: int = 5
     min_samples_leaf: int = 3
     maxnorm_eps: float = 1e-5
@@ -34,6 +37,18 @@ class MetaConfig:
         norms = tuple(self.norms) if self.norm == "auto" else (self.norm,)
         feats = FEATURES if self.features == "auto" else (self.features,)
         return [(n, f) for n in norms for f in feats]
+
+    def forest_fits(self, n_fits: int = 1) -> int:
+        """Forests grown by ``n_fits`` fits of the meta-classifier: each the inner search's (candidates x inner
+        folds, none with a single candidate) and the chosen pipeline's one."""
+        candidates = len(self.candidates())
+        return n_fits * (1 + (candidates * self.inner_folds if candidates > 1 else 0))
+
+    def trees(self, n_fits: int = 1) -> int:
+        """Trees grown by ``n_fits`` fits (the inner search's smaller forests and the chosen one's)."""
+        candidates = len(self.candidates())
+        search = candidates * self.inner_folds * min(self.select_trees, self.n_estimators) if candidates > 1 else 0
+        return n_fits * (search + self.n_estimators)
 
 
 @dataclass(frozen=True)

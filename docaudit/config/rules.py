@@ -1,5 +1,6 @@
 """Rules that tie an option to the inputs it is used on, checked by every command the same way (and, on the
-command line, before any model is loaded), and the measured rates that ``--dry-run`` estimates a run's time from."""
+command line, before any model is loaded), and the documented rates that ``--dry-run`` and the start line estimate a
+run's time from when the cache holds no recent measurement of this machine (``docaudit.query.rates``)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,13 @@ from docaudit.errors import DocauditError
 # (docs/benchmarks.md, "transformers querier vs the raw forward" and "llama.cpp K/V cache precision"): the rate a
 # ``--dry-run`` estimate states. A served model (--backend openai) has no measured rate.
 QUERY_TOKENS_PER_SECOND = {"transformers": 366.0, "llamacpp": 321.0}
+# Seconds to load the embedded model once converted (docs/benchmarks.md, "Estimates against actual runs"); the
+# first use of a GGUF file with --backend transformers converts it once, which takes longer and is not counted.
+LOAD_SECONDS = {"transformers": 10.5, "llamacpp": 3.0, "openai": 0.5}
+# Seconds per tree of the meta-classifier's random forests (fit and scoring, depth 5, a few dozen documents, 2 cores).
+TREE_SECONDS = 0.0017
+# A measurement in the cache older than this many days is not used (the machine or its load may have changed).
+RATE_MAX_AGE_DAYS = 30
 # Bytes of a UTF-8 file per token of the embedded model's tokenizer, for a token count estimated from file sizes
 # without loading a tokenizer (``--dry-run``): 3.94 measured over 20 Project Gutenberg books (3.4 to 4.8 per book).
 CHARS_PER_TOKEN = 4.0

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
+from tqdm.auto import tqdm
 
 from docaudit.config import BeyondBlindConfig, MetaConfig
 from docaudit.errors import DocauditError
@@ -48,6 +49,7 @@ from docaudit.methods.blind import BlindFeatures
 from docaudit.methods.document_level import LEVELS
 from docaudit.methods.meta import classifier
 from docaudit.metrics import chunk_folds, delong_test, paired_auc_difference_ci
+from docaudit.query.progress import shown
 
 FoldScorer = Callable[[int, np.ndarray, np.ndarray], np.ndarray]
 """``(outer fold index, training indices, test indices) -> scores of the test documents`` (higher = member), from a
@@ -121,7 +123,7 @@ def combined_scores(
     labels = np.asarray(labels).astype(int)
     combined, baseline = np.full(len(labels), np.nan), np.full(len(labels), np.nan)
     model_weights = np.zeros(len(folds))
-    for i, (train, test) in enumerate(folds):
+    for i, (train, test) in enumerate(tqdm(folds, desc="beyond-blind refits", unit="fold", disable=not shown())):
         pairs = np.empty((len(train), 2))
         for inner_train, inner_test in chunk_folds(labels[train], inner_folds, seed):
             pairs[inner_test, 0] = standardized(blind(i, train[inner_train], train[inner_test]))

@@ -40,6 +40,7 @@ from sklearn.pipeline import Pipeline
 
 from docaudit.errors import DocauditError
 from docaudit.metrics import fold_metrics, summarize
+from docaudit.query.progress import shown
 
 log = logging.getLogger(__name__)
 
@@ -247,10 +248,17 @@ class BlindFeatures:
 
 
 def evaluate_blind(
-    texts, labels, folds, kinds=KINDS, max_chars: int | None = DEFAULT_MAX_CHARS, seed: int = 0, progress=False
+    texts,
+    labels,
+    folds,
+    kinds=KINDS,
+    max_chars: int | None = DEFAULT_MAX_CHARS,
+    seed: int = 0,
+    progress: bool | None = None,
 ) -> dict:
     """Run each kind on the given folds (``[(train_idx, test_idx), ...]`` from :func:`chunk_folds`). ``texts``: the
-    texts, or their :class:`BlindFeatures` (then ``max_chars`` is theirs).
+    texts, or their :class:`BlindFeatures` (then ``max_chars`` is theirs). ``progress``: a bar of the fits (None:
+    as the running call shows progress).
 
     Returns ``{"kinds": {kind: {"folds": [FoldMetrics, ...], "summary": summarize(...), "scores": ndarray}},
     "blind_auc": float, "best_kind": str, "max_chars": int | None}``; ``scores`` holds each document's
@@ -266,7 +274,7 @@ def evaluate_blind(
     out: dict = {"kinds": {}, "max_chars": features.max_chars}
     steps = [(kind, i) for kind in kinds for i in range(len(folds))]
     bar = None
-    if progress:
+    if shown() if progress is None else progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(steps), desc="blind baselines", unit="fold")

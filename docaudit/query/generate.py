@@ -99,7 +99,10 @@ def generate_sequences(lm: LoadedModel, n: int, config: TrapConfig, progress: bo
     out = Generated([])
     kept_sets: list[set] = []
     pad = tok.pad_token_id if tok.pad_token_id is not None else bos
-    bar = tqdm(total=n, desc="generating traps", unit="seq", disable=not progress)
+    per_sequence = config.tokens + extra
+    # the bar counts tokens sampled against those the traps still need at the acceptance rate so far
+    bar = tqdm(total=n * per_sequence, desc="generating traps", unit="tok", unit_scale=True, disable=not progress)
+    streamer = _TokenCounter(bar) if progress else None
     try:
         while len(out.sequences) < n:
             for temperature in config.temperatures:
@@ -119,6 +122,7 @@ def generate_sequences(lm: LoadedModel, n: int, config: TrapConfig, progress: bo
                     max_new_tokens=config.tokens + extra,
                     min_new_tokens=config.tokens + extra,
                     pad_token_id=pad,
+                    streamer=streamer,
                 )[:, 1:]
                 candidates = []
                 for row in sampled.cpu().tolist():
@@ -139,12 +143,32 @@ def generate_sequences(lm: LoadedModel, n: int, config: TrapConfig, progress: bo
                         continue
                     kept_sets.append(set(ids))
                     out.sequences.append(TrapSequence(text, ids, float(p)))
-                    bar.update()
                     if len(out.sequences) == n:
                         return out
+                kept = len(out.sequences)
+                needed = math.ceil((n - kept) * out.candidates / max(kept, 1)) * per_sequence
+                bar.total = bar.n + needed
+                bar.set_postfix(traps=f"{kept}/{n}")
     finally:
         bar.close()
     return out
+
+
+class _TokenCounter:
+    """A ``generate`` streamer that moves the bar by the tokens sampled at each step (the whole batch's; the
+    prompt, which ``generate`` hands over first, is not counted)."""
+
+    def __init__(self, bar):
+        self.bar, self.prompt = bar, True
+
+    def put(self, value) -> None:
+        if self.prompt:
+            self.prompt = False
+            return
+        self.bar.update(int(value.numel()))
+
+    def end(self) -> None:
+        self.prompt = True
 
 
 def canonical_prefix(tokenizer, sampled: list[int], n: int) -> list[int] | None:

@@ -6,9 +6,11 @@ Where a model comes from and its identity are in :mod:`docaudit.query.sources`; 
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from docaudit.config import ModelConfig
+from docaudit.query import rates
 from docaudit.query.backends import backend_spec, provides
 from docaudit.query.loaded import LoadedModel, resolve_device, tokenizer_hash
 from docaudit.query.progress import loading_step
@@ -48,8 +50,11 @@ def load_model(config: ModelConfig, expected_identity: str | None = None) -> Loa
     With ``expected_identity`` (a classifier's model), a model whose content differs is refused before any of its
     weights are loaded. Model code from the hub runs only with ``config.trust_remote_code``. The returned config
     names the model by a resolvable reference (absolute path; hub commit)."""
+    start = time.perf_counter()
     with loading_step(config.model or "(the embedded model)"):
-        return backend_spec(config.backend).load(config, expected_identity)
+        lm = backend_spec(config.backend).load(config, expected_identity)
+    rates.record_load(config, time.perf_counter() - start)
+    return lm
 
 
 def backend_name(model: ModelConfig | LoadedModel) -> str:

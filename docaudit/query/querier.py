@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -27,6 +28,7 @@ from docaudit.corpus.documents import (
 )
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
+from docaudit.query import rates
 from docaudit.query.backends import open_backend
 from docaudit.query.cache import StatsCache, stats_key
 from docaudit.query.models import LoadedModel, load_model
@@ -343,6 +345,8 @@ class Querier:
         todo: list[tuple[int, str, np.ndarray]] = []
         expect = self._expect()
         documents = moved = 0
+        passes, queried = 0.0, 0  # seconds in the backend's model passes, and the tokens they scored
+        whole = [0, 0]  # bytes and tokens of the texts queried whole
 
         def named(i: int, e: DocauditError) -> DocauditError:
             return DocauditError(f"{names[i]}: {e}") if names else e
@@ -371,8 +375,12 @@ class Querier:
                 return [r for item in block for r in computed([item])]
 
         def flush() -> None:
+            nonlocal passes, queried
+            queried += sum(len(ids) - 1 for _, _, ids in todo)
+            start = time.perf_counter()
             with counting(advance):
                 results = computed(todo)
+            passes += time.perf_counter() - start
             for (i, key, _), result in zip(todo, results):
                 if isinstance(result, TokenStats) and (problem := result.nonfinite()) is not None:
                     result = NonFiniteStats(
@@ -400,6 +408,9 @@ class Querier:
                     done(1, len(hit.logp))
                     continue
                 ids = self.token_ids(text, sha or sha256_text(text))
+                if self.query.max_tokens is None or len(ids) < self.query.max_tokens:  # the whole text
+                    whole[0] += len(text.encode("utf-8"))
+                    whole[1] += len(ids)
                 bar.total += max(0, len(ids) - 1)
                 if len(ids) < 2:
                     raise named(
@@ -410,6 +421,7 @@ class Querier:
                 if len(todo) >= BLOCK_TEXTS or sum(len(t[2]) for t in todo) >= BLOCK_TOKENS:
                     flush()
             flush()
+        rates.record_query(self.lm.config, queried, passes, whole)
         return out
 
     def prefetch(self, texts: Iterable[tuple[str, str | None]], progress: bool = True) -> None:

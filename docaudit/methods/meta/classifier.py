@@ -4,19 +4,23 @@ documents only. Checked against computationalprivacy/document-level-membership-i
 ``src/meta_classifier.py`` (``scale_features``: min-max scaling fit on the training features; ``train_RandomForest``:
 500 trees, max depth 5, min samples per leaf 3) and ``main.py`` (train on k-1 chunks, test on the held-out one).
 
-With ``norm``/``features`` = "auto" the pipeline is wrapped in an inner cross-validated grid search, so the
-configuration is chosen inside each training fold and the outer AUC measures the whole procedure."""
+With ``norm``/``features`` = "auto" the configuration is chosen by an inner cross-validated search inside each
+training fold, so the outer AUC measures the whole procedure. The search's forests have ``select_trees`` trees
+(fewer than the final forest's: the search only ranks the candidates, and ten candidates times the inner folds of
+500-tree forests were most of a cached run's time on small sets); the chosen configuration is then fit with
+``n_estimators`` trees on the whole training fold, as ``GridSearchCV(refit=True)`` would with equal sizes (the search
+is written out so that a progress bar counts its fits)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import clone
 from sklearn.ensemble import RandomForestClassifier
-from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.model_selection import StratifiedKFold, cross_val_score
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler
 from tqdm.auto import tqdm
@@ -26,9 +30,8 @@ from docaudit.errors import DocauditError
 from docaudit.methods.meta.features import DocumentFeatures
 from docaudit.methods.meta.normalize import TokenNormalizer
 from docaudit.metrics import FoldMetrics, chunk_folds, fold_metrics, summarize
+from docaudit.query import rates
 from docaudit.query.stats import TokenStats
-
-Estimator = Pipeline | GridSearchCV  # one pipeline, or the inner search over candidate pipelines
 
 
 def as_documents(stats: Sequence[TokenStats]) -> np.ndarray:
@@ -38,8 +41,15 @@ def as_documents(stats: Sequence[TokenStats]) -> np.ndarray:
     return out
 
 
-def build_pipeline(meta: MetaConfig, norm: str = "max_tf", features: str = "hist") -> Pipeline:
-    """The unfitted meta-classifier: normalization, feature extraction, min-max scaling and the random forest."""
+def _ignore(n: int) -> None:
+    """No progress shown."""
+
+
+def build_pipeline(
+    meta: MetaConfig, norm: str = "max_tf", features: str = "hist", trees: int | None = None
+) -> Pipeline:
+    """The unfitted meta-classifier: normalization, feature extraction, min-max scaling and the random forest (of
+    ``trees`` trees, by default ``meta.n_estimators``)."""
     return Pipeline(
         [
             ("normalize", TokenNormalizer(method=norm, eps=meta.maxnorm_eps)),
@@ -48,7 +58,7 @@ def build_pipeline(meta: MetaConfig, norm: str = "max_tf", features: str = "hist
             (
                 "forest",
                 RandomForestClassifier(
-                    n_estimators=meta.n_estimators,
+                    n_estimators=meta.n_estimators if trees is None else trees,
                     max_depth=meta.max_depth,
                     min_samples_leaf=meta.min_samples_leaf,
                     random_state=meta.seed,
@@ -59,27 +69,50 @@ def build_pipeline(meta: MetaConfig, norm: str = "max_tf", features: str = "hist
     )
 
 
-def build_estimator(meta: MetaConfig) -> Estimator:
-    """A single pipeline, or an inner-CV search over the candidate (normalization, features) pairs."""
+def select(
+    X: np.ndarray, labels: np.ndarray, meta: MetaConfig, tick: Callable[[int], None] = _ignore
+) -> tuple[str, str]:
+    """The (normalization, features) pair the meta-classifier uses on training documents ``X``: the only
+    candidate, or the one of best mean inner-CV AUC (the first of equals, as ``GridSearchCV`` ranks them) with
+    forests of ``meta.select_trees`` trees; ``tick(n)`` after every candidate's ``n`` inner fits."""
     candidates = meta.candidates()
     if len(candidates) == 1:
-        return build_pipeline(meta, *candidates[0])
-    grid = [{"normalize__method": [n], "features__kind": [f]} for n, f in candidates]
+        return candidates[0]
     inner = StratifiedKFold(n_splits=meta.inner_folds, shuffle=True, random_state=meta.seed)
-    return GridSearchCV(build_pipeline(meta), grid, cv=inner, scoring="roc_auc", refit=True)
+    trees = min(meta.select_trees, meta.n_estimators)
+    means = []
+    for norm, features in candidates:
+        pipe = build_pipeline(meta, norm, features, trees)
+        means.append(np.mean(cross_val_score(pipe, X, labels, cv=inner, scoring="roc_auc")))
+        tick(meta.inner_folds)
+    return candidates[int(np.argmax(np.nan_to_num(means, nan=-np.inf)))]
 
 
-def chosen(estimator: Estimator) -> str:
-    """The (normalization, features) configuration a fitted estimator uses, e.g. ``max_tf+hist``."""
-    pipe = getattr(estimator, "best_estimator_", estimator)
+def fit_selected(
+    X: np.ndarray, labels: np.ndarray, meta: MetaConfig, tick: Callable[[int], None] = _ignore
+) -> Pipeline:
+    """The meta-classifier fit on ``X``: the pair :func:`select` chooses on ``X``, its full forest fit on ``X``."""
+    pipe = build_pipeline(meta, *select(X, labels, meta, tick)).fit(X, labels)
+    tick(1)
+    return pipe
+
+
+def chosen(pipe: Pipeline) -> str:
+    """The (normalization, features) configuration a fitted pipeline uses, e.g. ``max_tf+hist``."""
     return f"{pipe.named_steps['normalize'].method}+{pipe.named_steps['features'].kind}"
 
 
-def fit(stats: Sequence[TokenStats], labels: ArrayLike, meta: MetaConfig) -> Estimator:
-    """Fit the meta-classifier on all given documents."""
+def fit(stats: Sequence[TokenStats], labels: ArrayLike, meta: MetaConfig, progress: bool = False) -> Pipeline:
+    """Fit the meta-classifier on all given documents (with ``progress``, a bar of its forest fits)."""
     labels = np.asarray(labels)
     _check_inner(labels, meta)
-    return build_estimator(meta).fit(as_documents(stats), labels)
+    with _fits_bar(meta.forest_fits(), "fitting the meta-classifier", progress) as bar:
+        return fit_selected(as_documents(stats), labels, meta, bar.update)
+
+
+def _fits_bar(total: int, desc: str, progress: bool) -> tqdm:
+    """A bar of forest fits with its ETA (none without ``progress``)."""
+    return tqdm(total=total, desc=desc, unit="fit", disable=not progress)
 
 
 def _check_inner(labels, meta: MetaConfig) -> None:
@@ -120,12 +153,15 @@ def evaluate(
     folds = folds or chunk_folds(labels, meta.folds, meta.seed)
     X = as_documents(stats)
     scores, fold_of, results, configs, pipelines = np.zeros(len(labels)), np.zeros(len(labels), dtype=int), [], [], []
-    for i, (train, test) in enumerate(tqdm(folds, desc="folds", disable=not progress)):
-        _check_inner(labels[train], meta)
-        est = clone(build_estimator(meta)).fit(X[train], labels[train])
-        scores[test] = est.predict_proba(X[test])[:, 1]
-        fold_of[test] = i
-        results.append(fold_metrics(labels[test], scores[test]))
-        configs.append(chosen(est))
-        pipelines.append(getattr(est, "best_estimator_", est))
+    start = time.perf_counter()
+    with _fits_bar(meta.forest_fits(len(folds)), "meta-classifier folds", progress) as bar:
+        for i, (train, test) in enumerate(folds):
+            _check_inner(labels[train], meta)
+            pipe = fit_selected(X[train], labels[train], meta, bar.update)
+            scores[test] = pipe.predict_proba(X[test])[:, 1]
+            fold_of[test] = i
+            results.append(fold_metrics(labels[test], scores[test]))
+            configs.append(chosen(pipe))
+            pipelines.append(pipe)
+    rates.record_forest(meta.trees(len(folds)), time.perf_counter() - start)
     return Evaluation(labels, scores, fold_of, results, configs, pipelines)

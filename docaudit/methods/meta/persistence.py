@@ -15,7 +15,6 @@ from zipfile import ZIP_DEFLATED
 import numpy as np
 import sklearn
 from sklearn.ensemble import RandomForestClassifier
-from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler
 from sklearn.tree import DecisionTreeClassifier
@@ -92,13 +91,12 @@ def library_versions() -> dict:
     return {"sklearn_version": sklearn.__version__, "skops_version": skops.__version__}
 
 
-def save_classifier(directory: Path, estimator: Pipeline | GridSearchCV, card: dict) -> None:
+def save_classifier(directory: Path, pipe: Pipeline, card: dict) -> None:
     """Write the fitted pipeline (skops, no pickle) and its card (JSON) atomically into ``directory``."""
     import skops.io as sio
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    pipe = getattr(estimator, "best_estimator_", estimator)
     atomic_write(directory / CLASSIFIER_FILE, lambda f: f.write(sio.dumps(pipe, compression=ZIP_DEFLATED)))
     atomic_write_text(directory / CARD_FILE, json.dumps(card, indent=2, default=_jsonable))
 

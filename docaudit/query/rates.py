@@ -1,0 +1,106 @@
+"""Throughput measured on this machine, kept in the cache folder so that a later ``--dry-run`` or start line
+estimates from it instead of the documented rates (``docaudit/config/rules.py``).
+
+One entry per model as it is named (its resolved reference, backend, precision and device setting), written by
+real runs: the querier's scored tokens per second over the model passes it made, its tokenizer's bytes per
+token, and the seconds loading the model took; one machine entry for the meta-classifier's forests (seconds per
+tree fit). Entries are ``rates/<16 hex>.json`` (:mod:`docaudit.query.cache_entries`, kind ``rates``); a damaged
+or foreign entry is ignored, never an error, and one older than ``RATE_MAX_AGE_DAYS`` is not used."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from pathlib import Path
+
+from docaudit.config import ModelConfig
+from docaudit.config.rules import RATE_MAX_AGE_DAYS
+from docaudit.io import atomic_write_text
+from docaudit.query.cache import cache_root
+
+RATES_FOLDER = "rates"
+_MARKER = "docaudit-rate"
+MIN_SECONDS = 1.0  # a query shorter than this says too little about the rate to be kept
+MIN_TOKENIZED = 1000  # nor one of fewer tokens about the tokenizer's bytes per token
+
+
+def model_key(config: ModelConfig) -> str:
+    """What names a model's rates: its reference (an absolute path when it is a local one; the embedded default),
+    backend, precision and device setting, the same before loading (``--dry-run``) and after."""
+    spec = config.model
+    if spec is not None and not spec.startswith(("http://", "https://")):
+        path = Path(spec).expanduser()
+        spec = str(path.resolve()) if path.exists() else spec
+    fields = [spec or "(embedded)", config.backend, config.quantize or config.dtype, config.device]
+    return json.dumps(fields)
+
+
+def _path(key: str, root: Path | None = None) -> Path:
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    return Path(root or cache_root()) / RATES_FOLDER / f"{digest}.json"
+
+
+def _read(key: str) -> dict:
+    try:
+        entry = json.loads(_path(key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(entry, dict) or entry.get(_MARKER) != key:
+        return {}
+    return entry
+
+
+def _write(key: str, **values: float) -> None:
+    """Merge ``values`` (each with the time it was measured) into the entry; a cache that cannot be written is
+    left as it is (a measurement is never worth an error)."""
+    entry = _read(key) or {_MARKER: key}
+    now = time.time()
+    for name, value in values.items():
+        entry[name] = {"value": float(value), "measured": now}
+    try:
+        atomic_write_text(_path(key), json.dumps(entry))
+    except OSError:
+        pass
+
+
+def measured(key: str, name: str) -> float | None:
+    """The recent measurement ``name`` of entry ``key`` (None when there is none, it is older than
+    ``RATE_MAX_AGE_DAYS`` or not a positive finite number)."""
+    item = _read(key).get(name)
+    if not isinstance(item, dict):
+        return None
+    value, when = item.get("value"), item.get("measured")
+    if not isinstance(value, (int, float)) or not isinstance(when, (int, float)):
+        return None
+    if not math.isfinite(value) or value <= 0 or time.time() - when > RATE_MAX_AGE_DAYS * 86400:
+        return None
+    return float(value)
+
+
+def record_query(config: ModelConfig, tokens: int, seconds: float, whole: tuple[int, int] = (0, 0)) -> None:
+    """A query of ``tokens`` scored tokens took ``seconds`` of model passes (kept when long enough to mean
+    something); ``whole``: the bytes and tokens of the texts it tokenized whole (the tokenizer's bytes per token,
+    kept from a thousand tokens on)."""
+    values = {}
+    if seconds >= MIN_SECONDS and tokens > 0:
+        values["tokens_per_s"] = tokens / seconds
+    if whole[1] >= MIN_TOKENIZED:
+        values["bytes_per_token"] = whole[0] / whole[1]
+    if values:
+        _write(model_key(config), **values)
+
+
+def record_load(config: ModelConfig, seconds: float) -> None:
+    """Loading the model took ``seconds``."""
+    _write(model_key(config), load_s=seconds)
+
+
+FOREST_KEY = "(meta-classifier forests)"
+
+
+def record_forest(trees: int, seconds: float) -> None:
+    """Fitting (and scoring with) forests of ``trees`` trees in all took ``seconds``."""
+    if seconds >= MIN_SECONDS and trees > 0:
+        _write(FOREST_KEY, tree_s=seconds / trees)

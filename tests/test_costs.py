@@ -1,0 +1,62 @@
+"""The cost model behind ``--dry-run`` and the start line: every step of a command counted from first principles,
+at the rates this machine measured (read back from the cache) or the documented ones."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from docaudit.audit import costs
+from docaudit.config import DetectorConfig, MetaConfig, ModelConfig, QueryConfig
+from docaudit.config.rules import CHARS_PER_TOKEN, LOAD_SECONDS, QUERY_TOKENS_PER_SECOND, TREE_SECONDS
+from docaudit.query import rates
+
+
+def test_documented_rates_without_measurements():
+    r = costs.rates_for(ModelConfig(model="some/hub-model"))
+    assert (r.tokens_per_s, r.load_s, r.tree_s, r.bytes_per_token, r.measured) == (
+        QUERY_TOKENS_PER_SECOND["transformers"],
+        LOAD_SECONDS["transformers"],
+        TREE_SECONDS,
+        CHARS_PER_TOKEN,
+        (),
+    )
+
+
+def test_evaluate_counts_every_step_at_the_measured_rates():
+    model = ModelConfig(model="some/hub-model")
+    rates.record_query(model, 5000, 10.0, whole=(6000, 2000))  # 500 tok/s, 3 bytes per token
+    rates.record_load(model, 7.0)
+    rates.record_forest(1000, 2.0)  # 2 ms per tree
+    sizes = [3000, 900, 30]  # 1,000, 300 and 10 tokens
+    query = QueryConfig(context=128)
+    meta = MetaConfig(folds=2)
+    shape = costs.Shape("evaluate", ("loss", "lowercase", "pac"), DetectorConfig(), meta, 2, 40, True, True)
+    plan = costs.command_plan(shape, sizes, query, model)
+    assert plan.rates.measured == ("query", "load", "forests", "tokenizer")
+    steps = {s.name: s.seconds for s in plan.steps}
+    # windows of 128 at stride 127: 1,000 tokens -> 8 windows, 300 -> 3, 10 -> 1; a sequence per window
+    assert plan.tokens == 1310 and plan.windows == 8 + 3 + 1
+    sequences = 8 * 128 + 3 * 128 + 1 * 10
+    assert steps["loading the model"] == pytest.approx(7.0)
+    assert steps["model passes: documents"] == pytest.approx(1310 / 500)
+    assert steps["model passes: lower"] == pytest.approx(sequences / 500)
+    assert steps["model passes: pac (5 per text)"] == pytest.approx(5 * sequences / 500)
+    # two folds, each 10 candidates x 3 inner folds of 100 trees and the chosen pair's 500
+    assert steps["meta-classifier (model selection and fits)"] == pytest.approx(2 * (10 * 3 * 100 + 500) * 0.002)
+    assert steps["blind baselines"] == pytest.approx(2 * (1 + 3) * 300 * 0.002)
+    assert steps["beyond-blind refits"] == pytest.approx(2 * 3 * 500 * 0.002)
+    assert plan.seconds == pytest.approx(sum(steps.values()))
+
+
+def test_a_damaged_or_old_measurement_is_not_used(monkeypatch):
+    model = ModelConfig(model="some/hub-model")
+    rates.record_query(model, 5000, 10.0)
+    path = next((rates.cache_root() / rates.RATES_FOLDER).iterdir())
+    assert costs.rates_for(model).tokens_per_s == 500
+    with monkeypatch.context() as later:
+        later.setattr(rates.time, "time", lambda: math.inf)  # every measurement far in the past
+        assert costs.rates_for(model).tokens_per_s == QUERY_TOKENS_PER_SECOND["transformers"]
+    path.write_text("{not json")
+    assert costs.rates_for(model).measured == ()
