@@ -48,7 +48,7 @@ def localize(books, calibrate_nonmembers, alpha, out, overwrite, strict, fmt, **
     same place in the calibration books, Benjamini-Hochberg over the book's segments, and a verdict per segment."""
     query = config_from(QueryConfig, kw, skip=("max_tokens", "excerpt", "seed"))
     output = (out, "map", overwrite, (*books, *calibrate_nonmembers, *model_inputs(kw)))
-    if preflight(books, calibrate_nonmembers, strict, output=output, query=query, backend=kw["backend"]):
+    if preflight((*books, *calibrate_nonmembers), None, strict, output=output, query=query, backend=kw["backend"]):
         return
     from docaudit import api
     from docaudit.audit.localize import MapSpec
