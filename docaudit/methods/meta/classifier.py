@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import clone
 from sklearn.ensemble import RandomForestClassifier
+from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler
@@ -59,6 +60,24 @@ def build_pipeline(meta: MetaConfig, norm: str = "max_tf", features: str = "hist
     )
 
 
+def one_job(estimator):
+    """The fitted ``estimator`` (a pipeline, a search over pipelines) with every random forest in it predicting on
+    one job: with more, threads add the trees' probabilities in the order they finish, and the last bits of the
+    sums (which break ties between documents, hence AUCs) would change from run to run. Fitting stays parallel;
+    a saved file's ``n_jobs`` decides nothing."""
+    pipe = getattr(estimator, "best_estimator_", estimator)
+    for _, step in getattr(pipe, "steps", ()):
+        if isinstance(step, RandomForestClassifier):
+            step.n_jobs = 1
+    return estimator
+
+
+def auc_on_one_job(estimator: Pipeline, X, y) -> float:
+    """The ROC AUC of a fitted candidate on held-out documents, its forest predicting on one job (:func:`one_job`):
+    the inner search's scorer, so that its choice does not change from run to run."""
+    return float(roc_auc_score(y, one_job(estimator).predict_proba(X)[:, 1]))
+
+
 def build_estimator(meta: MetaConfig) -> Estimator:
     """A single pipeline, or an inner-CV search over the candidate (normalization, features) pairs."""
     candidates = meta.candidates()
@@ -66,7 +85,7 @@ def build_estimator(meta: MetaConfig) -> Estimator:
         return build_pipeline(meta, *candidates[0])
     grid = [{"normalize__method": [n], "features__kind": [f]} for n, f in candidates]
     inner = StratifiedKFold(n_splits=meta.inner_folds, shuffle=True, random_state=meta.seed)
-    return GridSearchCV(build_pipeline(meta), grid, cv=inner, scoring="roc_auc", refit=True)
+    return GridSearchCV(build_pipeline(meta), grid, cv=inner, scoring=auc_on_one_job, refit=True)
 
 
 def chosen(estimator: Estimator) -> str:
@@ -79,7 +98,7 @@ def fit(stats: Sequence[TokenStats], labels: ArrayLike, meta: MetaConfig) -> Est
     """Fit the meta-classifier on all given documents."""
     labels = np.asarray(labels)
     _check_inner(labels, meta)
-    return build_estimator(meta).fit(as_documents(stats), labels)
+    return one_job(build_estimator(meta).fit(as_documents(stats), labels))
 
 
 def _check_inner(labels, meta: MetaConfig) -> None:
@@ -122,7 +141,7 @@ def evaluate(
     scores, fold_of, results, configs, pipelines = np.zeros(len(labels)), np.zeros(len(labels), dtype=int), [], [], []
     for i, (train, test) in enumerate(tqdm(folds, desc="folds", disable=not progress)):
         _check_inner(labels[train], meta)
-        est = clone(build_estimator(meta)).fit(X[train], labels[train])
+        est = one_job(clone(build_estimator(meta)).fit(X[train], labels[train]))
         scores[test] = est.predict_proba(X[test])[:, 1]
         fold_of[test] = i
         results.append(fold_metrics(labels[test], scores[test]))
