@@ -2,6 +2,7 @@
 their arrays, skops files that inflate past their bound, cards whose fields would end in a traceback or lose a
 reason, and a forged weights memo; a forest's scores are the same bytes on every run."""
 
+import copy
 import io
 import json
 import os
@@ -23,7 +24,7 @@ from test_cli import assert_clean_error, run
 import docaudit
 from docaudit.config import MetaConfig
 from docaudit.errors import DocauditError
-from docaudit.methods.meta.classifier import as_documents, evaluate, fit
+from docaudit.methods.meta.classifier import as_documents, build_pipeline, evaluate, fit
 from docaudit.methods.meta.folds import FOLDS_FILE, check_blind, conformal_card, load_folds, save_folds
 from docaudit.methods.meta.persistence import CLASSIFIER_FILE, load_classifier, read_card
 
@@ -38,8 +39,9 @@ def doc(tmp_path):
 
 
 def edit_tree(forest, edit) -> None:
-    """Apply ``edit`` to the node array of the forest's first tree, as a crafted file would hold it."""
-    tree = forest.estimators_[0].tree_
+    """Apply ``edit`` to the node array of the forest's largest tree, as a crafted file would hold it."""
+    tree = max((e.tree_ for e in forest.estimators_), key=lambda t: t.node_count)
+    assert tree.node_count >= 5  # two inner nodes at least
     state = tree.__getstate__()
     edit(state["nodes"])
     tree.__setstate__(state)
@@ -65,6 +67,20 @@ EDITS = {
 }
 
 
+@pytest.fixture(scope="module")
+def grown(trained, tmp_path_factory) -> Path:
+    """A copy of ``trained`` whose classifier and fold meta-classifiers are forests of deeper trees (fitted on
+    synthetic statistics), so that a crafted tree can have more than one split."""
+    out = shutil.copytree(trained, tmp_path_factory.mktemp("grown") / "classifier")
+    section = conformal_card(read_card(out / "card.json"), out)
+    _, blind = load_folds(out, section["blind_kind"], len(section["nonmember_scores"]))
+    pipe = build_pipeline(MetaConfig(n_estimators=4, bins=20, n_jobs=1, max_depth=4, min_samples_leaf=1))
+    pipe.fit(as_documents(synthetic_stats(40)), np.array([0, 1] * 20))
+    (out / CLASSIFIER_FILE).write_bytes(sio.dumps(pipe, compression=ZIP_DEFLATED))
+    save_folds(out, [pipe] * len(blind), blind)
+    return out
+
+
 def crafted_classifier(trained, tmp_path, edit) -> Path:
     pipe, _ = load_classifier(trained)
     edit_tree(pipe.named_steps["forest"], edit)
@@ -74,17 +90,17 @@ def crafted_classifier(trained, tmp_path, edit) -> Path:
 
 
 @pytest.mark.parametrize("case", EDITS)
-def test_a_malformed_tree_in_the_classifier_is_refused(trained, tmp_path, case):
+def test_a_malformed_tree_in_the_classifier_is_refused(grown, tmp_path, case):
     edit, message = EDITS[case]
-    crafted = crafted_classifier(trained, tmp_path, edit)
-    with pytest.raises(DocauditError, match=f"tree 0 of the forest is malformed: .*{message}"):
+    crafted = crafted_classifier(grown, tmp_path, edit)
+    with pytest.raises(DocauditError, match=f"tree [0-9]+ of the forest is malformed: .*{message}"):
         load_classifier(crafted)
 
 
 @pytest.mark.parametrize("case", ["self-loop", "out of range"])
-def test_predict_with_a_looping_or_out_of_range_tree_is_one_line_not_a_hang_or_a_crash(trained, tmp_path, doc, case):
+def test_predict_with_a_looping_or_out_of_range_tree_is_one_line_not_a_hang_or_a_crash(grown, tmp_path, doc, case):
     """Before, the self-loop made ``predict`` loop forever and the index out of range crashed it (SIGSEGV)."""
-    crafted = crafted_classifier(trained, tmp_path, EDITS[case][0])
+    crafted = crafted_classifier(grown, tmp_path, EDITS[case][0])
     result = subprocess.run(
         [sys.executable, "-m", "docaudit", "predict", "--classifier", str(crafted), str(doc)],
         capture_output=True,
@@ -98,12 +114,13 @@ def test_predict_with_a_looping_or_out_of_range_tree_is_one_line_not_a_hang_or_a
     assert "Traceback" not in result.stderr
 
 
-def test_a_malformed_tree_in_the_fold_models_is_refused(trained, tmp_path):
-    section = conformal_card(read_card(trained / "card.json"), trained)
+def test_a_malformed_tree_in_the_fold_models_is_refused(grown, tmp_path):
+    section = conformal_card(read_card(grown / "card.json"), grown)
     kind, k = section["blind_kind"], len(section["nonmember_scores"])
-    meta, blind = load_folds(trained, kind, k)
+    meta, blind = load_folds(grown, kind, k)
+    meta[-1] = copy.deepcopy(meta[-1])
     edit_tree(meta[-1].named_steps["forest"], EDITS["self-loop"][0])
-    crafted = shutil.copytree(trained, tmp_path / "crafted")
+    crafted = shutil.copytree(grown, tmp_path / "crafted")
     save_folds(crafted, meta, blind)
     with pytest.raises(DocauditError, match="refusing to load .*folds.skops.*malformed: .*not a later node"):
         load_folds(crafted, kind, k)
@@ -185,7 +202,7 @@ def test_a_skops_member_inflating_past_the_bound_is_refused_before_it_is_read(tr
     crafted = shutil.copytree(trained, tmp_path / "bomb")
     with zipfile.ZipFile(crafted / CLASSIFIER_FILE, "a", ZIP_DEFLATED) as archive:
         write_spaces(archive, "extra.npy", b"", 128 << 20)
-    with pytest.raises(DocauditError, match="would inflate to .* a decompression bomb"):
+    with pytest.raises(DocauditError, match="would inflate to .*decompression bomb"):
         load_classifier(crafted)
 
 

@@ -33,3 +33,20 @@ def test_a_jsonl_row_too_deep_or_too_long_to_read_is_a_named_skip(tmp_path, bad)
     assert [(s["file"], s["kind"]) for s in skips.as_json()] == [(f"{rows}:2", "bad row")]
     with pytest.raises(DocauditError, match="line 2 cannot be read"):
         load_documents(rows)
+
+
+def test_an_existing_registry_nested_100k_deep_is_not_taken_for_a_registry(tmp_path):
+    from docaudit.report.traps import check_registry_path
+
+    registry = tmp_path / "registry.json"
+    registry.write_text(DEEP)
+    with pytest.raises(DocauditError, match="exists and is not a docaudit trap registry"):
+        check_registry_path(registry, tmp_path / "out", overwrite=True)
+
+
+def test_a_target_record_nested_100k_deep_is_not_a_target(tmp_path):
+    from docaudit.lab.checkpoints import METADATA_FILE, read_target_metadata
+
+    (tmp_path / METADATA_FILE).write_text(DEEP)
+    with pytest.raises(DocauditError, match="is not a docaudit target model"):
+        read_target_metadata(tmp_path)
