@@ -50,3 +50,20 @@ def test_a_target_record_nested_100k_deep_is_not_a_target(tmp_path):
     (tmp_path / METADATA_FILE).write_text(DEEP)
     with pytest.raises(DocauditError, match="is not a docaudit target model"):
         read_target_metadata(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (b"id,lab\xffel\n1,member\n", "not valid UTF-8"),
+        (b"id," + b"x" * 200_000 + b"\n1,2\n", "not a readable CSV"),
+    ],
+    ids=["not UTF-8", "a field of 200,000 characters"],
+)
+def test_a_manifest_that_cannot_be_read_as_csv_is_one_line(tmp_path, content, message):
+    from docaudit.corpus.manifest import read_manifest
+
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_bytes(content)
+    with pytest.raises(DocauditError, match=message):
+        read_manifest(manifest)
