@@ -55,9 +55,19 @@ def second_inner(nodes) -> int:
     return int(np.flatnonzero(nodes["left_child"] != -1)[1])
 
 
+def root_children(value):
+    """Both children of the root set to ``value``, so that every document takes the crafted branch."""
+
+    def edit(nodes):
+        nodes["left_child"][0] = nodes["right_child"][0] = value
+
+    return edit
+
+
 EDITS = {
-    "self-loop": (lambda n: n["left_child"].__setitem__(0, 0), "not a later node"),
-    "out of range": (lambda n: n["left_child"].__setitem__(0, 10**9), "not a later node"),
+    "self-loop": (root_children(0), "not a later node"),
+    "out of range": (root_children(10**9), "not a later node"),
+    "left self-loop": (lambda n: n["left_child"].__setitem__(0, 0), "not a later node"),
     "back to the root": (lambda n: n["right_child"].__setitem__(second_inner(n), 0), "not a later node"),
     "negative child": (lambda n: n["left_child"].__setitem__(0, -5), "not a later node"),
     "one child": (lambda n: n["right_child"].__setitem__(first_leaf(n), first_leaf(n) + 1), "one child"),
@@ -75,7 +85,7 @@ def grown(trained, tmp_path_factory) -> Path:
     section = conformal_card(read_card(out / "card.json"), out)
     _, blind = load_folds(out, section["blind_kind"], len(section["nonmember_scores"]))
     pipe = build_pipeline(MetaConfig(n_estimators=4, bins=20, n_jobs=1, max_depth=4, min_samples_leaf=1))
-    pipe.fit(as_documents(synthetic_stats(40)), np.array([0, 1] * 20))
+    pipe.fit(as_documents(synthetic_stats(40, vocab=512)), np.array([0, 1] * 20))  # the tiny model's vocabulary
     (out / CLASSIFIER_FILE).write_bytes(sio.dumps(pipe, compression=ZIP_DEFLATED))
     save_folds(out, [pipe] * len(blind), blind)
     return out
