@@ -129,6 +129,7 @@ def test_a_cache_entry_longer_than_the_querys_excerpt_is_a_miss(gpt2_model):
     assert excerpt.stats(TEXT).n_tokens == 20
 
 
+@pytest.mark.slow
 def test_cache_info_into_a_closed_pipe_stops_quietly(tmp_path):
     """``docaudit cache info | head -1`` used to end in an internal error (status 70) once head had left."""
     env = {**os.environ, "PYTHONPATH": str(Path(docaudit.__file__).parents[1]), "DOCAUDIT_CACHE": str(tmp_path)}
