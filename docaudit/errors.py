@@ -12,6 +12,7 @@ status  meaning
 70      internal error: a failure of docaudit itself; one line says where to report it (``docaudit --debug ...``
         shows the traceback)
 130     interrupted (Ctrl-C); finished documents are cached
+141     the reader of the output went away (``docaudit cache info | head``): stopped quietly, as after SIGPIPE
 ======  ===========================================================================================================
 """
 
@@ -25,6 +26,7 @@ BAD_INPUT = 3
 MODEL_UNAVAILABLE = 4
 INTERNAL = 70  # EX_SOFTWARE of sysexits.h
 INTERRUPTED = 130
+BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a command its pipe's reader left
 
 REPORT_TO = "the docaudit maintainers (the project's issue tracker)"
 

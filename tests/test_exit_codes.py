@@ -38,6 +38,7 @@ def one_error_line(done: subprocess.CompletedProcess) -> str:
 
 def test_the_statuses_are_distinct_and_documented():
     codes = [errors.USAGE, errors.BAD_INPUT, errors.MODEL_UNAVAILABLE, errors.INTERNAL, errors.INTERRUPTED]
+    codes += [errors.BROKEN_PIPE]
     assert len(set(codes)) == len(codes) and 0 not in codes and 1 not in codes
     assert errors.DocauditError.exit_code == errors.InputError.exit_code == errors.BAD_INPUT
     assert errors.ModelError.exit_code == errors.MODEL_UNAVAILABLE and issubclass(

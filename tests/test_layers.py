@@ -19,6 +19,7 @@ LAYERS = {
     "errors": 0,
     "io": 0,
     "net": 0,
+    "untrusted": 0,
     "outputs": 0,
     "provenance": 0,
     "metrics": 0,

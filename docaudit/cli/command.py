@@ -11,7 +11,7 @@ import sys
 import click
 
 from docaudit.cli.config_file import ConfigError, config_defaults, config_path, section_path
-from docaudit.errors import DEBUG_KEY, report_error
+from docaudit.errors import BROKEN_PIPE, DEBUG_KEY, report_error
 
 QUIET_KEY = "docaudit.quiet"
 SECTION_TITLES = {
@@ -48,6 +48,9 @@ def friendly_errors(func):
     def wrapper(*args, **kwargs):
         try:
             return func(*args, **kwargs)
+        except BrokenPipeError:  # the reader of stdout is gone (``docaudit cache info | head``): stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more is flushed into the pipe
+            sys.exit(BROKEN_PIPE)
         except Exception as e:  # every failure: docaudit.errors gives its line and exit status
             _close_progress_bars()
             sys.exit(report_error(e, click.get_current_context().meta.get(DEBUG_KEY, False)))

@@ -41,6 +41,9 @@ API_RETRIES_MAX = 100
 
 
 MAX_DOCUMENT_BYTES = 1 << 30  # a larger file is refused (one document is read and cleaned in memory)
+# a zip archive from others (skops file, cache entry) may inflate to at most FLOOR + RATIO x its size in bytes
+ARCHIVE_INFLATE_FLOOR = 64 << 20
+ARCHIVE_INFLATE_RATIO = 40
 READ_JOBS = -1  # processes that read and clean documents (joblib; -1: one per core)
 READ_JOBS_MIN_FILES = 16  # fewer files are read in this process (starting workers would cost more)
 

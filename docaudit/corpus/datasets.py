@@ -242,6 +242,8 @@ def _read_jsonl(path: pathlib.Path, skips: Skips | None) -> tuple[list[dict], li
             row = json.loads(line)
         except json.JSONDecodeError as e:
             row, why = None, f"line {n} is not valid JSON ({e.msg})"
+        except (ValueError, RecursionError) as e:  # an integer too long to convert, or nesting too deep
+            row, why = None, f"line {n} cannot be read ({type(e).__name__}: {str(e)[:100]})"
         else:
             why = f"line {n} is not a JSON object"
         if not isinstance(row, dict):

@@ -122,12 +122,17 @@ def _read_csv(path: pathlib.Path, required, what: str) -> list[dict]:
     """The records of a CSV file that must exist and have the ``required`` columns."""
     if not path.is_file():
         raise DocauditError(f"{path}: no such {what}")
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in required if c not in (reader.fieldnames or [])]
-        if missing:
-            raise DocauditError(f"{path}: {what} is missing column(s) {', '.join(missing)}")
-        return list(reader)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in required if c not in (reader.fieldnames or [])]
+            if missing:
+                raise DocauditError(f"{path}: {what} is missing column(s) {', '.join(missing)}")
+            return list(reader)
+    except UnicodeDecodeError as e:
+        raise DocauditError(f"{path}: {what} is not valid UTF-8 (byte offset {e.start})") from None
+    except csv.Error as e:  # a field over the csv module's limit, a NUL byte
+        raise DocauditError(f"{path}: {what} is not a readable CSV ({str(e)[:200]})") from None
 
 
 def read_manifest(path: str | os.PathLike) -> list[ManifestRow]:

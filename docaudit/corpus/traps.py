@@ -161,8 +161,8 @@ def read_registry(path) -> TrapRegistry:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
         raise DocauditError(f"registry {path}: cannot read ({e.strerror or e})") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise DocauditError(f"registry {path}: not valid JSON ({e})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise DocauditError(f"registry {path}: not valid JSON ({type(e).__name__}: {str(e)[:200]})") from None
     if not isinstance(raw, dict) or raw.get("format") != REGISTRY_FORMAT:
         raise DocauditError(f"registry {path}: not a docaudit trap registry (format {REGISTRY_FORMAT} expected)")
     docs = raw.get("documents")

@@ -112,7 +112,7 @@ def save_checkpoint(out_dir, model, tokenizer, optimizer, scheduler, state: dict
 def read_json(path: pathlib.Path) -> dict | None:
     try:
         return json.loads(path.read_text())
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 

@@ -74,7 +74,7 @@ def meta_scorer(stats, labels, meta: MetaConfig, configs: Sequence[str]) -> Fold
 
     def score(fold, train, test):
         norm, features = configs[fold].split("+")
-        pipe = classifier.build_pipeline(meta, norm, features).fit(X[train], y[train])
+        pipe = classifier.one_job(classifier.build_pipeline(meta, norm, features).fit(X[train], y[train]))
         return pipe.predict_proba(X[test])[:, 1]
 
     return score

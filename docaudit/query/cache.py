@@ -18,6 +18,7 @@ import numpy as np
 
 from docaudit.io import atomic_write
 from docaudit.query.stats import TokenStats
+from docaudit.untrusted import inflate_problem, open_regular
 
 log = logging.getLogger(__name__)
 
@@ -53,16 +54,17 @@ class StatsCache:
         return self.root / key[:2] / f"{key}.npz"
 
     def get(self, key: str, expect: dict | None = None) -> TokenStats | None:
-        """The entry of ``key``, or None when there is none or it cannot be used (truncated, damaged, arrays
-        inconsistent with each other or with ``expect``: ``context``, ``stride``, ``vocab_size``, ``gp``; values
-        that are not finite numbers): such an entry is a miss, recomputed and replaced by ``put``."""
+        """The entry of ``key``, or None when there is none or it cannot be used (not a regular file, truncated,
+        damaged, inflating past its bound, arrays inconsistent with each other or with ``expect``: ``context``,
+        ``stride``, ``vocab_size``, ``gp``, ``max_tokens``; values that are not finite or impossible: a log
+        probability above 0, a token id outside the vocabulary): such an entry is a miss, recomputed and replaced by
+        ``put``."""
         path = self.path(key)
-        if not path.exists():
+        if not os.path.lexists(path):
             return None
         try:
-            with np.load(path, allow_pickle=False) as arrays:
-                stats = TokenStats.from_arrays(arrays)
-            problem = _inconsistency(stats, expect or {})
+            stats, problem = read_entry(path)
+            problem = problem or _inconsistency(stats, expect or {})
         except (OSError, EOFError, ValueError, KeyError, TypeError, zipfile.BadZipFile, zlib.error) as e:
             problem = f"{type(e).__name__}: {e}"
         if problem is None:
@@ -128,15 +130,35 @@ class StatsCache:
 
 
 MODEL_FIELD = "model_identity"
+MODEL_FIELD_BYTES = 1 << 16  # a longer recorded identity is not read (``cache info`` reads every entry's)
+LOGP_TOLERANCE = 1e-3  # rounding a backend or server may leave above log p = 0
 _ENTRY = re.compile(r"[0-9a-f]{64}\.npz")
+
+
+def read_entry(path: Path) -> tuple[TokenStats | None, str | None]:
+    """The statistics in the entry at ``path``, or None and why not. Only a regular file is opened (a FIFO would
+    block the run), and its members are read only when their inflated size is within the archive bound."""
+    with open_regular(path) as f, zipfile.ZipFile(f) as archive:
+        problem = inflate_problem(archive, os.fstat(f.fileno()).st_size)
+        if problem is not None:
+            return None, problem
+        f.seek(0)
+        with np.load(f, allow_pickle=False) as arrays:
+            return TokenStats.from_arrays(arrays), None
 
 
 def entry_model(path: Path) -> str:
     """The model identity recorded in an entry, ``unrecorded`` for one written before it was recorded,
     ``unreadable`` for a damaged one."""
     try:
-        with np.load(path, allow_pickle=False) as arrays:
-            return str(arrays[MODEL_FIELD]) if MODEL_FIELD in arrays.files else "unrecorded"
+        with open_regular(path) as f, zipfile.ZipFile(f) as archive:
+            if MODEL_FIELD not in {name.removesuffix(".npy") for name in archive.namelist()}:
+                return "unrecorded"
+            if archive.getinfo(f"{MODEL_FIELD}.npy").file_size > MODEL_FIELD_BYTES:
+                return "unreadable"
+            f.seek(0)
+            with np.load(f, allow_pickle=False) as arrays:
+                return str(arrays[MODEL_FIELD])
     except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error):
         return "unreadable"
 
@@ -149,7 +171,7 @@ def _inconsistency(stats: TokenStats, expect: dict) -> str | None:
         "vocab_size": stats.vocab_size,
         "gp": stats.gp_sum is not None,
     }
-    wrong = [k for k, v in expect.items() if found[k] != v]
+    wrong = [k for k, v in expect.items() if k in found and found[k] != v]
     if wrong:
         return f"{', '.join(wrong)} differ from this query's"
     n = stats.n_tokens
@@ -165,4 +187,20 @@ def _inconsistency(stats: TokenStats, expect: dict) -> str | None:
         return "gp_sum does not match the vocabulary"
     if not 0 <= stats.floored <= n - 1:
         return "bad count of floored values"
-    return stats.nonfinite()
+    if expect.get("max_tokens") is not None and n > expect["max_tokens"]:
+        return f"{n} tokens, more than this query's excerpt of {expect['max_tokens']}"
+    return stats.nonfinite() or _impossible(stats)
+
+
+def _impossible(stats: TokenStats) -> str | None:
+    """Which statistic holds a value no model gives, or None: a token id outside the vocabulary, a log probability
+    (or its maximum, or its mean under p) above 0, a negative standard deviation or softmax sum."""
+    ids = stats.token_ids
+    if ids.min() < 0 or ids.max() >= stats.vocab_size:
+        return f"a token id outside the vocabulary of {stats.vocab_size}"
+    for name in ("logp", "max_logp", "mu"):
+        if (getattr(stats, name) > LOGP_TOLERANCE).any():
+            return f"{name} holds a log probability above 0"
+    if (stats.sigma < 0).any() or (stats.gp_sum is not None and (stats.gp_sum < 0).any()):
+        return "a negative standard deviation or softmax sum"
+    return None

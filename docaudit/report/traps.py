@@ -23,7 +23,7 @@ def check_registry_path(registry: Path, out: Path, overwrite: bool) -> Path:
     if registry.exists():
         try:
             fmt = json.loads(registry.read_text(encoding="utf-8")).get("format")
-        except (OSError, ValueError, UnicodeDecodeError, AttributeError):
+        except (OSError, ValueError, UnicodeDecodeError, AttributeError, RecursionError):
             fmt = None
         if fmt != REGISTRY_FORMAT:
             raise DocauditError(f"{registry} exists and is not a docaudit trap registry; choose another file")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.ensemble import RandomForestClassifier
+from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_score
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import MinMaxScaler
@@ -69,6 +70,24 @@ def build_pipeline(
     )
 
 
+def one_job(estimator):
+    """The fitted ``estimator`` (a pipeline, a search over pipelines) with every random forest in it predicting on
+    one job: with more, threads add the trees' probabilities in the order they finish, and the last bits of the
+    sums (which break ties between documents, hence AUCs) would change from run to run. Fitting stays parallel;
+    a saved file's ``n_jobs`` decides nothing."""
+    pipe = getattr(estimator, "best_estimator_", estimator)
+    for _, step in getattr(pipe, "steps", ()):
+        if isinstance(step, RandomForestClassifier):
+            step.n_jobs = 1
+    return estimator
+
+
+def auc_on_one_job(estimator: Pipeline, X, y) -> float:
+    """The ROC AUC of a fitted candidate on held-out documents, its forest predicting on one job (:func:`one_job`):
+    the inner search's scorer, so that its choice does not change from run to run."""
+    return float(roc_auc_score(y, one_job(estimator).predict_proba(X)[:, 1]))
+
+
 def select(
     X: np.ndarray, labels: np.ndarray, meta: MetaConfig, tick: Callable[[int], None] = _ignore
 ) -> tuple[str, str]:
@@ -83,7 +102,7 @@ def select(
     means = []
     for norm, features in candidates:
         pipe = build_pipeline(meta, norm, features, trees)
-        means.append(np.mean(cross_val_score(pipe, X, labels, cv=inner, scoring="roc_auc")))
+        means.append(np.mean(cross_val_score(pipe, X, labels, cv=inner, scoring=auc_on_one_job)))
         tick(meta.inner_folds)
     return candidates[int(np.argmax(np.nan_to_num(means, nan=-np.inf)))]
 
@@ -92,7 +111,7 @@ def fit_selected(
     X: np.ndarray, labels: np.ndarray, meta: MetaConfig, tick: Callable[[int], None] = _ignore
 ) -> Pipeline:
     """The meta-classifier fit on ``X``: the pair :func:`select` chooses on ``X``, its full forest fit on ``X``."""
-    pipe = build_pipeline(meta, *select(X, labels, meta, tick)).fit(X, labels)
+    pipe = one_job(build_pipeline(meta, *select(X, labels, meta, tick)).fit(X, labels))
     tick(1)
     return pipe
 

@@ -18,7 +18,15 @@ from sklearn.tree import DecisionTreeClassifier
 from docaudit.errors import DocauditError
 from docaudit.io import atomic_write
 from docaudit.methods.blind import DocFreqSelector
-from docaudit.methods.meta.persistence import ALLOWED_NODES, check_pipeline, trusted_types, untrusted_types
+from docaudit.methods.meta.classifier import one_job
+from docaudit.methods.meta.persistence import (
+    ALLOWED_NODES,
+    check_pipeline,
+    forest_problem,
+    read_file,
+    trusted_types,
+    untrusted_types,
+)
 
 FOLDS_FILE = "folds.skops"
 
@@ -54,7 +62,7 @@ def load_folds(directory: Path, blind_kind: str, k: int) -> tuple[list[Pipeline]
         raise DocauditError(f"no fold models in {directory} (expected {FOLDS_FILE})")
     if blind_kind not in BLIND_TAILS:
         raise DocauditError(f"classifier card in {directory}: unknown blind kind {blind_kind!r}")
-    data = path.read_bytes()
+    data = read_file(path, "fold models")
     untrusted = untrusted_types(data, path, FOLD_NODES)
     if untrusted:
         raise DocauditError(
@@ -76,7 +84,7 @@ def load_folds(directory: Path, blind_kind: str, k: int) -> tuple[list[Pipeline]
         check_pipeline(pipe, path)
     for model in folds["blind"]:
         check_blind(model, blind_kind, path)
-    return folds["meta"], folds["blind"]
+    return [one_job(pipe) for pipe in folds["meta"]], [one_job(model) for model in folds["blind"]]
 
 
 def check_blind(model: object, kind: str, path: Path) -> None:
@@ -100,6 +108,33 @@ def check_blind(model: object, kind: str, path: Path) -> None:
             f"refusing to load {path}: not a docaudit blind model of kind {kind} (expected the steps "
             f"{' -> '.join(f'{n} ({c.__name__})' for n, c in BLIND_TAILS[kind])})"
         )
+    problem = blind_problem(model)
+    if problem is not None:
+        raise DocauditError(f"refusing to load {path}: a blind model of kind {kind} is malformed ({problem})")
+
+
+def blind_problem(model: Pipeline) -> str | None:
+    """What makes a blind model's fitted state unusable, in words, or None: every fitted array of numbers finite,
+    selected columns non-negative integers, and a forest's trees sound (``persistence.forest_problem``)."""
+    for name, step in model.steps:
+        for attr, value in vars(step).items():
+            if attr.endswith("_") and isinstance(value, np.ndarray) and value.dtype.kind == "f":
+                if not np.isfinite(value).all():
+                    return f"{name}.{attr} holds values that are not finite"
+        columns = getattr(step, "columns_", None)
+        if isinstance(step, DocFreqSelector) and not (
+            isinstance(columns, np.ndarray)
+            and columns.ndim == 1
+            and columns.dtype.kind in "iu"
+            and (columns >= 0).all()
+        ):
+            return f"{name}.columns_ is not a list of column indices"
+        if isinstance(step, RandomForestClassifier):
+            width = getattr(step, "n_features_in_", None)
+            if not isinstance(width, (int, np.integer)) or width < 1:
+                return f"{name} has no number of features"
+            return forest_problem(step, width)
+    return None
 
 
 def conformal_card(card: dict, directory: Path) -> dict | None:

@@ -8,6 +8,7 @@ import json
 import re
 import typing
 import zipfile
+import zlib
 from dataclasses import asdict
 from pathlib import Path
 from zipfile import ZIP_DEFLATED
@@ -22,8 +23,10 @@ from sklearn.tree import DecisionTreeClassifier
 from docaudit.config import FEATURES, NORMS, ModelConfig, QueryConfig
 from docaudit.errors import DocauditError
 from docaudit.io import atomic_write, atomic_write_text
+from docaudit.methods.meta.classifier import one_job
 from docaudit.methods.meta.features import PERCENTILES, DocumentFeatures
 from docaudit.methods.meta.normalize import TokenNormalizer
+from docaudit.untrusted import inflate_problem, read_regular
 
 # cards written before the ``normalize_chars`` field existed were trained on character-normalized text
 CARD_NORMALIZE_CHARS_BEFORE_FIELD = True
@@ -75,6 +78,7 @@ REQUIRED_CARD_FIELDS = {
     "pooled_bootstrap_95": dict,
     "sklearn_version": str,
     "skops_version": str,
+    "configuration": str,
 }
 
 
@@ -113,7 +117,7 @@ def load_classifier(directory: Path) -> tuple[Pipeline, dict]:
         raise DocauditError(f"no docaudit classifier in {directory} (expected {CLASSIFIER_FILE} and {CARD_FILE})")
     card = read_card(directory / CARD_FILE)
     check_versions(card, directory)
-    data = path.read_bytes()
+    data = read_file(path, "classifier")
     untrusted = untrusted_types(data, path)
     if untrusted and all(u.startswith(FLAT_LAYOUT_MODULES) for u in untrusted):
         raise DocauditError(
@@ -130,7 +134,22 @@ def load_classifier(directory: Path) -> tuple[Pipeline, dict]:
     except Exception as e:
         raise DocauditError(f"cannot read classifier {path}: {type(e).__name__}: {e}") from e
     check_pipeline(pipe, path)
-    return pipe, card
+    normalize, features = pipe.steps[0][1], pipe.steps[1][1]
+    if card["configuration"] != f"{normalize.method}+{features.kind}":
+        raise DocauditError(
+            f"refusing to load {directory}: its card names the configuration {card['configuration']}, but the "
+            f"classifier uses {normalize.method}+{features.kind}"
+        )
+    return one_job(pipe), card
+
+
+def read_file(path: Path, what: str) -> bytes:
+    """The bytes of a saved ``what`` (classifier, fold models), a regular file only: anything else is refused on
+    one line rather than waited on."""
+    try:
+        return read_regular(path)
+    except OSError as e:
+        raise DocauditError(f"cannot read {what} {path}: {e.strerror or e}") from None
 
 
 def untrusted_types(data: bytes, path: Path, allowed: dict = ALLOWED_NODES) -> set[str]:
@@ -140,9 +159,13 @@ def untrusted_types(data: bytes, path: Path, allowed: dict = ALLOWED_NODES) -> s
         raise DocauditError(f"cannot read classifier {path}: the file is empty")
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            problem = inflate_problem(archive, len(data))
+            if problem is not None:
+                raise DocauditError(f"refusing to load {path}: {problem} (a decompression bomb?)")
             schema = json.loads(archive.read("schema.json"))
-    except (zipfile.BadZipFile, KeyError, ValueError) as e:
-        raise DocauditError(f"cannot read classifier {path}: not a skops file ({type(e).__name__}: {e})") from e
+    except (zipfile.BadZipFile, KeyError, ValueError, RecursionError, OSError, EOFError, zlib.error) as e:
+        reason = f"{type(e).__name__}: {str(e)[:200]}"
+        raise DocauditError(f"cannot read classifier {path}: not a skops file ({reason})") from None
     found, stack = set(), [schema]
     while stack:
         node = stack.pop()
@@ -220,15 +243,54 @@ def shape_problem(pipe: Pipeline) -> str | None:
     classes = getattr(forest, "classes_", None)
     if not (isinstance(classes, np.ndarray) and classes.tolist() == [0, 1]) or getattr(forest, "n_outputs_", 1) != 1:
         return "the forest does not separate the two classes 0 and 1"
-    for tree in forest.estimators_:
+    return forest_problem(forest, width)
+
+
+def forest_problem(forest: RandomForestClassifier, width: int) -> str | None:
+    """What makes a fitted forest on ``width`` features unusable, in words, or None: every tree fitted on those
+    features for the two classes, and every tree's structure sound (:func:`tree_problem`)."""
+    for i, tree in enumerate(forest.estimators_):
         state = getattr(tree, "tree_", None)
         if getattr(tree, "n_features_in_", None) != width or state is None or state.n_features != width:
             return f"a tree of the forest was not fitted on the {width} features"
         if state.n_outputs != 1 or list(np.atleast_1d(state.n_classes)) != [2]:
             return "a tree of the forest does not separate two classes"
-        inner = state.children_left >= 0
-        if (state.feature[inner] >= width).any() or (state.feature[inner] < 0).any():
-            return "a tree of the forest splits on a feature that does not exist"
+        problem = tree_problem(state, width)
+        if problem is not None:
+            return f"tree {i} of the forest is malformed: {problem}"
+    return None
+
+
+LEAF = -2  # scikit-learn's TREE_UNDEFINED: a leaf's feature and threshold
+
+
+def tree_problem(state, width: int) -> str | None:
+    """What is wrong with a decision tree's structure, in words, or None. scikit-learn builds a tree so that every
+    child comes after its parent in the node arrays; requiring that of every node (and one parent for every node but
+    the root) rules out cycles, which would make prediction loop forever, and children out of range, which would
+    make it read outside the arrays. A leaf has neither child, no feature and no threshold; an inner node has both
+    children, a feature below ``width`` and a finite threshold; every node's class values are finite and not
+    negative."""
+    n = state.node_count
+    left, right, feature, threshold = state.children_left, state.children_right, state.feature, state.threshold
+    if n < 1 or any(len(a) != n for a in (left, right, feature, threshold)) or state.value.shape != (n, 1, 2):
+        return "its arrays do not hold one entry per node"
+    leaf = left == -1
+    if not np.array_equal(leaf, right == -1):
+        return "a node has one child"
+    inner, index = ~leaf, np.arange(n)
+    children = np.concatenate([left[inner], right[inner]])
+    parents = np.concatenate([index[inner], index[inner]])
+    if ((children <= parents) | (children >= n)).any():
+        return "a node's child is not a later node of the tree (a cycle, or an index out of range)"
+    if len(children) != n - 1 or len(np.unique(children)) != n - 1:
+        return "its nodes do not form one tree"
+    if not ((feature[leaf] == LEAF).all() and (threshold[leaf] == LEAF).all()):
+        return "a leaf has a split"
+    if ((feature[inner] < 0) | (feature[inner] >= width)).any() or not np.isfinite(threshold[inner]).all():
+        return "a node splits on a feature that does not exist or at a threshold that is not a number"
+    if not (np.isfinite(state.value).all() and (state.value >= 0).all()):
+        return "its class values are not finite non-negative numbers"
     return None
 
 
@@ -252,9 +314,30 @@ def read_card(path: Path) -> dict:
     _check_fields(card["query"], QueryConfig, f"classifier card {path}: query")
     card = with_current_names(card)
     auc = card["pooled_bootstrap_95"].get("auc")
-    if not (isinstance(auc, dict) and all(isinstance(auc.get(k), (int, float)) for k in ("point", *INTERVAL))):
-        raise DocauditError(f"classifier card {path}: pooled_bootstrap_95.auc needs numbers point, ci_low and ci_high")
+    values = [auc.get(k) for k in (INTERVAL[0], "point", INTERVAL[1])] if isinstance(auc, dict) else []
+    if not (len(values) == 3 and all(_probability(v) for v in values) and values == sorted(values)):
+        raise DocauditError(
+            f"classifier card {path}: pooled_bootstrap_95.auc needs numbers ci_low <= point <= ci_high in [0, 1]"
+        )
+    configuration = card.get("configuration")
+    norm, _, features = configuration.partition("+") if isinstance(configuration, str) else ("", "", "")
+    if norm not in NORMS or features not in FEATURES:
+        raise DocauditError(
+            f"classifier card {path}: 'configuration' must name a normalization ({', '.join(NORMS)}) and features "
+            f"({', '.join(FEATURES)}) as norm+features, got {str(configuration)[:80]!r}"
+        )
+    if not isinstance(card.get("normalize_chars", False), bool):
+        raise DocauditError(f"classifier card {path}: 'normalize_chars' must be true or false")
+    blind = card.get("blind")
+    blind_auc = blind.get("blind_auc") if isinstance(blind, dict) else False
+    if blind is not None and not (blind_auc is None or _probability(blind_auc)):
+        raise DocauditError(f"classifier card {path}: blind.blind_auc must be a number in [0, 1] or null")
     return card
+
+
+def _probability(value) -> bool:
+    """Whether ``value`` is a number in [0, 1] (not NaN, not a boolean)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
 
 
 INTERVAL = ("ci_low", "ci_high")  # the bounds of every interval a card or output records

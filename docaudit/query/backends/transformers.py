@@ -27,7 +27,6 @@ from docaudit.query.sources import (
     hub_access,
     offline,
     resolve_source,
-    same_model,
     weights_hash,
 )
 from docaudit.query.stats import TokenStats, scored_spans
@@ -274,8 +273,8 @@ def load_transformers(config: ModelConfig, expected_identity: str | None = None)
         raise DocauditError(f"unknown quantization '{config.quantize}' (choose from {', '.join(QUANTIZE)})")
     device = resolve_device(config.device)
     source = resolve_source(config.model, config.revision)
-    if source.path is not None and expected_identity is not None and not same_model(source.identity, expected_identity):
-        # the memoized hash may be stale or forged: a refusal rests on the weights themselves
+    if source.path is not None and expected_identity is not None:
+        # the memoized hash may be stale or forged: whether this is the classifier's model rests on the weights
         source = replace(source, identity=f"local@{weights_hash(source.path, memo=False)[:16]}")
     if not source.hub:
         check_identity(source.identity, expected_identity)
