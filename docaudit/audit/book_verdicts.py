@@ -26,7 +26,7 @@ import pandas as pd
 
 from docaudit.config import ContaminationConfig
 from docaudit.corpus.documents import Document
-from docaudit.inference.calibration import calibration_problems, detection_rates, threshold
+from docaudit.inference.calibration import calibration_problems, detection_rates, snippet_auc, threshold
 from docaudit.inference.conformal import cross_conformal_p
 from docaudit.inference.rates import compared_count, debiased_interval, matched_rate_p, subsample
 from docaudit.inference.verdicts import DEFAULT_ALPHA, run_verdicts
@@ -116,15 +116,13 @@ def book_verdicts(
     ``blind_p_values``) and verdict with its reason; and the calibration's threshold, AUC, TPR and FPR. The report's
     threshold rule (``config.target_fpr``), ``config.min_snippets`` and the intervals' level ``config.confidence``
     come from its configuration; the verdicts are at level ``alpha / n_methods`` (the module docstring)."""
-    from sklearn.metrics import roc_auc_score
-
     members = [s for _, s in _groups(snip, "member")]
     nonmembers = [s for _, s in _groups(snip, "non-member")]
     audited = _groups(snip, "audited")
     pos, neg = np.concatenate(members), np.concatenate(nonmembers)
     tau = threshold(pos, neg, config.target_fpr)
     tpr, fpr = detection_rates(pos, neg, tau)
-    auc = float(roc_auc_score(np.r_[np.ones(len(pos)), np.zeros(len(neg))], np.r_[pos, neg]))
+    auc = snippet_auc(pos, neg)
     problems = calibration_problems(auc, tpr, fpr)
     p_values, ks, short, n_reference = rate_p_values([s for _, s in audited], members, nonmembers, config, seed)
     member_rates = [float((s > tau).mean()) for s in members]

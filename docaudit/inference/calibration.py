@@ -66,6 +66,16 @@ def detection_rates(pos, neg, tau: float) -> tuple[float, float]:
     return float((np.asarray(pos) > tau).mean()), float((np.asarray(neg) > tau).mean())
 
 
+def snippet_auc(pos, neg) -> float:
+    """AUC of member snippet scores ``pos`` against non-member ones ``neg`` (Mann–Whitney, average ranks for ties;
+    equal to ``sklearn.metrics.roc_auc_score``)."""
+    from scipy.stats import rankdata
+
+    pos, neg = np.asarray(pos, dtype=np.float64), np.asarray(neg, dtype=np.float64)
+    ranks = rankdata(np.concatenate([pos, neg]))
+    return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
+
+
 def calibration_problems(auc: float, tpr: float, fpr: float) -> list[str]:
     """Why a calibration (snippet AUC, and TPR / FPR at its threshold) cannot support a verdict: every book is then
     "inconclusive" with these reasons and its debiased fraction "n/a"; empty when it can."""
