@@ -12,6 +12,7 @@ from conftest import corpus_ids, corpus_text, make_tokenizer
 from docaudit import api
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, ScalingConfig
 from docaudit.errors import DocauditError
+from docaudit.inference.calibration import accuracy_threshold, fpr_threshold
 from docaudit.methods.detectors.detector import build_detector
 from docaudit.methods.detectors.neighborhood import load_masked_lm
 from docaudit.methods.detectors.pac import pac_copies, swap_words
@@ -19,8 +20,6 @@ from docaudit.methods.detectors.registry import METHODS, resolve_methods
 from docaudit.methods.detectors.tokens import minkpp_tokens
 from docaudit.methods.document_level import (
     LEVELS,
-    accuracy_threshold,
-    fpr_threshold,
     level_doc_threshold,
     sample_windows,
     sequence_scores,

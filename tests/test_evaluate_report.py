@@ -141,7 +141,7 @@ def report_args(books, tiny_gpt2, out, *extra):
 def test_report_end_to_end(tiny_gpt2, tmp_path):
     books = make_books(tmp_path)
     out = tmp_path / "rep"
-    result = run(*report_args(books, tiny_gpt2, out))
+    result = run(*report_args(books, tiny_gpt2, out, "--min-snippets", "4"))
     assert result.exit_code == 0, result.output
     assert "threshold" in result.stdout and "report.html" in result.stdout
     names = {p.name for p in out.iterdir()}
@@ -161,6 +161,7 @@ def test_report_end_to_end(tiny_gpt2, tmp_path):
     assert {"verdict", "reason", "p_value", "q_value", "p_value_blind", "debiased_fraction"} <= set(table.columns)
     # two calibration non-member books: a book's conformal p-value is (1 + k) / 3, never below the 0.05 level
     assert table.p_value.isin([1 / 3, 2 / 3, 1.0]).all(), table.p_value
+    assert (table.n_compared == 4).all()
     assert set(table.verdict) == {INCONCLUSIVE} and table.reason.str.contains("too few known non-members").all()
     warned = json.loads((out / "report.json").read_text())["info"]["calibration_auc"] < 0.6
     page = (out / "report.html").read_text()

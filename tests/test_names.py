@@ -108,7 +108,11 @@ def test_report_takes_several_methods(tiny_gpt2, tmp_path):
         alone = run(*report_args(books, tiny_gpt2, tmp_path / f"alone-{method}", "--methods", method))
         assert alone.exit_code == 0, alone.output
         again = json.loads((tmp_path / f"alone-{method}" / "report.json").read_text())
-        assert again["books"] == written["books"]  # the same report as the method run alone
+        decided = ("verdict", "reason", "q_value")  # alone at alpha, beside another method at alpha / 2
+        assert [{k: v for k, v in b.items() if k not in decided} for b in again["books"]] == [
+            {k: v for k, v in b.items() if k not in decided} for b in written["books"]
+        ]
+        assert written["info"]["verdicts"]["alpha_per_method"] == 0.025 and again["info"]["verdicts"]["n_methods"] == 1
     assert not (out / "report.json").exists()
     refused = run(*report_args(books, tiny_gpt2, tmp_path / "r2", "--methods", "loss,minkpp", "--format", "json"))
     assert_clean_error(refused, "--format json prints one report")

@@ -1,20 +1,22 @@
 """What a contamination report can say about each audited book (docs/methods.md, "Debiased contamination fraction"
-and "Per-book verdicts in report").
+and "Per-book verdicts in report"); the statistics themselves are in ``docaudit.inference``.
 
+- Calibration first: a snippet AUC below ``MIN_CALIBRATION_AUC``, a threshold whose FPR on the known non-member
+  snippets is above ``MAX_CALIBRATION_FPR``, or a TPR not above the FPR makes every book "inconclusive" with that
+  reason and its debiased fraction "n/a" (``inference.calibration.calibration_problems``).
 - Debiased fraction (the DUCI estimator of Tong, Ye, Zarifzadeh and Shokri 2025, as privacy_meter's
   ``modules/duci/module_duci.py`` computes it): a raw snippet rate ``m`` mixes the detector's false positives into
   the number; with the detector's TPR and FPR at the report's threshold, measured on the calibration members' and
   non-members' snippets, ``(m - FPR) / (TPR - FPR)`` estimates the share of the book's snippets that were trained
-  on. It is clipped to [0, 1] (privacy_meter averages unclipped per-record estimates over a dataset; one book's
-  estimate outside [0, 1] is noise). Its interval is a percentile bootstrap over the calibration books of each
-  class (the threshold, TPR and FPR chosen and measured again) and the book's snippets; a resample whose TPR is not
-  above its FPR identifies nothing and counts as 0 for the lower end and 1 for the upper end.
-- p-value: full conformal, H0 "the book is like the calibration non-member books". The book is added to the
-  non-member calibration books, the threshold is chosen again on them all (so the rule treats the book and the
-  known non-members alike), and ``p = (1 + number of calibration non-members whose rate is at least the book's) /
-  (n + 1)``.
+  on, clipped to [0, 1]. Its interval is a prediction interval (``inference.rates.debiased_interval``) that counts
+  the book's own false-positive rate, drawn like a calibration non-member book's, among its unknowns.
+- p-value: full conformal at a matched snippet count (``inference.rates.matched_rate_p``), H0 "the book is like the
+  calibration non-member books"; a book with fewer than ``min_snippets`` snippets is "inconclusive".
 - Blind p-value: cross-conformal, from the blind baseline of the calibration books (the kind that separated them
   best), each fold's model scoring the book against the non-members it held out.
+- Several methods (``n_methods``, ``report --methods a,b``): each method's verdicts are at level ``alpha /
+  n_methods`` (Bonferroni across methods, Benjamini–Hochberg across books within a method), so the books with
+  "evidence" under any method have a false discovery rate of at most ``alpha``.
 """
 
 from __future__ import annotations
@@ -24,18 +26,12 @@ import pandas as pd
 
 from docaudit.config import ContaminationConfig
 from docaudit.corpus.documents import Document
+from docaudit.inference.calibration import calibration_problems, detection_rates, snippet_auc, threshold
 from docaudit.inference.conformal import cross_conformal_p
+from docaudit.inference.rates import compared_count, debiased_interval, matched_rate_p, subsample
 from docaudit.inference.verdicts import DEFAULT_ALPHA, run_verdicts
 from docaudit.methods.blind import BlindFeatures, fit_fold, fold_scores
-from docaudit.methods.document_level import accuracy_threshold, fpr_threshold
 from docaudit.metrics import chunk_folds
-
-
-def threshold(pos: np.ndarray, neg: np.ndarray, target_fpr: float | None) -> float:
-    """The report's threshold rule on member snippet scores ``pos`` and non-member ones ``neg``."""
-    if target_fpr is not None:
-        return fpr_threshold(neg, target_fpr)
-    return accuracy_threshold(np.concatenate([pos, neg]), np.r_[np.ones(len(pos)), np.zeros(len(neg))])
 
 
 def debiased_fraction(rate: float, tpr: float, fpr: float) -> float | None:
@@ -46,52 +42,45 @@ def debiased_fraction(rate: float, tpr: float, fpr: float) -> float | None:
 
 
 def _groups(snip: pd.DataFrame, role: str) -> list[tuple[tuple, np.ndarray]]:
+    """``((book, file), snippet scores)`` of each book of ``role``, in the order of first appearance."""
     part = snip[snip.role == role]
-    return [(key, g.score.to_numpy()) for key, g in part.groupby(["book", "file"], sort=False)]
+    if part.empty:
+        return []
+    codes, keys = pd.factorize(pd.MultiIndex.from_arrays([part.book, part.file]))
+    scores = part.score.to_numpy(dtype=np.float64)[np.argsort(codes, kind="stable")]
+    return list(zip(keys.tolist(), np.split(scores, np.cumsum(np.bincount(codes))[:-1])))
 
 
-def conformal_rate_p(book: np.ndarray, members: list[np.ndarray], nonmembers: list[np.ndarray], target_fpr) -> float:
-    """Full-conformal p-value of a book's snippet rate against the calibration non-member books' rates."""
-    pos = np.concatenate(members)
-    tau = threshold(pos, np.concatenate([*nonmembers, book]), target_fpr)
-    rate = (book > tau).mean()
-    return (1 + sum((s > tau).mean() >= rate for s in nonmembers)) / (len(nonmembers) + 1)
-
-
-def debiased_bootstrap(
-    snip: pd.DataFrame, target_fpr: float | None, n_boot: int, confidence: float, seed: int
-) -> pd.DataFrame:
-    """Per audited book: ``debiased_fraction`` at the report's threshold and its percentile bootstrap interval."""
-    rng = np.random.default_rng([seed, 25])
-    members = [s for _, s in _groups(snip, "member")]
-    nonmembers = [s for _, s in _groups(snip, "non-member")]
-    audited = _groups(snip, "audited")
-    pos, neg = np.concatenate(members), np.concatenate(nonmembers)
-    tau = threshold(pos, neg, target_fpr)
-    tpr, fpr = (pos > tau).mean(), (neg > tau).mean()
-    draws = np.empty((n_boot, len(audited)))
-    for b in range(n_boot):
-        bpos = np.concatenate([members[i] for i in rng.integers(len(members), size=len(members))])
-        bneg = np.concatenate([nonmembers[i] for i in rng.integers(len(nonmembers), size=len(nonmembers))])
-        btau = threshold(bpos, bneg, target_fpr)
-        btpr, bfpr = (bpos > btau).mean(), (bneg > btau).mean()
-        for j, (_, scores) in enumerate(audited):
-            m = (scores[rng.integers(len(scores), size=len(scores))] > btau).mean()
-            draws[b, j] = np.nan if btpr <= bfpr else np.clip((m - bfpr) / (btpr - bfpr), 0.0, 1.0)
-    half = (1 - confidence) / 2
-    rows = []
-    for j, (key, scores) in enumerate(audited):
-        column = draws[:, j]
-        rows.append(
-            {
-                "book": key[0],
-                "file": key[1],
-                "debiased_fraction": debiased_fraction((scores > tau).mean(), tpr, fpr),
-                "debiased_ci_low": float(np.quantile(np.nan_to_num(column, nan=0.0), half)),
-                "debiased_ci_high": float(np.quantile(np.nan_to_num(column, nan=1.0), 1 - half)),
-            }
-        )
-    return pd.DataFrame(rows, columns=["book", "file", "debiased_fraction", "debiased_ci_low", "debiased_ci_high"])
+def rate_p_values(
+    audited: list[np.ndarray],
+    members: list[np.ndarray],
+    nonmembers: list[np.ndarray],
+    config: ContaminationConfig,
+    seed: int,
+) -> tuple[list[float | None], list[int | None], list[str | None], int]:
+    """Per audited book its matched-count p-value, the snippet count it was compared at and why there is none;
+    and how many calibration non-member books are compared with. The reference books' ``k``-snippet subsets are
+    drawn once per ``k`` (seeded by ``seed`` and ``k``), so books compared at one count share them; a book with more
+    than ``k`` snippets gives a random ``k`` of its own."""
+    counts = [len(s) for s in nonmembers]
+    shared: dict[int, list[np.ndarray]] = {}
+    p_values: list[float | None] = []
+    ks: list[int | None] = []
+    why: list[str | None] = []
+    reference = compared_count(config.min_snippets, counts, config.min_snippets)[1]
+    for j, scores in enumerate(audited):
+        k, _, reason = compared_count(len(scores), counts, config.min_snippets)
+        ks.append(k)
+        why.append(reason)
+        if k is None:
+            p_values.append(None)
+            continue
+        if k not in shared:
+            rng = np.random.default_rng([seed, 33, k])
+            shared[k] = [subsample(nonmembers[i], k, rng) for i in reference]
+        book = subsample(scores, k, np.random.default_rng([seed, 34, k, j]))
+        p_values.append(matched_rate_p(book, members, shared[k], config.target_fpr))
+    return p_values, ks, why, len(reference)
 
 
 def blind_p_values(groups: dict[str, list[Document]], blind: dict | None, folds: int, seed: int) -> dict | None:
@@ -116,53 +105,84 @@ def blind_p_values(groups: dict[str, list[Document]], blind: dict | None, folds:
 
 def book_verdicts(
     snip: pd.DataFrame,
-    groups: dict[str, list[Document]],
     config: ContaminationConfig,
     seed: int,
-    blind: dict | None,
-    blind_folds: int,
+    blind_p: dict | None,
     alpha: float = DEFAULT_ALPHA,
+    n_methods: int = 1,
 ) -> tuple[pd.DataFrame, dict]:
-    """Per audited book: debiased fraction with its interval, p-value, q-value (Benjamini–Hochberg over the
-    audited books), blind p-value and verdict with its reason; and the run's TPR and FPR at the threshold. The
-    report's threshold rule (``config.target_fpr``), ``config.book_bootstrap`` resamples and the intervals' level
-    ``config.confidence`` come from its configuration."""
-    target_fpr = config.target_fpr
+    """Per audited book: debiased fraction with its interval, p-value and the snippet count it compares at, q-value
+    (Benjamini–Hochberg over the audited books), blind p-value (``blind_p``, keyed by (book, file), from
+    ``blind_p_values``) and verdict with its reason; and the calibration's threshold, AUC, TPR and FPR. The report's
+    threshold rule (``config.target_fpr``), ``config.min_snippets`` and the intervals' level ``config.confidence``
+    come from its configuration; the verdicts are at level ``alpha / n_methods`` (the module docstring)."""
     members = [s for _, s in _groups(snip, "member")]
     nonmembers = [s for _, s in _groups(snip, "non-member")]
+    audited = _groups(snip, "audited")
     pos, neg = np.concatenate(members), np.concatenate(nonmembers)
-    tau = threshold(pos, neg, target_fpr)
-    tpr, fpr = float((pos > tau).mean()), float((neg > tau).mean())
-    table = debiased_bootstrap(snip, target_fpr, config.book_bootstrap, config.confidence, seed)
-    audited = dict(_groups(snip, "audited"))
-    table["p_value"] = [
-        conformal_rate_p(audited[(b, f)], members, nonmembers, target_fpr) for b, f in zip(table.book, table.file)
-    ]
-    blind_p = blind_p_values(groups, blind, blind_folds, seed)
-    table["p_value_blind"] = [None if blind_p is None else blind_p[(b, f)] for b, f in zip(table.book, table.file)]
-    reasons = []
-    for pb in table.p_value_blind:
-        why = []
-        if not tpr > fpr:
-            why.append(
-                f"the threshold does not separate the calibration snippets (TPR {tpr:.3f} is not above FPR {fpr:.3f})"
-            )
+    tau = threshold(pos, neg, config.target_fpr)
+    tpr, fpr = detection_rates(pos, neg, tau)
+    auc = snippet_auc(pos, neg)
+    problems = calibration_problems(auc, tpr, fpr)
+    p_values, ks, short, n_reference = rate_p_values([s for _, s in audited], members, nonmembers, config, seed)
+    member_rates = [float((s > tau).mean()) for s in members]
+    nonmember_rates = [float((s > tau).mean()) for s in nonmembers]
+    level = alpha / n_methods
+    rows, reasons = [], []
+    for (key, scores), k, too_short in zip(audited, ks, short):
+        above = int((scores > tau).sum())
+        point = None if problems else debiased_fraction(above / len(scores), tpr, fpr)
+        lo = hi = None
+        if point is not None:
+            lo, hi = debiased_interval(above, len(scores), member_rates, nonmember_rates, config.confidence)
+            lo, hi = min(lo, point), max(hi, point)  # the DUCI point uses the pooled TPR and FPR
+        pb = None if blind_p is None else blind_p[key]
+        why = [*problems, *([too_short] if too_short else [])]
         if pb is not None and pb < alpha:
             why.append(
                 f"the blind baseline already separates this book from the calibration non-members (p_value_blind "
                 f"{pb:.3g} < {alpha:g}): it differs from them by its text alone"
             )
         reasons.append(why)
-    verdicts = run_verdicts(table.p_value.tolist(), reasons, len(nonmembers), alpha)
+        rows.append(
+            {
+                "book": key[0],
+                "file": key[1],
+                "debiased_fraction": point,
+                "debiased_ci_low": lo,
+                "debiased_ci_high": hi,
+                "n_compared": k,
+                "p_value_blind": pb,
+            }
+        )
+    verdicts = run_verdicts(p_values, reasons, n_reference, level)
+    table = pd.DataFrame(
+        rows,
+        columns=[
+            "book",
+            "file",
+            "debiased_fraction",
+            "debiased_ci_low",
+            "debiased_ci_high",
+            "n_compared",
+            "p_value_blind",
+        ],
+    )
+    table["p_value"] = [v.p_value for v in verdicts]
+    table["q_value"] = [v.q_value for v in verdicts]
     table["verdict"] = [v.verdict for v in verdicts]
     table["reason"] = [v.reason for v in verdicts]
-    table["q_value"] = [v.q_value for v in verdicts]
     info = {
+        "threshold": tau,
+        "calibration_auc": auc,
         "tpr": tpr,
         "fpr": fpr,
+        "calibration_problems": problems,
         "alpha": alpha,
-        "n_known_nonmembers": len(nonmembers),
-        "smallest_p": 1 / (len(nonmembers) + 1),
-        "blind_kind": None if blind is None else blind["best_kind"],
+        "n_methods": n_methods,
+        "alpha_per_method": level,
+        "min_snippets": config.min_snippets,
+        "n_known_nonmembers": n_reference,
+        "smallest_p": 1 / (n_reference + 1),
     }
     return table, info

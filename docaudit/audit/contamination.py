@@ -10,17 +10,19 @@
    context is the model's maximum positions capped at ``max_context`` (2048 by default). A snippet with more
    tokens than that is scored over its windows (counted in ``info["snippets_over_context"]``).
 3. Calibration: snippets of known member and known non-member books; the threshold ``tau`` maximizes the snippet
-   accuracy of "``score > tau`` is a member" (``scaling.accuracy_threshold``), or with ``target_fpr`` it is the
-   lowest ``tau`` whose false-positive rate on the non-member snippets is at most that (``scaling.fpr_threshold``).
+   accuracy of "``score > tau`` is a member", or with ``target_fpr`` it is the lowest ``tau`` whose false-positive
+   rate on the non-member snippets is at most that (``inference.calibration.threshold``, the one rule).
 4. Audit: a book's contamination rate is the share of its snippets scoring above ``tau``, with a Wilson score
    interval for a binomial proportion at ``confidence`` (95% by default). The interval treats the (disjoint)
    snippets as independent draws and ``tau`` as fixed: it ignores the correlation of passages of one book and the
    calibration's own noise.
-   When the calibration snippets' AUC is below 0.60, ``info["warning"]`` says that the rates mostly reflect where
-   the threshold falls rather than membership.
-   Beside it, a book-level bootstrap interval (``book_ci_low``, ``book_ci_high``): each of ``book_bootstrap``
-   resamples draws the calibration books of each class with replacement (so the threshold moves as it would with
-   other calibration books) and the audited book's snippets with replacement, and recomputes the rate.
+   When the calibration cannot support a verdict (snippet AUC below 0.60, FPR at the threshold above 50%, TPR not
+   above FPR: ``inference.calibration.calibration_problems``), ``info["warning"]`` says so and every verdict is
+   "inconclusive" with that reason (``audit.book_verdicts``).
+   Beside it, a book-level bootstrap interval (``book_ci_low``, ``book_ci_high``,
+   ``inference.calibration.calibration_bootstrap``): each of ``book_bootstrap`` resamples draws the calibration
+   books of each class with replacement (so the threshold moves as it would with other calibration books) and the
+   audited book's snippets with replacement, and recomputes the rate.
 5. Beyond the blind baseline: on the calibration books, a book's mean snippet score is compared with a blind
    classifier of the books' texts (``methods.beyond_blind``, ``info["beyond_blind"]``): if the calibration sets
    differ by era or topic, a separation of their snippets is not evidence that the method detects training. The
@@ -40,7 +42,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from docaudit.audit.book_verdicts import book_verdicts
+from docaudit.audit.book_verdicts import blind_p_values, book_verdicts
 from docaudit.config import (
     BeyondBlindConfig,
     ContaminationConfig,
@@ -50,12 +52,12 @@ from docaudit.config import (
 )
 from docaudit.corpus.documents import Document, Skips, load_documents, separate_sets
 from docaudit.errors import DocauditError
+from docaudit.inference.calibration import calibration_bootstrap
 from docaudit.inference.verdicts import DEFAULT_ALPHA
 from docaudit.methods import beyond_blind
 from docaudit.methods.blind import BlindFeatures, evaluate_blind, shift_warning
 from docaudit.methods.detectors.detector import Detector, build_detector
 from docaudit.methods.detectors.registry import METHODS
-from docaudit.methods.document_level import accuracy_threshold, fpr_threshold
 from docaudit.metrics import chunk_folds
 from docaudit.outputs import provenance
 from docaudit.provenance import document_records, model_record
@@ -63,9 +65,6 @@ from docaudit.query.models import LoadedModel, load_model
 from docaudit.run import DocumentSpec, ModelSpec, RunContext
 
 _WORD = re.compile(r"\S+")
-
-
-CALIBRATION_AUC_ALERT = 0.60  # below this the calibration snippets barely separate and the rates mean little
 
 
 def too_short(doc: Document, words: int) -> str | None:
@@ -153,37 +152,18 @@ def threshold_warning(tau: float) -> str | None:
 def book_bootstrap(
     snip: pd.DataFrame, target_fpr: float | None, n_boot: int, confidence: float, seed: int
 ) -> pd.DataFrame:
-    """Per audited book, a percentile interval of its rate over ``n_boot`` resamples of the calibration books of
-    each class (with replacement; the threshold is chosen again on their snippets) and of the book's own snippets.
-    Columns ``book``, ``file``, ``book_ci_low``, ``book_ci_high``."""
-    rng = np.random.default_rng([seed, 7])
-    cal = snip[snip.role != "audited"]
+    """Per audited book the book-level interval of its rate (``inference.calibration.calibration_bootstrap``: the
+    calibration books of each class resampled, the threshold chosen again, the book's snippets resampled). Columns
+    ``book``, ``file``, ``book_ci_low``, ``book_ci_high``."""
     groups = {
-        role: [part.score.to_numpy() for _, part in cal[cal.role == role].groupby(["book", "file"], sort=False)]
-        for role in ("member", "non-member")
+        role: list(snip[snip.role == role].groupby(["book", "file"], sort=False))
+        for role in ("member", "non-member", "audited")
     }
-    audited = list(snip[snip.role == "audited"].groupby(["book", "file"], sort=False))
-    rates = np.empty((n_boot, len(audited)))
-    for b in range(n_boot):
-        drawn = {role: [g[i] for i in rng.integers(len(g), size=len(g))] for role, g in groups.items()}
-        neg = np.concatenate(drawn["non-member"])
-        if target_fpr is not None:
-            tau = fpr_threshold(neg, target_fpr)
-        else:
-            pos = np.concatenate(drawn["member"])
-            tau = accuracy_threshold(np.concatenate([pos, neg]), np.r_[np.ones(len(pos)), np.zeros(len(neg))])
-        for j, (_, part) in enumerate(audited):
-            scores = part.score.to_numpy()
-            rates[b, j] = (scores[rng.integers(len(scores), size=len(scores))] > tau).mean()
-    alpha = (1 - confidence) / 2
-    lo, hi = np.quantile(rates, [alpha, 1 - alpha], axis=0) if len(audited) else (np.array([]), np.array([]))
+    members, nonmembers, audited = ([part.score.to_numpy() for _, part in groups[r]] for r in groups)
+    lo, hi = calibration_bootstrap(members, nonmembers, audited, target_fpr, n_boot, confidence, seed)
+    keys = [key for key, _ in groups["audited"]]
     return pd.DataFrame(
-        {
-            "book": [k[0] for k, _ in audited],
-            "file": [k[1] for k, _ in audited],
-            "book_ci_low": lo,
-            "book_ci_high": hi,
-        }
+        {"book": [k[0] for k in keys], "file": [k[1] for k in keys], "book_ci_low": lo, "book_ci_high": hi}
     )
 
 
@@ -253,11 +233,13 @@ def _rates(snippets: pd.DataFrame, tau: float, confidence: float) -> pd.DataFram
 class ReportSpec:
     """What a contamination report computes: snippets, threshold and intervals (``contamination``), the
     comparison of the calibration books' mean snippet scores with the blind baseline (``beyond``) and the level of
-    the per-book verdicts (``alpha``, ``audit.book_verdicts``)."""
+    the per-book verdicts (``alpha``, ``audit.book_verdicts``), shared by ``n_methods`` reports of the same books
+    by different methods (each then decides at ``alpha / n_methods``)."""
 
     contamination: ContaminationConfig = ContaminationConfig()
     beyond: BeyondBlindConfig = BeyondBlindConfig()
     alpha: float = DEFAULT_ALPHA
+    n_methods: int = 1
 
 
 def contamination_report(
@@ -325,10 +307,13 @@ def contamination_report(
     scored = {role: _score_books(scorer, docs, role, config, run) for role, docs in groups.items()}
     snip = pd.DataFrame([r for rows in scored.values() for r in rows])
 
+    beyond_result, blind = _calibration_beyond_blind(groups, snip, method, beyond, seed)
+    blind_folds = min(beyond.folds, len(groups["member"]), len(groups["non-member"]))
+    blind_p = blind_p_values(groups, blind, blind_folds, seed)
+    verdicts, verdict_info = book_verdicts(snip, config, seed, blind_p, alpha, spec.n_methods)
+    tau = verdict_info["threshold"]
     cal = snip[snip.role != "audited"]
     y = (cal.role == "member").to_numpy().astype(int)
-    tau = fpr_threshold(cal.score[y == 0], target_fpr) if target_fpr is not None else accuracy_threshold(cal.score, y)
-    called = (cal.score > tau).to_numpy()
     calibration = pd.concat(
         [_rates(cal[cal.role == r], tau, confidence).assign(label=r) for r in ("member", "non-member")],
         ignore_index=True,
@@ -354,9 +339,6 @@ def contamination_report(
     for frame in (audited, calibration):
         frame["overlapping_snippets"] = [int(overlaps[(b, f)]) for b, f in zip(frame.book, frame.file)]
         frame["snippets_overlap"] = frame.overlapping_snippets > 0
-    beyond_result, blind = _calibration_beyond_blind(groups, snip, method, beyond, seed)
-    blind_folds = min(beyond.folds, len(groups["member"]), len(groups["non-member"]))
-    verdicts, verdict_info = book_verdicts(snip, groups, config, seed, blind, blind_folds, alpha)
     audited = audited.merge(verdicts, on=["book", "file"])
     means = cal.groupby(["book", "file"], sort=False).score.mean()
     book_y = cal.groupby(["book", "file"], sort=False).role.first().eq("member").astype(int)
@@ -378,13 +360,17 @@ def contamination_report(
         "snippets_over_context": int((snip.n_tokens > scorer.target.query.context).sum()),
         "threshold_rule": f"target FPR {target_fpr}" if target_fpr is not None else "max snippet accuracy",
         "threshold": tau,
-        "calibration_auc": float(roc_auc_score(y, cal.score)),
-        "calibration_accuracy": float((called == y.astype(bool)).mean()),
-        "calibration_tpr": float(called[y == 1].mean()),
-        "calibration_fpr": float(called[y == 0].mean()),
+        "calibration_auc": verdict_info["calibration_auc"],
+        "calibration_accuracy": float(((cal.score > tau).to_numpy() == y.astype(bool)).mean()),
+        "calibration_tpr": verdict_info["tpr"],
+        "calibration_fpr": verdict_info["fpr"],
         "confidence": confidence,
         "interval": "Wilson score",
         "book_interval": f"bootstrap over calibration books and snippets ({book_bootstrap_samples} resamples)",
+        "p_value_rule": "full conformal against the calibration non-member books' rates at the book's own snippet "
+        f"count (n_compared, at least {config.min_snippets})",
+        "debiased_interval": "prediction interval: the book's own false-positive rate drawn like a calibration "
+        "non-member book's, its snippets binomial",
         "calibration_book_auc": book_auc,
         "blind_auc": None if blind is None else blind["blind_auc"],
         "blind_kind": None if blind is None else blind["best_kind"],
@@ -400,11 +386,11 @@ def contamination_report(
         "skipped": skips.as_json(),
         "wall_seconds": round(time.time() - started, 1),
     }
-    if info["calibration_auc"] < CALIBRATION_AUC_ALERT:
+    if verdict_info["calibration_problems"]:
         info["warning"] = (
-            f"WARNING: the calibration snippets are barely separated ({METHODS[method].title} AUC "
-            f"{info['calibration_auc']:.3f} < {CALIBRATION_AUC_ALERT:.2f}): the contamination rates "
-            "reflect where the threshold falls, not membership."
+            f"WARNING: the calibration ({METHODS[method].title}, AUC {info['calibration_auc']:.3f}) cannot support "
+            f"a verdict: {'; '.join(verdict_info['calibration_problems'])}. Every book is inconclusive and its "
+            "debiased fraction n/a."
         )
     return ContaminationReport(audited, calibration, snip, tau, info)
 

@@ -52,9 +52,14 @@ from docaudit.methods.detectors import METHODS
 )
 @option("--method", "method_alias", default=None, hidden=True, help="Former name of --methods.", section="method")
 @detector_options
-@field_options(ContaminationConfig, "snippets", "snippet_words", "target_fpr", "max_context", "confidence")
+@field_options(
+    ContaminationConfig, "snippets", "snippet_words", "target_fpr", "max_context", "confidence", "min_snippets"
+)
 @field_option(ContaminationConfig, "book_bootstrap")
-@alpha_option("Level of the per-book verdicts: evidence of membership when the Benjamini-Hochberg q-value is below it.")
+@alpha_option(
+    "Level of the per-book verdicts: evidence of membership when the Benjamini-Hochberg q-value is below it (with "
+    "several --methods, below it divided by their number)."
+)
 @seed_option()
 @cleaning_options
 @out_option("Write report.csv, report.html and the plots here.", required=True)
@@ -72,7 +77,7 @@ def report(books, calibrate_members, calibrate_nonmembers, method, method_alias,
     """Verdict and contamination rate per book: the share of its random snippets scoring over a threshold
     calibrated on known member and non-member books (Min-K% Prob paper, sec. 5), beside the calibration books' own
     rates, with a Wilson interval, a book-level bootstrap interval and the debiased fraction. Several --methods
-    write one complete report per method, to OUT/<method>/."""
+    write one complete report per method, to OUT/<method>/, each deciding at --alpha divided by their number."""
     methods = list(dict.fromkeys(m.strip() for m in (method_alias or method).split(",") if m.strip()))
     if unknown := [m for m in methods if m not in METHODS]:
         raise DocauditError(f"--methods: unknown method(s) {', '.join(unknown)} (methods: {', '.join(METHODS)})")
@@ -93,7 +98,16 @@ def report(books, calibrate_members, calibrate_nonmembers, method, method_alias,
     for i, (name, where) in enumerate(folders.items()):
         if len(methods) > 1:
             click.echo(f"{'' if i == 0 else chr(10)}== {name}: {where} ==")
-        result = _run_report(books, calibrate_members, calibrate_nonmembers, name, where, overwrite, strict, kw)
+        result = _run_report(
+            books,
+            calibrate_members,
+            calibrate_nonmembers,
+            name,
+            where,
+            overwrite,
+            strict,
+            kw | {"n_methods": len(methods)},
+        )
         if fmt == "json":
             echo_json(json.loads((where / "report.json").read_text(encoding="utf-8")))
         elif fmt == "csv":
@@ -123,6 +137,8 @@ def _run_report(books, calibrate_members, calibrate_nonmembers, method, out: Pat
         seed=kw["seed"],
         max_context=kw["max_context"],
         confidence=kw["confidence"],
+        min_snippets=kw["min_snippets"],
+        n_methods=kw["n_methods"],
         raw=kw["raw"],
         normalize_chars=kw["normalize_chars"],
         ref_model=ref_config(kw),

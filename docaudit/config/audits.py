@@ -12,7 +12,8 @@ class ContaminationConfig:
     """Per-book contamination rates (Min-K% Prob paper, sec. 5): ``snippets`` random snippets of ``snippet_words``
     words per book, scored by ``method`` in one window of up to ``max_context`` tokens; the threshold maximizes
     calibration accuracy, or meets ``target_fpr`` on the non-member snippets; Wilson intervals at ``confidence``, and
-    book-level bootstrap intervals from ``book_bootstrap`` resamples of the calibration books and snippets."""
+    book-level bootstrap intervals from ``book_bootstrap`` resamples of the calibration books and snippets; a book's
+    p-value compares its rate with the calibration non-members' at its own snippet count, at least ``min_snippets``."""
 
     method: str = setting("minkpp", "The detector that scores the snippets.", "method", flag="--methods")
     snippets: int = setting(100, "Random snippets per book.", "method")
@@ -29,6 +30,12 @@ class ContaminationConfig:
         "query",
     )
     confidence: float = setting(0.95, "Level of the Wilson and book-level intervals of each rate.", "method")
+    min_snippets: int = setting(
+        10,
+        "Fewest snippets a book's p-value may rest on: a book with fewer is inconclusive (its rate is compared with "
+        "the calibration non-member books' at its own snippet count).",
+        "method",
+    )
     book_bootstrap: int = setting(
         1000,
         "Bootstrap resamples of calibration books and snippets behind the book-level interval.",

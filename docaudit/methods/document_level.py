@@ -31,10 +31,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike
 
 from docaudit.config import ScalingConfig
 from docaudit.errors import DocauditError
+from docaudit.inference.calibration import accuracy_threshold
 from docaudit.methods.detectors.detector import Detector
 from docaudit.query.stats import TokenStats, scored_spans
 
@@ -109,39 +109,6 @@ def doc_average(values: np.ndarray, doc: np.ndarray, docs: np.ndarray) -> np.nda
 def fraction_above(values: np.ndarray, doc: np.ndarray, docs: np.ndarray, tau: float) -> np.ndarray:
     """Share of each document's sequences scoring above ``tau``."""
     return np.array([(values[doc == d] > tau).mean() for d in docs])
-
-
-def accuracy_threshold(scores: ArrayLike, labels: ArrayLike) -> float:
-    """The ``tau`` maximizing the accuracy of "``score > tau`` is a member" on these labelled scores: a midpoint
-    between consecutive distinct scores, or ±inf when calling all / none members is best; the lowest such tau
-    on ties."""
-    s, y = np.asarray(scores, dtype=np.float64), np.asarray(labels).astype(int)
-    if len(s) == 0:
-        raise DocauditError("cannot choose a threshold without scores")
-    order = np.argsort(s, kind="stable")
-    s, y = s[order], y[order]
-    uniq, first = np.unique(s, return_index=True)
-    cuts = np.append(first, len(s))  # cut c: everything from index c on is called a member
-    pos_before = np.concatenate([[0], np.cumsum(y)])[cuts]
-    correct = (y.sum() - pos_before) + (cuts - pos_before)
-    best = int(np.argmax(correct))
-    if best == 0:
-        return -np.inf
-    if best == len(uniq):
-        return np.inf
-    return float((uniq[best - 1] + uniq[best]) / 2)
-
-
-def fpr_threshold(negative_scores: ArrayLike, target_fpr: float) -> float:
-    """The lowest ``tau`` with at most ``floor(target_fpr * n)`` of the ``n`` negative scores above it (so the
-    false-positive rate of ``score > tau`` is at most ``target_fpr``)."""
-    neg = np.sort(np.asarray(negative_scores, dtype=np.float64))[::-1]
-    if not 0 <= target_fpr <= 1:
-        raise DocauditError(f"target FPR must be in [0, 1], got {target_fpr}")
-    if len(neg) == 0:
-        raise DocauditError("cannot choose a threshold without non-member scores")
-    allowed = int(np.floor(target_fpr * len(neg) + 1e-9))
-    return -np.inf if allowed >= len(neg) else float(neg[allowed])
 
 
 Level = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]

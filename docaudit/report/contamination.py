@@ -140,7 +140,7 @@ def debiased_cell(row) -> str:
     """A book's debiased fraction with its interval, or why there is none."""
     value = row.debiased_fraction
     if value is None or value != value:
-        return "n/a (TPR not above FPR)"
+        return "n/a (the calibration cannot support it: see the verdict's reason)"
     return f"{percent(value)} ({interval(row.debiased_ci_low, row.debiased_ci_high)})"
 
 
@@ -155,11 +155,35 @@ def verdict_items(books, info: dict) -> list[dict]:
         {
             "book": display_name(r.book, getattr(r, "title", None), getattr(r, "author", None)),
             "line": verdict_line(r._asdict()),
-            "numbers": f"p-value {num(r.p_value)}, q-value {num(r.q_value)}, blind p-value {num(r.p_value_blind)}; "
-            f"contamination rate {percent(r.contamination_rate)}, debiased fraction {debiased_cell(r)}",
+            "numbers": f"p-value {num(r.p_value)} (rate compared at {num(r.n_compared)} snippets), q-value "
+            f"{num(r.q_value)}, blind p-value {num(r.p_value_blind)}; contamination rate "
+            f"{percent(r.contamination_rate)}, debiased fraction {debiased_cell(r)}",
         }
         for r in books.itertuples(index=False)
     ]
+
+
+def verdict_summary(info: dict) -> str:
+    """How the page's verdicts were reached, in one paragraph."""
+    from docaudit.report.verdicts import report_level
+
+    v = info["verdicts"]
+    several = (
+        f" The {v['n_methods']} methods of this run each decide at {v['alpha']:g} / {v['n_methods']}, so the books "
+        f"with evidence under any of them have a false discovery rate of at most {v['alpha']:g}."
+        if v.get("n_methods", 1) > 1
+        else ""
+    )
+    return (
+        f"Each book's p-value ranks its contamination rate among the {v['n_known_nonmembers']} calibration "
+        "non-members' rates, each recomputed from as many of its snippets as the book has (the smallest attainable "
+        f"is {v['smallest_p']:.3g}; a book with fewer than {v['min_snippets']} snippets is inconclusive); evidence "
+        f"of membership when the Benjamini–Hochberg q-value over the {info['n_books']} audited books is below "
+        f"{report_level(v)} and the blind baseline does not already separate the book.{several} The debiased "
+        f"fraction is (rate − FPR) / (TPR − FPR) with TPR {percent(v['tpr'])} and FPR {percent(v['fpr'])} at the "
+        "threshold; its interval is a prediction interval that counts the book's own false-positive rate, drawn "
+        "like a calibration non-member book's, among its unknowns."
+    )
 
 
 def render_html(report: ContaminationReport, images: Path) -> str:
@@ -210,14 +234,7 @@ def render_html(report: ContaminationReport, images: Path) -> str:
         model=info["model_identity"],
         warnings=report_warnings(info),
         verdicts=verdict_items(report.books, info),
-        verdict_summary=(
-            f"Each book's p-value ranks its contamination rate among the {info['verdicts']['n_known_nonmembers']} "
-            "calibration non-members' rates (the smallest attainable is "
-            f"{info['verdicts']['smallest_p']:.3g}); evidence of membership when the Benjamini–Hochberg q-value over "
-            f"the {info['n_books']} audited books is below {info['verdicts']['alpha']:g} and the blind baseline does "
-            "not already separate the book. The debiased fraction is (rate − FPR) / (TPR − FPR) with TPR "
-            f"{percent(info['verdicts']['tpr'])} and FPR {percent(info['verdicts']['fpr'])} at the threshold."
-        ),
+        verdict_summary=verdict_summary(info),
         reference=reference_ranges(report.calibration),
         snippets_per_book=info["snippets_per_book"],
         blind_auc=None if info.get("blind_auc") is None else f"{info['blind_auc']:.3f}",

@@ -6,7 +6,7 @@ from docaudit.corpus.metadata import display_name
 
 
 def _num(value, spec: str = ".3g") -> str:
-    return "n/a" if value is None else format(value, spec)
+    return "n/a" if value is None or value != value else format(value, spec)
 
 
 def verdict_line(row: dict) -> str:
@@ -42,29 +42,41 @@ def format_predictions(rows: list[dict]) -> str:
     return "\n".join(lines).rstrip("\n")
 
 
+def report_level(v: dict) -> str:
+    """The level ``report``'s verdicts were decided at: ``alpha 0.05``, or with several methods ``alpha 0.05 / 3
+    methods = 0.0167 per method``."""
+    if v.get("n_methods", 1) > 1:
+        return f"alpha {v['alpha']:g} / {v['n_methods']} methods = {v['alpha_per_method']:.3g} per method"
+    return f"alpha {v['alpha']:g}"
+
+
+def debiased_text(row: dict, level: str) -> str:
+    """A book's debiased fraction with its interval, or ``n/a`` and why."""
+    value = row.get("debiased_fraction")
+    if value is None or value != value:
+        return "n/a (the calibration cannot support it: see the reason)"
+    return f"{value:.1%} ({level} {row['debiased_ci_low']:.1%} – {row['debiased_ci_high']:.1%})"
+
+
 def format_report_verdicts(books, info: dict) -> str:
-    """``report``'s verdicts: per book the verdict line first, then its p-, q- and blind p-value and its debiased
-    fraction beside the raw rate."""
+    """``report``'s verdicts: per book the verdict line first, then its p-, q- and blind p-value, the snippet count
+    its rate was compared at and its debiased fraction beside the raw rate."""
     v = info["verdicts"]
     level = f"{info['confidence']:.0%}"
     lines = [
-        f"verdicts (alpha {v['alpha']:g} after Benjamini-Hochberg over {len(books)} books; "
+        f"verdicts ({report_level(v)}, after Benjamini-Hochberg over {len(books)} books; "
         f"{v['n_known_nonmembers']} calibration non-members: smallest attainable p-value {v['smallest_p']:.3g}); "
-        f"debiased fraction = (rate - FPR {v['fpr']:.3f}) / (TPR {v['tpr']:.3f} - FPR)",
+        f"debiased fraction = (rate - FPR {v['fpr']:.3f}) / (TPR {v['tpr']:.3f} - FPR), {level} prediction interval",
         "",
     ]
     for row in books.to_dict(orient="records"):
-        debiased = (
-            "n/a (TPR not above FPR)"
-            if row["debiased_fraction"] is None or row["debiased_fraction"] != row["debiased_fraction"]
-            else f"{row['debiased_fraction']:.1%} ({level} {row['debiased_ci_low']:.1%} – "
-            f"{row['debiased_ci_high']:.1%})"
-        )
+        compared = row.get("n_compared")
         lines += [
             display_name(row["book"], row.get("title"), row.get("author")),
             f"  {verdict_line(row)}",
             f"  p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  p_value_blind "
-            f"{_num(row['p_value_blind'])}  rate {row['contamination_rate']:.1%}  debiased {debiased}",
+            f"{_num(row['p_value_blind'])}  compared at {_num(compared, '.0f')} snippets  rate "
+            f"{row['contamination_rate']:.1%}  debiased {debiased_text(row, level)}",
             "",
         ]
     return "\n".join(lines).rstrip("\n")
