@@ -21,11 +21,14 @@ def check_folds(k: int, first: int, second: int, names: tuple[str, str] = ("memb
     ``names``) has at least ``k`` documents: the number of folds is never lowered silently."""
     if k < 2:
         raise DocauditError(f"need at least 2 folds, got {k} (--folds)")
-    if min(first, second) < k:
-        raise DocauditError(
-            f"too few documents for {k} folds: {first} {names[0]} and {second} {names[1]} "
-            f"(each class needs at least {k}; lower --folds)"
+    least = min(first, second)
+    if least < k:
+        advice = (
+            f"each class needs at least {k}; add documents or use --folds {least}"
+            if least >= 2
+            else "cross-validation needs at least 2 documents of each class; add documents"
         )
+        raise DocauditError(f"too few documents for {k} folds: {first} {names[0]} and {second} {names[1]} ({advice})")
 
 
 def check_inner_folds(meta, k: int, first: int, second: int) -> None:
@@ -35,10 +38,16 @@ def check_inner_folds(meta, k: int, first: int, second: int) -> None:
     in the smallest training fold): the same refusal the training would make after querying every document."""
     if len(meta.candidates()) < 2:
         return
-    least = min(n - -(-n // k) for n in (first, second))
-    if least < meta.inner_folds:
+
+    def least(folds: int) -> int:
+        return min(n - -(-n // folds) for n in (first, second))
+
+    if least(k) < meta.inner_folds:
+        # more folds leave more documents to train on (the outer rule allows up to the smaller class)
+        enough = [f for f in range(k + 1, min(first, second) + 1) if least(f) >= meta.inner_folds]
+        more = f", use --folds {enough[0]}" if enough else ""
         raise DocauditError(
             f"too few documents for --norm/--features auto: the inner cross-validation needs {meta.inner_folds} "
             f"members and non-members in every training fold, and {k} folds of {first} members and {second} "
-            f"non-members leave {least} (use more documents, fewer --folds, or name --norm and --features)"
+            f"non-members leave {least(k)} (add documents{more}, or name --norm and --features)"
         )
