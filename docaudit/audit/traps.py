@@ -79,6 +79,7 @@ def make_traps(
     from datetime import datetime, timezone
 
     from docaudit import __version__
+    from docaudit.corpus.prose import ProseCheck, special_strings
     from docaudit.query.generate import Generated, generate_sequences
 
     if not docs:
@@ -86,7 +87,8 @@ def make_traps(
     lm = generator if isinstance(generator, LoadedModel) else load_model(generator)
     k = 2 * config.per_document
     if sequences is None:
-        made = generate_sequences(lm, k * len(docs), config, progress)
+        prose = None if config.any_text else ProseCheck.of([d.text for d in docs], special_strings(lm.tokenizer))
+        made = generate_sequences(lm, k * len(docs), config, progress, prose)
     elif len(sequences) < k * len(docs):
         raise DocauditError(f"{k * len(docs)} sequences needed for {len(docs)} documents, {len(sequences)} given")
     else:
@@ -131,10 +133,29 @@ class TrapDetection:
     overall: dict
     scores: list[dict]
     model: dict | None = None  # the model tested (``provenance.model_record``)
+    warning: str | None = None  # the model tested is the generator of the traps
 
     def as_json(self) -> dict:
         model = {"model": self.model} if self.model is not None else {}
-        return {"primary_score": self.primary, "overall": self.overall, "documents": self.rows, **model}
+        return {
+            "primary_score": self.primary,
+            "warning": self.warning,
+            "overall": self.overall,
+            "documents": self.rows,
+            **model,
+        }
+
+
+def generator_warning(registry: TrapRegistry, lm: LoadedModel) -> str | None:
+    """A warning when the model tested is the one that generated the registry's traps (same content identity): most
+    often the default model, tested by mistake instead of the suspect."""
+    if not registry.generator.get("identity") or registry.generator["identity"] != lm.identity:
+        return None
+    return (
+        f"WARNING: the model tested is the generator of these traps ({registry.generator.get('model')}, same "
+        "identity). The test holds its level, but it asks whether the generator was trained on the trapped "
+        "documents: give the model you suspect with --model."
+    )
 
 
 def _summary(trap_scores: dict, control_scores: dict, methods: Sequence[str], primary: str) -> dict:
@@ -198,4 +219,4 @@ def detect_traps(
     overall = {"document": "(all)", **_summary(pooled["trap"], pooled["control"], methods, primary)}
     verdict = decide(overall["p_value"], None, alpha)
     overall.update(q_value=None, verdict=verdict.verdict, reason=verdict.reason)
-    return TrapDetection(primary, rows, overall, scores, model_record(lm))
+    return TrapDetection(primary, rows, overall, scores, model_record(lm), generator_warning(registry, lm))

@@ -47,7 +47,9 @@ def traps():
     section="model",
 )
 @field_option(ModelConfig, "device")
-@field_options(TrapConfig, "tokens", "per_document", "copies", "min_perplexity", "max_perplexity", "jaccard", "seed")
+@field_options(
+    TrapConfig, "tokens", "per_document", "copies", "min_perplexity", "max_perplexity", "jaccard", "any_text", "seed"
+)
 @overwrite_option("Replace an earlier trap output at --out and its registry.")
 @format_option
 @friendly_errors
@@ -102,6 +104,8 @@ def traps_detect(registry, alpha, fmt, **kw):
         alpha=alpha,
         progress=show_progress(),
     )
+    if result.warning:
+        click.echo(result.warning, err=True)
     if fmt == "json":
         echo_json(result.as_json())
     elif fmt == "csv":
