@@ -16,6 +16,11 @@ CHARS_PER_TOKEN = 4.0
 TOKENS_PER_WORD = 1.4
 
 
+# Fewer test documents of a class than this in a fold make its AUC jump in steps of 1/n² and the spread over folds
+# meaningless: evaluate warns (``audit.evaluation.small_folds_warning``).
+MIN_FOLD_DOCUMENTS = 5
+
+
 def check_folds(k: int, first: int, second: int, names: tuple[str, str] = ("members", "non-members")) -> None:
     """Refuse ``k`` folds (``--folds``) unless ``k >= 2`` and each class (``first`` and ``second`` documents, called
     ``names``) has at least ``k`` documents: the number of folds is never lowered silently."""
