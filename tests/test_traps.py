@@ -261,3 +261,21 @@ def test_traps_longer_than_the_generator_takes_are_refused(tmp_path, generator):
     r = CliRunner().invoke(main, [*args, "--registry", str(tmp_path / "r.json"), "--tokens", "250"])
     assert r.exit_code != 0 and r.output.startswith("error: --tokens 250 is too long for the generator")
     assert not (tmp_path / "o").exists() and not (tmp_path / "r.json").exists()
+
+
+def test_traps_make_dry_run_says_what_it_would_plant_and_writes_nothing(tmp_path):
+    docs = _docs(tmp_path, 2)
+    out, reg = tmp_path / "publish", tmp_path / "private.json"
+    args = ["traps", "make", str(docs), "--out", str(out), "--registry", str(reg), "--dry-run"]
+    r = CliRunner().invoke(main, args)  # the defaults: the README's advice, 8 traps of 100 tokens, 10 copies
+    assert r.exit_code == 0, r.output
+    assert "of 100 tokens, 10 copies each" in r.stdout
+    assert r.stdout.startswith("dry run: 16 traps (8 per document") and "in 2 documents" in r.stdout
+    added = 8 * 10 * (100 * 4 + 2)
+    for f in sorted(docs.iterdir()):
+        assert f"  {f.name}: +{added:,} bytes ({added / f.stat().st_size:+.1%})" in r.stdout
+    assert "32 sequences to generate" in r.stdout and "nothing was loaded or written" in r.stdout
+    assert not out.exists() and not reg.exists()
+    # the checks of the real run: a registry inside --out is refused before anything
+    inside = CliRunner().invoke(main, [*args[:-3], "--registry", str(out / "r.json"), "--dry-run"])
+    assert inside.exit_code != 0 and "must not be inside" in inside.output

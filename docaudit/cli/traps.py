@@ -20,7 +20,9 @@ from docaudit.cli.options import (
     overwrite_option,
     ref_config,
 )
+from docaudit.cli.preflight import DRY_RUN_KEY, check_inputs, dry_run_option
 from docaudit.config import ModelConfig, TrapConfig
+from docaudit.errors import DocauditError
 
 
 @group()
@@ -52,13 +54,18 @@ def traps():
 )
 @overwrite_option("Replace an earlier trap output at --out and its registry.")
 @format_option
+@dry_run_option
 @friendly_errors
 def traps_make(documents, out, registry, generator, device, overwrite, fmt, **kw):
-    """Generate traps and controls, plant the traps at random paragraph boundaries of copies of DOCUMENTS."""
+    """Generate traps and controls, plant the traps at random paragraph boundaries inside the body of copies of
+    DOCUMENTS (never in a Project Gutenberg header or licence)."""
     from docaudit import api
     from docaudit.report.traps import planted_rows
 
     config = config_from(TrapConfig, kw)
+    if click.get_current_context().meta.get(DRY_RUN_KEY, False):
+        _dry_run(documents, out, registry, generator, overwrite, config)
+        return
     plan = api.traps_make(
         list(documents),
         Path(out),
@@ -82,6 +89,31 @@ def traps_make(documents, out, registry, generator, device, overwrite, fmt, **kw
             f"rejected: {plan.rejected or 'none'}"
         )
         click.echo(f"registry: {registry} -- PRIVATE, do not publish it (it names the traps and the controls)")
+
+
+def _dry_run(documents, out, registry, generator, overwrite, config) -> None:
+    """The checks ``traps make`` makes before generating, then what it would plant and write: no model loaded."""
+    from docaudit.audit.traps import planting_estimate
+    from docaudit.report.traps import check_registry_path
+
+    files = check_inputs(list(documents), output=(out, "traps", overwrite, [*documents, generator]))
+    if files is None:
+        raise DocauditError("traps make takes text files, not datasets")
+    check_registry_path(Path(registry), Path(out), overwrite)
+    plan = planting_estimate({f.name: f.stat().st_size for f in files}, config)
+    click.echo(
+        f"dry run: {plan['traps']} traps ({config.per_document} per document, and as many controls kept private) of "
+        f"{config.tokens} tokens, {config.copies} copies each, in {len(files)} documents"
+    )
+    for row in plan["documents"]:
+        click.echo(f"  {row['document']}: +{row['added_bytes']:,} bytes ({row['growth']:+.1%})")
+    minutes = plan["seconds"] / 60
+    took = f"~{minutes:.0f} min" if generator is None else "not estimated (measured for the embedded generator only)"
+    click.echo(
+        f"  {plan['sequences']} sequences to generate from ~{plan['candidates']:,} candidates; time {took}; "
+        "sizes at 4 characters per token, time at the measured rate of the embedded Gemma on a 2-core CPU"
+    )
+    click.echo("  nothing was loaded or written")
 
 
 @traps.command("detect")

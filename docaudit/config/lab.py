@@ -63,7 +63,7 @@ class TrapConfig:
     after ``max_candidates`` candidates; unless ``any_text``, a trap must also read as prose in the documents'
     language (``corpus.prose``). ``alpha`` is the level of the verdict."""
 
-    tokens: int = setting(50, "Trap length in generator tokens.", "traps", flag="--trap-tokens", aliases=("--tokens",))
+    tokens: int = setting(100, "Trap length in generator tokens.", "traps", flag="--trap-tokens", aliases=("--tokens",))
     per_document: int = setting(8, "Traps (and controls) per document.", "traps", flag="--traps-per-doc")
     copies: int = setting(
         10, "Copies of each trap in its document.", "traps", flag="--trap-copies", aliases=("--copies",)
