@@ -157,7 +157,13 @@ def plot_rate_strip(books: pd.DataFrame, calibration: pd.DataFrame, path: Path, 
     y = np.arange(len(books)) + len(groups) + 0.5
     ax.hlines(y, books.book_ci_low * 100, books.book_ci_high * 100, color="0.35", lw=1.4, zorder=2)
     ax.scatter(books.contamination_rate * 100, y, color="black", s=30, zorder=3, clip_on=False, label="audited book")
-    names = [str(b) if len(str(b)) <= 28 else str(b)[:27] + "…" for b in books.book]
+
+    def name(book, title) -> str:  # the title, shortened, and the id
+        if not isinstance(title, str) or not title:
+            return book if len(book) <= 28 else book[:27] + "…"
+        return (title if len(title) <= 22 else title[:21] + "…") + f" ({book})"
+
+    names = [name(str(r.book), getattr(r, "title", None)) for r in books.itertuples(index=False)]
     ax.set_yticks([0, 1, *y], [g[0] for g in groups] + names, fontsize=8)
     ax.set_ylim(rows + 0.2, -0.7)
     ax.set_xlim(-2, 102)
