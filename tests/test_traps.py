@@ -87,6 +87,20 @@ def test_prose_check_rejects_the_junk_a_generator_writes_and_keeps_english_prose
     assert [check.problem(t) for t in prose] == [None, None]
 
 
+def test_generation_counts_what_the_prose_check_rejects(generator):
+    """A generator that writes no English (a tiny random model) gets no trap past the check of an English book, and
+    the refusal says which checks rejected its candidates."""
+    from dataclasses import replace
+
+    from docaudit.errors import DocauditError
+
+    lm = load_model(ModelConfig(model=str(generator)))
+    check = ProseCheck.of([corpus_text("members", "45", n_chars=20000)])
+    with pytest.raises(DocauditError, match=r"'not prose: (language|characters|script|markup|code)'") as refused:
+        generate_sequences(lm, 2, replace(SHORT, tokens=12, max_candidates=32), prose=check)
+    assert "writes prose in the documents' language" in str(refused.value)
+
+
 def test_retokenization_check_rejects_ids_that_do_not_come_back():
     tok = make_tokenizer([corpus_text("members", b) for b in corpus_ids("members", 2)], 400)
     canonical = tok("the weather", add_special_tokens=False).input_ids
