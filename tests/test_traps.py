@@ -288,7 +288,7 @@ def test_traps_make_dry_run_says_what_it_would_plant_and_writes_nothing(tmp_path
     added = 8 * 10 * (100 * 4 + 2)
     for f in sorted(docs.iterdir()):
         assert f"  {f.name}: +{added:,} bytes ({added / f.stat().st_size:+.1%})" in r.stdout
-    assert "32 sequences to generate" in r.stdout and "nothing was loaded or written" in r.stdout
+    assert "32 sequences to generate; time at least ~" in r.stdout and "nothing was loaded or written" in r.stdout
     assert not out.exists() and not reg.exists()
     # the checks of the real run: a registry inside --out is refused before anything
     inside = CliRunner().invoke(main, [*args[:-3], "--registry", str(out / "r.json"), "--dry-run"])

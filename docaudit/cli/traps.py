@@ -107,12 +107,14 @@ def _dry_run(documents, out, registry, generator, overwrite, config) -> None:
     )
     for row in plan["documents"]:
         click.echo(f"  {row['document']}: +{row['added_bytes']:,} bytes ({row['growth']:+.1%})")
-    minutes = plan["seconds"] / 60
-    took = f"~{minutes:.0f} min" if generator is None else "not estimated (measured for the embedded generator only)"
-    click.echo(
-        f"  {plan['sequences']} sequences to generate from ~{plan['candidates']:,} candidates; time {took}; "
-        "sizes at 4 characters per token, time at the measured rate of the embedded Gemma on a 2-core CPU"
+    minutes = plan["least_seconds"] / 60
+    took = (
+        f"at least ~{minutes:.0f} min of sampling were every candidate kept, at the embedded Gemma's measured rate on "
+        "a 2-core CPU (the prose check rejects most of its samples: docs/traps.md)"
+        if generator is None
+        else "not estimated (a rate is measured for the embedded generator only)"
     )
+    click.echo(f"  {plan['sequences']} sequences to generate; time {took}; sizes at 4 characters per token")
     click.echo("  nothing was loaded or written")
 
 

@@ -13,10 +13,9 @@ QUERY_TOKENS_PER_SECOND = {"transformers": 366.0, "llamacpp": 321.0}
 # without loading a tokenizer (``--dry-run``): 3.94 measured over 20 Project Gutenberg books (3.4 to 4.8 per book).
 CHARS_PER_TOKEN = 4.0
 # Trap generation by the embedded Gemma-3-270M on the shared 2-core CPU (``traps make --dry-run``; docs/traps.md,
-# "Measured: the embedded Gemma on real books"): 32 candidates of 25 + 8 sampled tokens in 641 s with the model's
-# loading (1.65 sampled tokens per second), of which half were kept (retokenization, perplexity, near duplicates).
+# "Measured: the embedded Gemma on real books"): 32 candidates of 25 + 8 sampled tokens in batches of 16 took
+# 641 s with the model's loading, 1.65 sampled tokens per second.
 TRAP_SAMPLED_TOKENS_PER_SECOND = 1.65
-TRAP_CANDIDATES_KEPT = 0.5
 # Tokens per English word, for the snippets of ``report`` (given in words): an estimate of the same kind.
 TOKENS_PER_WORD = 1.4
 
