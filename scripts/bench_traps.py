@@ -88,7 +88,7 @@ def main() -> None:
     results["generator_load_s"] = round(load_s, 1)
     done = {(r["tokens"], r["copies"], r.get("seed", 0)) for r in results["runs"]}
     for tokens in [int(x) for x in args.lengths.split(",")]:
-        config = TrapConfig(tokens=tokens, per_document=args.per_doc, copies=1)
+        config = TrapConfig(tokens=tokens, per_document=args.per_doc, copies=1, any_text=True)
         t0 = time.perf_counter()
         made = generate_sequences(generator, 2 * args.per_doc * args.docs, config, progress=True)
         results["generation"][str(tokens)] = {
@@ -102,7 +102,7 @@ def main() -> None:
         ):
             if (tokens, copies, seed) in done:
                 continue
-            traps = TrapConfig(tokens=tokens, per_document=args.per_doc, copies=copies, seed=seed)
+            traps = TrapConfig(tokens=tokens, per_document=args.per_doc, copies=copies, seed=seed, any_text=True)
             t0 = time.perf_counter()
             res = run_lab(
                 pool,

@@ -66,6 +66,9 @@ def test_evaluate_end_to_end(tiny_gpt2, tmp_path):
     assert info["fold_test_documents"] == [[ids[i] for i in test] for _, test in chunk_folds(labels, 2, 1)]
     n_test = [len(test) for _, test in chunk_folds(labels, 2, 1)]
     assert info["sequences_per_document"] == [2] * 8
+    # 4 + 4 documents in 2 folds: each fold tests 2 of a class, and the run says that its fold AUCs mean little
+    assert info["small_folds_warning"].startswith("WARNING: small folds. A fold tests as few as 2 document(s)")
+    assert info["small_folds_warning"] in result.stderr
     for (method, level), row in rows.items():
         assert row["fold_n_test"] == ([2 * n for n in n_test] if level == "sequence" else n_test), (method, level)
     assert {p.name for p in out.iterdir()} == {
@@ -94,15 +97,21 @@ def test_evaluate_end_to_end(tiny_gpt2, tmp_path):
     assert report["docaudit_version"] and json.loads((out / "evaluation.json").read_text())["docaudit_version"]
     table = pd.read_csv(out / "evaluation.csv")
     assert len(table) == 1 + len(METHODS) * len(LEVELS) + len(blind)
-    assert table.pooled_auc.notna().sum() == 1 + len(METHODS) * 2 + len(blind)  # every document-level row
+    assert table.pooled_auc.notna().all()  # every row, the sequence rows too (as roc.png draws them)
+    assert table.pooled_auc_ci_low.notna().sum() == 1 + len(METHODS) * 2 + len(blind)  # documents: an interval
+    for (method, level), row in rows.items():
+        if level == "sequence":  # the pooled AUC of every out-of-fold sequence score, as roc.png draws them
+            assert row["pooled_auc"] is not None and row["pooled_auc_ci_low"] is None, method
 
     text = run(*args[:-2])  # same run from the cache, printed as the table
     assert text.exit_code == 0, text.output
-    assert "TPR@10%FPR" in text.stdout and "doc_threshold" in text.stdout and "meta_classifier" in text.stdout
-    # each row: AUC and two TPRs, each mean ± std or, with 2 non-members per fold, why the TPR is not estimated
-    cells = text.stdout.count(" ± ") + text.stdout.count(" non-members per fold)")
-    assert cells >= 3 * (1 + len(METHODS) * len(LEVELS) + len(blind))
-    assert "n/a (needs ≥ 100 non-members per fold)" in text.stdout
+    assert "doc_threshold" in text.stdout and "meta_classifier" in text.stdout
+    # each row: its AUC per fold as mean ± std; a TPR no row can estimate (2 non-members per fold) is named once
+    # above the table, not as a column of "n/a" on every row
+    assert text.stdout.count(" ± ") >= 1 + len(METHODS) * len(LEVELS) + len(blind)
+    assert "TPR at 10% FPR not shown: needs ≥ 10 non-members per fold" in text.stdout
+    assert "TPR at 1% FPR not shown: needs ≥ 100 non-members per fold" in text.stdout
+    assert "TPR@" not in text.stdout and "n/a (needs" not in text.stdout
 
 
 def make_books(tmp_path, n_chars=1500):
@@ -159,6 +168,10 @@ def test_report_end_to_end(tiny_gpt2, tmp_path):
     assert (table.ci_low <= table.contamination_rate).all() and (table.contamination_rate <= table.ci_high).all()
     assert list(table.contamination_rate) == sorted(table.contamination_rate, reverse=True)
     assert {"verdict", "reason", "p_value", "q_value", "p_value_blind", "debiased_fraction"} <= set(table.columns)
+    # the verdict first in every format: report.csv's first column, the JSON rows' first key, the terminal's first block
+    assert list(table.columns[:2]) == ["verdict", "reason"]
+    assert all(list(b)[:2] == ["verdict", "reason"] for b in json.loads((out / "report.json").read_text())["books"])
+    assert result.stdout.index("verdicts (alpha") < result.stdout.index("Wilson")
     # two calibration non-member books: a book's conformal p-value is (1 + k) / 3, never below the 0.05 level
     assert table.p_value.isin([1 / 3, 2 / 3, 1.0]).all(), table.p_value
     assert (table.n_compared == 4).all()

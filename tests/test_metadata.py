@@ -2,6 +2,8 @@
 
 import math
 
+from conftest import CORPUS
+
 from docaudit.corpus.documents import load_document
 from docaudit.corpus.metadata import display_name, header_metadata
 
@@ -40,3 +42,13 @@ def test_display_name():
     assert display_name("1005", "Hell", None) == "Hell (1005)"
     assert display_name("74346", None, "Someone") == "74346"
     assert display_name("74346", math.nan, math.nan) == "74346"
+
+
+def test_a_book_without_a_header_is_named_from_the_shipped_manifests(tmp_path):
+    """A post-2024 book has no Project Gutenberg header; the shipped manifest names it by its bytes' SHA-256, and a
+    different file under the same name gets no name from it."""
+    book = load_document(CORPUS / "nonmembers" / "74346.txt")
+    assert book.title.startswith("Flint's Letters from America") and book.author == "James Flint"
+    other = tmp_path / "74346.txt"
+    other.write_bytes((CORPUS / "nonmembers" / "74346.txt").read_bytes() + b"\nA line of my own.\n")
+    assert load_document(other).title is None

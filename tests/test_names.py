@@ -90,9 +90,10 @@ def test_evaluate_counts_sequences_and_documents(tmp_path, tiny_gpt2):
     per_document = evaluation["info"]["sequences_per_document"]
     assert len(per_document) == 8 and sum(per_document) > 0
     assert f"{sum(per_document)} sequences (windows of 32 tokens) from 8 documents" in done.stdout
-    # 4 non-members, 2 per fold: TPR at 10% and 1% FPR cannot be estimated, and the table says why
-    assert "n/a (needs ≥ 10 non-members per fold)" in done.stdout
-    assert "n/a (needs ≥ 100 non-members per fold)" in done.stdout
+    # 4 non-members, 2 per fold: the document rows cannot estimate TPR at 10% FPR (the sequence row can: its column
+    # stays, "n/a" where it is not defined); no row can at 1% FPR, and the note above the table says why
+    assert "TPR@10%FPR" in done.stdout and "n/a (needs ≥ 10 non-members per fold)" in done.stdout
+    assert "TPR at 1% FPR not shown: needs ≥ 100 non-members per fold" in done.stdout and "TPR@1%" not in done.stdout
     assert all(row["tpr_at_1fpr_mean"] is None for row in evaluation["methods"])
 
 

@@ -16,8 +16,8 @@ from conftest import corpus_ids, corpus_text, document_sets
 from test_gguf import write_gguf
 
 from docaudit import api
-from docaudit.config import ModelConfig, QueryConfig
-from docaudit.config.rules import check_folds
+from docaudit.config import MetaConfig, ModelConfig, QueryConfig
+from docaudit.config.rules import check_folds, check_inner_folds
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
 
@@ -81,7 +81,8 @@ def test_too_few_documents_for_the_folds_is_refused_before_the_model(sets, tmp_p
     )
     assert status != 0 and loaded == []
     assert stderr.strip().splitlines() == [
-        "error: too few documents for 5 folds: 4 members and 4 non-members (each class needs at least 5; lower --folds)"
+        "error: too few documents for 5 folds: 4 members and 4 non-members (each class needs at least 5; add "
+        "documents or use --folds 4)"
     ]
 
 
@@ -92,8 +93,8 @@ def test_inner_folds_of_the_meta_classifier_are_checked_before_the_model(sets):
     assert status != 0 and loaded == []
     assert stderr.strip().splitlines() == [
         "error: too few documents for --norm/--features auto: the inner cross-validation needs 3 members and "
-        "non-members in every training fold, and 2 folds of 4 members and 4 non-members leave 2 (use more documents, "
-        "fewer --folds, or name --norm and --features)"
+        "non-members in every training fold, and 2 folds of 4 members and 4 non-members leave 2 (add documents, "
+        "use --folds 4, or name --norm and --features)"
     ]
 
 
@@ -113,7 +114,8 @@ def test_data_check_follows_the_folds_rule_of_evaluate(sets):
     result = docaudit("data", "check", sets["mem"], sets["non"])
     assert result.returncode != 0
     assert result.stderr.strip() == (
-        "error: too few documents for 5 folds: 4 in set A and 4 in set B (each class needs at least 5; lower --folds)"
+        "error: too few documents for 5 folds: 4 in set A and 4 in set B (each class needs at least 5; add documents "
+        "or use --folds 4)"
     )
     assert result.stdout == ""
 
@@ -124,6 +126,24 @@ def test_check_folds_rule():
         check_folds(1, 10, 10)
     with pytest.raises(DocauditError, match="3 members and 9 non-members"):
         check_folds(4, 3, 9)
+
+
+def test_folds_advice_leads_somewhere():
+    """The advice never points at a number of folds that is refused in turn: below 2 documents of a class only
+    more documents help; otherwise the largest number of folds that works is named."""
+    with pytest.raises(DocauditError) as refused:
+        check_folds(2, 1, 10)
+    assert "add documents" in str(refused.value) and "--folds" not in str(refused.value).split("(", 1)[1]
+    with pytest.raises(DocauditError, match=r"use --folds 3\)") as refused:
+        check_folds(5, 3, 9)
+    check_folds(3, 3, 9)  # the advice holds
+    meta = MetaConfig()  # inner folds of 3: n - ceil(n / k) training documents per class must reach 3
+    with pytest.raises(DocauditError) as refused:
+        check_inner_folds(meta, 2, 3, 3)
+    assert "--folds" not in str(refused.value).split("(", 1)[1] and "add documents" in str(refused.value)
+    with pytest.raises(DocauditError, match=r"add documents, use --folds 4,"):
+        check_inner_folds(meta, 2, 4, 4)
+    check_inner_folds(meta, 4, 4, 4)  # the advice holds
 
 
 def test_dry_run_says_what_it_would_query_and_loads_nothing(sets, tmp_path):

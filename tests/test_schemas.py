@@ -246,7 +246,7 @@ def test_traps_and_lab_outputs_are_valid(tmp_path):
     reg = tmp_path / "private.json"
     made = run_json("traps", "make", docs, "--generator", generator, "--out", tmp_path / "publish", "--registry", reg,
                     "--trap-tokens", "4", "--traps-per-doc", "4", "--trap-copies", "3", "--jaccard", "0.5",
-                    "--seed", "1", "--format", "json")  # fmt: skip
+                    "--seed", "1", "--any-text", "--format", "json")  # fmt: skip
     validate(made, "traps-make")
     detected = run_json("traps", "detect", "--registry", reg, "--model", generator, "--format", "json")
     validate(detected, "traps-detect")

@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import corpus_ids, corpus_text, make_model, make_tokenizer
+from conftest import CORPUS, corpus_ids, corpus_text, make_model, make_tokenizer
 from scipy.stats import binom, combine_pvalues
 
 from docaudit.audit.traps import mann_whitney, smallest_p
 from docaudit.cli import main
 from docaudit.config import ModelConfig, TrapConfig
+from docaudit.corpus.cleaning import clean_text, gutenberg_bounds, normalize_newlines
+from docaudit.corpus.prose import ProseCheck
 from docaudit.corpus.traps import PRIVATE_NOTE, insert_copies, jaccard, paragraph_starts, read_registry
 from docaudit.inference.permutation import rank_sum_test
 from docaudit.query.generate import generate_sequences, retokenizes
@@ -44,6 +46,61 @@ def test_insert_copies_keeps_the_text_and_records_positions():
             assert p == 0 or out[p - 2 : p] == "\n\n"  # each copy starts a paragraph
         rest = rest.replace(trap + "\n\n", "")
     assert rest == text
+
+
+@pytest.mark.parametrize("path", ["members/45.txt", "nonmembers/74346.txt"])
+def test_traps_are_planted_only_in_the_body_the_cleaning_keeps(path):
+    """A whole book as published (Project Gutenberg header, licence, producer credits; CRLF or LF): every copy of
+    every trap lands between the START and END markers and survives docaudit's own cleaning."""
+    raw = (CORPUS / path).read_bytes().decode("utf-8")
+    traps = [f"Trap {i}: the lamplighter counted the bridges of the river twice before dawn." for i in range(8)]
+    out, positions = insert_copies(raw, traps, 100, np.random.default_rng(3))
+    cleaned = clean_text(out)
+    assert [cleaned.count(t) for t in traps] == [100] * 8
+    lines = normalize_newlines(out).split("\n")
+    start, end = gutenberg_bounds(lines)
+    assert 0 < start < end < len(lines) or path.startswith("nonmembers")
+    for trap, at in zip(traps, positions):
+        found = [i for i, line in enumerate(lines) if line.strip() == trap]  # each copy a paragraph of its own
+        assert len(found) == len(at) == 100 and all(start < i < end for i in found)
+
+
+def test_prose_check_rejects_the_junk_a_generator_writes_and_keeps_english_prose():
+    book = clean_text(corpus_text("members", "45", n_chars=60000))
+    check = ProseCheck.of([book], special=("<start_of_image>", "<bos>", "<unused12>"))
+    assert check.language == "en" and check.scripts == {"LATIN"}
+    junk = {
+        "markup": "<strong>By:</strong> Sarah Miller, staff writer, reports on the news of the week in the county",
+        "special token": "<start_of_image> and then the quiet house woke to the sound of rain on the old roof",
+        "code": "import React from 'react';\nimport { useState } from 'react';\nexport default App;",
+        "language": "Pemerintah Indonesia mengumumkan bahwa harga bahan bakar akan naik mulai minggu depan di "
+        "seluruh wilayah negara, kata menteri energi kepada wartawan di Jakarta pada hari Senin.",
+        "script": "Сегодня в Москве прошла встреча министров иностранных дел двух стран по вопросам торговли.",
+        "characters": "Tel. 555-0199 | Fax 555-0123 | ISBN 978-3-16-148410-0 | 2024-10-01 | 12:30",
+    }
+    for reason, text in junk.items():
+        assert check.problem(text) == reason, (reason, text)
+    prose = [
+        "She was a woman of narrow experience, and it was with some difficulty that she had been persuaded to take "
+        "the child into the house at all, for she did not like to be disturbed in her ways.",
+        "The old road wound down the hill between the birches, and at the foot of it the brook ran quickly over "
+        "its stones, as it had done for a hundred years before any of them were born.",
+    ]
+    assert [check.problem(t) for t in prose] == [None, None]
+
+
+def test_generation_counts_what_the_prose_check_rejects(generator):
+    """A generator that writes no English (a tiny random model) gets no trap past the check of an English book, and
+    the refusal says which checks rejected its candidates."""
+    from dataclasses import replace
+
+    from docaudit.errors import DocauditError
+
+    lm = load_model(ModelConfig(model=str(generator)))
+    check = ProseCheck.of([corpus_text("members", "45", n_chars=20000)])
+    with pytest.raises(DocauditError, match=r"'not prose: (language|characters|script|markup|code)'") as refused:
+        generate_sequences(lm, 2, replace(SHORT, tokens=12, max_candidates=32), prose=check)
+    assert "writes prose in the documents' language" in str(refused.value)
 
 
 def test_retokenization_check_rejects_ids_that_do_not_come_back():
@@ -93,7 +150,7 @@ def test_traps_make_writes_copies_and_a_complete_registry(tmp_path, generator):
     before = {p.name: p.read_bytes() for p in docs.iterdir()}
     out, reg = tmp_path / "publish", tmp_path / "private.json"
     args = ["traps", "make", str(docs), "--generator", str(generator), "--out", str(out), "--registry", str(reg)]
-    args += ["--tokens", "4", "--traps-per-doc", "4", "--copies", "3", "--jaccard", "0.5", "--seed", "1"]
+    args += ["--tokens", "4", "--traps-per-doc", "4", "--copies", "3", "--jaccard", "0.5", "--seed", "1", "--any-text"]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 0, r.output
     assert {p.name: p.read_bytes() for p in docs.iterdir()} == before  # originals untouched
@@ -122,16 +179,31 @@ def test_traps_make_writes_copies_and_a_complete_registry(tmp_path, generator):
     )
     # detect: a row per document with its p-value and verdict (JSON), the same rows and the pooled one (CSV)
     detect = ["traps", "detect", "--registry", str(reg), "--model", str(generator), "--reference-model", str(generator)]
-    rows = json.loads(CliRunner().invoke(main, [*detect, "--format", "json"]).output)["documents"]
+    tested = CliRunner().invoke(main, [*detect, "--format", "json"])
+    # the generator tested by mistake (here on purpose): a warning on stderr, the JSON on stdout says it too
+    assert "the model tested is the generator of these traps" in tested.stderr
+    assert json.loads(tested.stdout)["warning"] == tested.stderr.strip()
+    rows = json.loads(tested.stdout)["documents"]
     assert [r["document"] for r in rows] == [d.id for d in registry.documents]
     # the same model as target and reference: every ref score is 0, all ties, so AUC 1/2, p-value 1 and no evidence
     assert all(
         r["auc_ref"] == 0.5 and r["p_value"] == 1.0 and r["verdict"] == "no evidence of membership" for r in rows
     )
-    csv = CliRunner().invoke(main, [*detect, "--format", "csv"]).output.splitlines()
+    csv = CliRunner().invoke(main, [*detect, "--format", "csv"]).stdout.splitlines()
     assert csv[0].startswith("document,n_traps,n_controls,auc_loss,auc_minkpp,auc_ref,p_value") and len(csv) == 5
     # a second run refuses to overwrite the registry; a registry inside --out is refused
-    base = ["traps", "make", str(docs), "--generator", str(generator), "--tokens", "4", "--jaccard", "0.5"]
+    base = [
+        "traps",
+        "make",
+        str(docs),
+        "--generator",
+        str(generator),
+        "--tokens",
+        "4",
+        "--jaccard",
+        "0.5",
+        "--any-text",
+    ]
     again = CliRunner().invoke(main, [*base, "--out", str(tmp_path / "other"), "--registry", str(reg)])
     assert again.exit_code != 0 and "--overwrite" in again.output
     inside = CliRunner().invoke(main, [*base, "--out", str(tmp_path / "o2"), "--registry", str(tmp_path / "o2" / "r")])
@@ -242,7 +314,7 @@ def test_lab_detects_traps_in_trained_documents_only(tmp_path, generator, one_th
         main,
         ["lab", "--corpus", str(pool), "--out", str(tmp_path / "lab"), "--format", "json", "--epochs", "8"]
         + ["--layers", "2", "--width", "64", "--positions", "64", "--vocab-size", "512", "--train-batch-size", "8"]
-        + ["--doc-tokens", "300", "--trap-copies", "20", "--trap-tokens", "4", "--traps-per-doc", "4"]
+        + ["--doc-tokens", "300", "--trap-copies", "20", "--trap-tokens", "4", "--traps-per-doc", "4", "--any-text"]
         + ["--generator", str(generator)],
     )
     assert r.exit_code == 0, r.output
@@ -269,3 +341,21 @@ def test_traps_longer_than_the_generator_takes_are_refused(tmp_path, generator):
     r = CliRunner().invoke(main, [*args, "--registry", str(tmp_path / "r.json"), "--tokens", "250"])
     assert r.exit_code != 0 and r.output.startswith("error: --tokens 250 is too long for the generator")
     assert not (tmp_path / "o").exists() and not (tmp_path / "r.json").exists()
+
+
+def test_traps_make_dry_run_says_what_it_would_plant_and_writes_nothing(tmp_path):
+    docs = _docs(tmp_path, 2)
+    out, reg = tmp_path / "publish", tmp_path / "private.json"
+    args = ["traps", "make", str(docs), "--out", str(out), "--registry", str(reg), "--dry-run"]
+    r = CliRunner().invoke(main, args)  # the defaults: the README's advice, 8 traps of 100 tokens, 10 copies
+    assert r.exit_code == 0, r.output
+    assert "of 100 tokens, 10 copies each" in r.stdout
+    assert r.stdout.startswith("dry run: 16 traps (8 per document") and "in 2 documents" in r.stdout
+    added = 8 * 10 * (100 * 4 + 2)
+    for f in sorted(docs.iterdir()):
+        assert f"  {f.name}: +{added:,} bytes ({added / f.stat().st_size:+.1%})" in r.stdout
+    assert "32 sequences to generate; time at least ~" in r.stdout and "nothing was loaded or written" in r.stdout
+    assert not out.exists() and not reg.exists()
+    # the checks of the real run: a registry inside --out is refused before anything
+    inside = CliRunner().invoke(main, [*args[:-3], "--registry", str(out / "r.json"), "--dry-run"])
+    assert inside.exit_code != 0 and "must not be inside" in inside.output

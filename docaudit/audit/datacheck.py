@@ -59,24 +59,20 @@ def _dist(values) -> dict[str, float]:
     return {"min": float(v.min()), "median": float(np.median(v)), "mean": float(v.mean()), "max": float(v.max())}
 
 
-def _file_has_crlf(path) -> bool:
-    """Whether the document's file has CRLF line ends (read from the file: the text itself has LF line ends after
-    reading, whatever the file had); False for a document that is not a file of its own (a dataset row)."""
+def _file_bytes(path) -> bytes | None:
+    """The document's file as given, before reading and cleaning; None for a document that is not a file of its own
+    (a dataset row) or a file that cannot be read again."""
     try:
         with open(path, "rb") as f:
-            last = b""
-            while chunk := f.read(1 << 20):
-                if b"\r\n" in last + chunk:
-                    return True
-                last = chunk[-1:]
-    except OSError:  # not a file of its own
-        return False
-    return False
+            return f.read()
+    except OSError:
+        return None
 
 
 def set_stats(docs: Sequence[Document]) -> dict:
     """Per-set statistics (plain Python types, JSON-ready); ``docs_with_crlf`` counts the files as given, before
-    cleaning."""
+    cleaning; ``boilerplate_lines`` counts the lines left in the text read (after cleaning), and
+    ``boilerplate_lines_removed`` those the cleaning removed (the file's count less the text's)."""
     words = [len(d.text.split()) for d in docs]
     chars = [len(d.text) for d in docs]
     per_doc_median_year, modern = [], 0
@@ -87,19 +83,24 @@ def set_stats(docs: Sequence[Document]) -> dict:
             modern += bool((years >= MODERN_YEAR).any())
     boiler = dict.fromkeys(BOILERPLATE_PATTERNS, 0)
     boiler_docs = dict.fromkeys(BOILERPLATE_PATTERNS, 0)
+    removed = dict.fromkeys(BOILERPLATE_PATTERNS, 0)
     n_chars = sum(chars)
     non_ascii = curly = crlf = 0
     docs_curly = 0
     for d in docs:
-        for name, c in boilerplate_counts(d.text).items():
+        data = _file_bytes(d.path)
+        left = boilerplate_counts(d.text)
+        before = left if data is None else boilerplate_counts(data.decode("utf-8", errors="replace"))
+        for name, c in left.items():
             boiler[name] += c
             boiler_docs[name] += c > 0
+            removed[name] += max(before[name] - c, 0)
         if not d.text.isascii():
             non_ascii += sum(1 for ch in d.text if ord(ch) > 127)
         c = sum(d.text.count(q) for q in CURLY_QUOTES)
         curly += c
         docs_curly += c > 0
-        crlf += _file_has_crlf(d.path)
+        crlf += data is not None and b"\r\n" in data
     n = len(docs)
     return {
         "n": n,
@@ -114,6 +115,7 @@ def set_stats(docs: Sequence[Document]) -> dict:
         },
         "boilerplate_lines": boiler,
         "boilerplate_docs": boiler_docs,
+        "boilerplate_lines_removed": removed,
         "non_ascii_share": non_ascii / n_chars if n_chars else 0.0,
         "curly_quote_share": curly / n_chars if n_chars else 0.0,
         "docs_with_curly_quotes": docs_curly / n if n else 0.0,
@@ -188,8 +190,11 @@ def format_check(result: dict) -> str:
         rows.append(
             (
                 f"boilerplate lines: {name}",
-                f"{a['boilerplate_lines'][name]} ({a['boilerplate_docs'][name]} docs)",
-                f"{b['boilerplate_lines'][name]} ({b['boilerplate_docs'][name]} docs)",
+                *(
+                    f"{s['boilerplate_lines_removed'][name]:,} removed, {s['boilerplate_lines'][name]:,} left"
+                    + (f" in {s['boilerplate_docs'][name]} docs" if s["boilerplate_lines"][name] else "")
+                    for s in (a, b)
+                ),
             )
         )
     w0 = max(len(r[0]) for r in rows)

@@ -9,8 +9,10 @@ Each (method, level) gets, for every fold, the AUC and TPR at 10% / 1% FPR on th
 - ``blind`` / ``<kind>``: the model-free baselines of :mod:`docaudit.blind` (``tfidf``, ``nb``, ``dates``), fitted
   on the training chunks; ``info["warning"]`` holds its distribution-shift warning when it separates the sets.
 
-Document-level rows also carry the pooled out-of-fold AUC with a 95% stratified bootstrap interval over documents
-(``pooled_auc``, ``pooled_auc_ci_low``, ``pooled_auc_ci_high``), which does not include the variation from refitting.
+Every row also carries the pooled out-of-fold AUC, the one ``roc.png`` draws (``pooled_auc``); document-level rows with
+its 95% stratified bootstrap interval over documents (``pooled_auc_ci_low``, ``pooled_auc_ci_high``), which does not
+include the variation from refitting. Sequence rows have no interval (null): the sequences of one document are not
+independent, and a bootstrap over sequences would be too narrow.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from docaudit.config import (
     QueryConfig,
     ScalingConfig,
 )
+from docaudit.config.rules import MIN_FOLD_DOCUMENTS
 from docaudit.corpus.documents import Skips
 from docaudit.errors import DocauditError
 from docaudit.io import jsonable
@@ -233,7 +236,7 @@ def evaluate_methods(
                 labels, splits, features, blind, compared_model, spec.beyond_config, seed
             )
     for row in summary_rows:
-        row |= _pooled_interval(*curves[(row["method"], row["level"])]) if row["level"] != "sequence" else {}
+        row |= _pooled_interval(*curves[(row["method"], row["level"])], row["level"] != "sequence")
     best = max((r["auc_mean"] for r in summary_rows if r["method"] != "blind"), default=None)
     info |= {
         "n_members": int(labels.sum()),
@@ -246,6 +249,7 @@ def evaluate_methods(
         "command": run.command,
         "blind_auc": blind_auc,
         "warning": shift_warning(blind_auc, best),
+        "small_folds_warning": small_folds_warning(labels, splits),
         "skipped": skips.as_json(),
         "wall_seconds": round(time.time() - started, 1),
     }
@@ -286,10 +290,29 @@ def _split_blind(methods, blind_kinds):
     return [n for n in names if n and n != "blind"], blind_kinds or BLIND_KINDS
 
 
-def _pooled_interval(labels, scores) -> dict:
-    """Pooled out-of-fold AUC of the documents with its 95% stratified bootstrap interval (``metrics.bootstrap_ci``)."""
+def _pooled_interval(labels, scores, interval: bool = True) -> dict:
+    """Pooled out-of-fold AUC with its 95% stratified bootstrap interval over documents (``metrics.bootstrap_ci``);
+    without ``interval`` (scores of sequences, not independent) the AUC alone."""
+    if not interval:
+        from sklearn.metrics import roc_auc_score
+
+        point = float(roc_auc_score(labels, scores)) if len(np.unique(labels)) == 2 else None
+        return {"pooled_auc": point, "pooled_auc_ci_low": None, "pooled_auc_ci_high": None}
     ci = bootstrap_ci(labels, scores)["auc"]
     return {"pooled_auc": ci.point, "pooled_auc_ci_low": ci.lo, "pooled_auc_ci_high": ci.hi}
+
+
+def small_folds_warning(labels: np.ndarray, splits) -> str | None:
+    """A warning when a fold's test chunk holds fewer than ``MIN_FOLD_DOCUMENTS`` documents of a class: each fold's
+    AUC then moves in large steps, and their mean ± std says little."""
+    least = min(min(int((labels[test] == c).sum()) for c in (0, 1)) for _, test in splits)
+    if least >= MIN_FOLD_DOCUMENTS:
+        return None
+    return (
+        f"WARNING: small folds. A fold tests as few as {least} document(s) of a class (fewer than "
+        f"{MIN_FOLD_DOCUMENTS}), so each fold's AUC moves in large steps and the mean ± std over folds says little; "
+        "read the pooled AUC and its interval, and add documents (or use fewer --folds) for folds that mean more."
+    )
 
 
 def evaluation_json(result: MethodsEvaluation) -> dict:

@@ -70,6 +70,7 @@ def make_traps(
     from datetime import datetime, timezone
 
     from docaudit import __version__
+    from docaudit.corpus.prose import ProseCheck, special_strings
     from docaudit.query.generate import Generated, generate_sequences
 
     if not docs:
@@ -77,7 +78,8 @@ def make_traps(
     lm = generator if isinstance(generator, LoadedModel) else load_model(generator)
     k = 2 * config.per_document
     if sequences is None:
-        made = generate_sequences(lm, k * len(docs), config, progress)
+        prose = None if config.any_text else ProseCheck.of([d.text for d in docs], special_strings(lm.tokenizer))
+        made = generate_sequences(lm, k * len(docs), config, progress, prose)
     elif len(sequences) < k * len(docs):
         raise DocauditError(f"{k * len(docs)} sequences needed for {len(docs)} documents, {len(sequences)} given")
     else:
@@ -109,6 +111,30 @@ def make_traps(
     return TrapPlan(texts, registry, dict(made.rejected), made.candidates)
 
 
+def planting_estimate(sizes: dict[str, int], config: TrapConfig) -> dict:
+    """What ``traps make`` would do to documents of ``sizes`` (name -> bytes), for ``traps make --dry-run``: per
+    document the bytes its trap copies add (``per_document × copies`` paragraphs of ``tokens`` generator tokens at
+    ``CHARS_PER_TOKEN`` characters each, and a blank line) and its growth; the sequences to generate; and the least
+    time their sampling takes with the embedded generator, were every candidate kept, at the measured
+    ``TRAP_SAMPLED_TOKENS_PER_SECOND``. The share of candidates kept depends on the generator and the documents (the
+    prose check rejects most of what the embedded Gemma samples from its BOS), so no upper bound is given."""
+    from docaudit.config.rules import CHARS_PER_TOKEN, TRAP_SAMPLED_TOKENS_PER_SECOND
+
+    added = config.per_document * config.copies * (config.tokens * CHARS_PER_TOKEN + 2)
+    rows = [
+        {"document": name, "bytes": size, "added_bytes": int(added), "growth": added / size if size else math.inf}
+        for name, size in sizes.items()
+    ]
+    sequences = 2 * config.per_document * len(sizes)
+    sampled = sequences * (config.tokens + config.tokens // 4 + 2)
+    return {
+        "documents": rows,
+        "traps": config.per_document * len(sizes),
+        "sequences": sequences,
+        "least_seconds": sampled / TRAP_SAMPLED_TOKENS_PER_SECOND,
+    }
+
+
 SCORES = ("loss", "minkpp", "ref")
 
 
@@ -122,10 +148,29 @@ class TrapDetection:
     overall: dict
     scores: list[dict]
     model: dict | None = None  # the model tested (``provenance.model_record``)
+    warning: str | None = None  # the model tested is the generator of the traps
 
     def as_json(self) -> dict:
         model = {"model": self.model} if self.model is not None else {}
-        return {"primary_score": self.primary, "overall": self.overall, "documents": self.rows, **model}
+        return {
+            "primary_score": self.primary,
+            "warning": self.warning,
+            "overall": self.overall,
+            "documents": self.rows,
+            **model,
+        }
+
+
+def generator_warning(registry: TrapRegistry, lm: LoadedModel) -> str | None:
+    """A warning when the model tested is the one that generated the registry's traps (same content identity): most
+    often the default model, tested by mistake instead of the suspect."""
+    if not registry.generator.get("identity") or registry.generator["identity"] != lm.identity:
+        return None
+    return (
+        f"WARNING: the model tested is the generator of these traps ({registry.generator.get('model')}, same "
+        "identity). The test holds its level, but it asks whether the generator was trained on the trapped "
+        "documents: give the model you suspect with --model."
+    )
 
 
 def _summary(trap_scores: dict, control_scores: dict, methods: Sequence[str], primary: str) -> dict:
@@ -190,4 +235,4 @@ def detect_traps(
     overall = {"document": "(all)", **_summary(pooled["trap"], pooled["control"], methods, primary)}
     verdict = decide(overall["p_value"], None, alpha)
     overall.update(q_value=None, verdict=verdict.verdict, reason=verdict.reason)
-    return TrapDetection(primary, rows, overall, scores, model_record(lm))
+    return TrapDetection(primary, rows, overall, scores, model_record(lm), generator_warning(registry, lm))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import sys
 
 import click
@@ -117,6 +118,18 @@ CONFIG_OPTION = click.Option(
 )
 
 
+_SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)\.\s+(?=[A-Z])")
+
+
+def first_sentence(command: click.Command, limit: int = 45) -> str:
+    """A command's line in its group's help: its ``short_help``, else the first sentence of its help, whole (click
+    would cut it at ``limit`` characters, mid-sentence)."""
+    if command.short_help:
+        return command.short_help
+    text = " ".join((command.help or "").split())
+    return _SENTENCE_END.split(text, 1)[0].rstrip(".") + "." if text else ""
+
+
 class ConfigCommand(click.Command):
     """A command with ``--config FILE`` and ``--quiet``: the file's section for this command becomes click's
     ``default_map`` (keys: option names, with dashes or underscores; arguments by their name), so every option,
@@ -139,6 +152,8 @@ class ConfigCommand(click.Command):
                 f"{e.format_message()} (see {' '.join(['docaudit', *section_path(parent, info_name)])} --help)"
             ) from None
 
+    get_short_help_str = first_sentence
+
     def format_options(self, ctx, formatter) -> None:
         """The options under their sections' titles, in the order of ``SECTION_TITLES``."""
         sections: dict = {}
@@ -158,6 +173,11 @@ class DocauditGroup(click.Group):
 
     command_class = ConfigCommand
     group_class = type
+    get_short_help_str = first_sentence
+
+    def list_commands(self, ctx) -> list[str]:
+        """In the order the commands were added (the order of the work), not alphabetically."""
+        return list(self.commands)
 
 
 def command(*args, **kwargs):

@@ -120,8 +120,9 @@ def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, 
         progress=show_progress(),
     )
     warn_skipped(result.info["skipped"])
-    if result.info["warning"]:
-        click.echo(result.info["warning"], err=True)
+    for key in ("warning", "small_folds_warning"):
+        if result.info.get(key):
+            click.echo(result.info[key], err=True)
     if fmt == "json":
         echo_json(evaluation_json(result))
     elif fmt == "csv":

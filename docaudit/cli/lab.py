@@ -71,6 +71,7 @@ from docaudit.config import ModelConfig, TargetConfig, TrapConfig
 )
 @field_option(TrapConfig, "tokens", "--trap-tokens", "trap_tokens", help="With --trap-copies: trap length.")
 @field_option(TrapConfig, "per_document", help="With --trap-copies: traps (and controls) per document.")
+@field_option(TrapConfig, "any_text")
 @option(
     "--generator",
     default=None,
@@ -91,7 +92,11 @@ def lab(
     traps = None
     if kw["trap_copies"] is not None:
         traps = TrapConfig(
-            tokens=kw["trap_tokens"], per_document=kw["traps_per_doc"], copies=kw["trap_copies"], seed=kw["seed"]
+            tokens=kw["trap_tokens"],
+            per_document=kw["traps_per_doc"],
+            copies=kw["trap_copies"],
+            seed=kw["seed"],
+            any_text=kw["any_text"],
         )
     result = api.lab(
         corpus,

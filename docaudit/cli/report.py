@@ -111,7 +111,9 @@ def report(books, calibrate_members, calibrate_nonmembers, method, method_alias,
         if fmt == "json":
             echo_json(json.loads((where / "report.json").read_text(encoding="utf-8")))
         elif fmt == "csv":
-            echo_csv(result.books)
+            from docaudit.report.contamination import verdict_first
+
+            echo_csv(verdict_first(result.books))
         else:
             _echo_report(result, where)
 
@@ -178,8 +180,8 @@ def _echo_report(result, out) -> None:
     if info["blind_auc"] is not None:
         click.echo(f"blind baseline (no model) on the calibration books: AUC {info['blind_auc']:.3f}")
     click.echo(f"calibration books, {format_beyond_blind(info['beyond_blind'])}")
-    click.echo(format_book_rates(result.books, info["confidence"]))
     click.echo(format_report_verdicts(result.books, info))
+    click.echo(format_book_rates(result.books, info["confidence"]))
     click.echo(
         f"read a rate against the calibration books: {reference_ranges(result.calibration)} A rate inside the "
         "non-members' range is what a book outside the training data gives."

@@ -32,19 +32,23 @@ def main():
     quiet_libraries()
 
 
-for _command in (
-    train,
-    predict,
-    lab,
-    dataset_test,
-    data,
-    traps,
-    evaluate,
-    score,
-    sequence,
-    report,
-    localize,
-    config_group,
-    cache,
-):
+# the commands in the order of the work (audit a document, evaluate methods, books, sets, traps, experiments,
+# housekeeping), each with one short complete line for ``docaudit --help``
+COMMANDS = (
+    (train, "Train a classifier on known members and non-members."),
+    (predict, "Verdict per document from a trained classifier."),
+    (evaluate, "Compare every method on the same folds of labelled documents."),
+    (report, "Verdict and contamination rate per book."),
+    (localize, "Which chapters of a book score like trained text."),
+    (sequence, "Sequence-level evaluation, as benchmark papers report it."),
+    (score, "Raw membership scores per document."),
+    (dataset_test, "Test whether a set of suspect documents was trained on."),
+    (data, "Inspect document sets before querying a model."),
+    (traps, "Plant copyright traps; test a model for them."),
+    (lab, "Controlled experiment: train a target on half of a pool."),
+    (config_group, "Show the configuration a command would run with."),
+    (cache, "See and clear docaudit's cache folder."),
+)
+for _command, _short in COMMANDS:
+    _command.short_help = _short
     main.add_command(_command)

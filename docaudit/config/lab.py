@@ -60,9 +60,10 @@ class TrapConfig:
     at each of ``temperatures`` in turn (pure sampling: no top-k, no top-p), kept when their perplexity under the
     generator lies in ``[min_perplexity, max_perplexity)``, when they survive the retokenization check, and when the
     Jaccard similarity of their token sets to every trap kept so far is at most ``jaccard``; generation gives up
-    after ``max_candidates`` candidates. ``alpha`` is the level of the verdict."""
+    after ``max_candidates`` candidates; unless ``any_text``, a trap must also read as prose in the documents'
+    language (``corpus.prose``). ``alpha`` is the level of the verdict."""
 
-    tokens: int = setting(50, "Trap length in generator tokens.", "traps", flag="--trap-tokens", aliases=("--tokens",))
+    tokens: int = setting(100, "Trap length in generator tokens.", "traps", flag="--trap-tokens", aliases=("--tokens",))
     per_document: int = setting(8, "Traps (and controls) per document.", "traps", flag="--traps-per-doc")
     copies: int = setting(
         10, "Copies of each trap in its document.", "traps", flag="--trap-copies", aliases=("--copies",)
@@ -70,6 +71,12 @@ class TrapConfig:
     min_perplexity: float = setting(1.0, "Lowest perplexity of a trap under the generator.", "traps")
     max_perplexity: float = setting(1000.0, "Perplexity a trap stays below under the generator.", "traps")
     jaccard: float = setting(0.2, "Near-duplicate threshold.", "traps")
+    any_text: bool = setting(
+        False,
+        "Keep traps that are not prose in the documents' language (markup, code, other languages): for a generator "
+        "that writes no prose, as in a controlled experiment.",
+        "traps",
+    )
     temperatures: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
     batch_size: int = 16
     max_candidates: int = 20000

@@ -20,8 +20,17 @@ RATE_MAX_AGE_DAYS = 30
 # Bytes of a UTF-8 file per token of the embedded model's tokenizer, for a token count estimated from file sizes
 # without loading a tokenizer (``--dry-run``): 3.94 measured over 20 Project Gutenberg books (3.4 to 4.8 per book).
 CHARS_PER_TOKEN = 4.0
+# Trap generation by the embedded Gemma-3-270M on the shared 2-core CPU (``traps make --dry-run``; docs/traps.md,
+# "Measured: the embedded Gemma on real books"): 32 candidates of 25 + 8 sampled tokens in batches of 16 took
+# 641 s with the model's loading, 1.65 sampled tokens per second.
+TRAP_SAMPLED_TOKENS_PER_SECOND = 1.65
 # Tokens per English word, for the snippets of ``report`` (given in words): an estimate of the same kind.
 TOKENS_PER_WORD = 1.4
+
+
+# Fewer test documents of a class than this in a fold make its AUC jump in steps of 1/n² and the spread over folds
+# meaningless: evaluate warns (``audit.evaluation.small_folds_warning``).
+MIN_FOLD_DOCUMENTS = 5
 
 
 def check_folds(k: int, first: int, second: int, names: tuple[str, str] = ("members", "non-members")) -> None:
@@ -29,11 +38,14 @@ def check_folds(k: int, first: int, second: int, names: tuple[str, str] = ("memb
     ``names``) has at least ``k`` documents: the number of folds is never lowered silently."""
     if k < 2:
         raise DocauditError(f"need at least 2 folds, got {k} (--folds)")
-    if min(first, second) < k:
-        raise DocauditError(
-            f"too few documents for {k} folds: {first} {names[0]} and {second} {names[1]} "
-            f"(each class needs at least {k}; lower --folds)"
+    least = min(first, second)
+    if least < k:
+        advice = (
+            f"each class needs at least {k}; add documents or use --folds {least}"
+            if least >= 2
+            else "cross-validation needs at least 2 documents of each class; add documents"
         )
+        raise DocauditError(f"too few documents for {k} folds: {first} {names[0]} and {second} {names[1]} ({advice})")
 
 
 def check_inner_folds(meta, k: int, first: int, second: int) -> None:
@@ -43,10 +55,16 @@ def check_inner_folds(meta, k: int, first: int, second: int) -> None:
     in the smallest training fold): the same refusal the training would make after querying every document."""
     if len(meta.candidates()) < 2:
         return
-    least = min(n - -(-n // k) for n in (first, second))
-    if least < meta.inner_folds:
+
+    def least(folds: int) -> int:
+        return min(n - -(-n // folds) for n in (first, second))
+
+    if least(k) < meta.inner_folds:
+        # more folds leave more documents to train on (the outer rule allows up to the smaller class)
+        enough = [f for f in range(k + 1, min(first, second) + 1) if least(f) >= meta.inner_folds]
+        more = f", use --folds {enough[0]}" if enough else ""
         raise DocauditError(
             f"too few documents for --norm/--features auto: the inner cross-validation needs {meta.inner_folds} "
             f"members and non-members in every training fold, and {k} folds of {first} members and {second} "
-            f"non-members leave {least} (use more documents, fewer --folds, or name --norm and --features)"
+            f"non-members leave {least(k)} (add documents{more}, or name --norm and --features)"
         )

@@ -111,12 +111,8 @@ def _marker_end(lines: list[str], i: int, limit: int = 4) -> int:
     return i
 
 
-def strip_gutenberg(text: str) -> str:
-    """Project Gutenberg header and footer removal only (the "first version" of the cleaning): keep the text
-    between the START and END markers, cut the "End of the Project Gutenberg EBook ..." line and license blocks.
-    Text without any marker is returned unchanged (line endings normalized to LF)."""
-    text = normalize_newlines(text)
-    lines = text.split("\n")
+def gutenberg_bounds(lines: list[str]) -> tuple[int, int]:
+    """Lines ``[start, end)`` between the Project Gutenberg header and footer (``(0, len(lines))`` without any)."""
     start = 0
     for i, line in enumerate(lines):
         if _START_RE.match(line):
@@ -133,9 +129,34 @@ def strip_gutenberg(text: str) -> str:
         if _END_RE.match(lines[i]) or _FOOTER_RE.match(lines[i]):
             end = i
             break
+    return start, end
+
+
+def strip_gutenberg(text: str) -> str:
+    """Project Gutenberg header and footer removal only (the "first version" of the cleaning): keep the text
+    between the START and END markers, cut the "End of the Project Gutenberg EBook ..." line and license blocks.
+    Text without any marker is returned unchanged (line endings normalized to LF)."""
+    text = normalize_newlines(text)
+    lines = text.split("\n")
+    start, end = gutenberg_bounds(lines)
     if start == 0 and end == len(lines):
         return text
     return "\n".join(lines[start:end]).strip("\n")
+
+
+def body_lines(text: str) -> tuple[int, int]:
+    """Lines ``[first, last + 1)`` of ``text`` (split as :func:`normalize_newlines` leaves it) from the first to the
+    last line that :func:`clean_text` keeps: what lies outside is header, licence or front and back matter that
+    docaudit's cleaning removes. Each line is looked for between the Project Gutenberg markers (a line changed by
+    the cleaning, as by HTML removal, is not found: the markers bound the body then)."""
+    lines = normalize_newlines(text).split("\n")
+    start, end = gutenberg_bounds(lines)
+    kept = [line for line in clean_text(text).split("\n") if line.strip()]
+    if not kept:
+        return start, start
+    first = next((i for i in range(start, end) if lines[i] == kept[0]), start)
+    last = next((i for i in range(end - 1, first - 1, -1) if lines[i] == kept[-1]), end - 1)
+    return first, last + 1
 
 
 _TAG_RE = re.compile(

@@ -55,7 +55,7 @@ from docaudit.config import MAX_DOCUMENT_BYTES, READ_JOBS, READ_JOBS_MIN_FILES
 from docaudit.corpus.base import Document, DocumentError, Paths, Skips, skip_warnings
 from docaudit.corpus.cleaning import clean_text
 from docaudit.corpus.datasets import DatasetSource, is_dataset, read_dataset
-from docaudit.corpus.metadata import header_metadata
+from docaudit.corpus.metadata import header_metadata, manifest_metadata
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
 
@@ -148,6 +148,8 @@ def load_document(path: str | os.PathLike, raw: bool = False, normalize_chars: b
     p = pathlib.Path(path)
     text = read_text(p)
     named = header_metadata(text)
+    if named["title"] is None:  # no Project Gutenberg header: a book the shipped manifests name by its bytes
+        named = manifest_metadata(sha256_text(text))
     if not raw:
         text = clean_text(text, normalize_chars)
     if not text.strip():

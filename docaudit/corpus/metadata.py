@@ -1,11 +1,17 @@
-"""A book's title and author from its Project Gutenberg header, for naming it in reports.
+"""A book's title and author, for naming it in reports: from its Project Gutenberg header, else from the shipped
+manifests (``data_manifests/``), which name the books that come without a header (the post-2024 books).
 
 Only the header before the ``*** START OF ...`` marker is read (a book whose own text says "Title:" is not
-mistaken for a header), and only in its first lines: PG headers are short."""
+mistaken for a header), and only in its first lines: PG headers are short. A manifest names a file only by its
+SHA-256 (the ``sha256`` column), never by its name: a user's ``45.txt`` is not Project Gutenberg's book 45."""
 
 from __future__ import annotations
 
+import functools
 import re
+
+from docaudit.config import MANIFESTS_DIR
+from docaudit.errors import DocauditError
 
 HEADER_LINES = 80  # PG headers end well within this many lines
 _FIELD_RE = re.compile(r"^(Title|Author):[ \t]*(.*)$", re.I)
@@ -42,3 +48,25 @@ def display_name(book_id: str, title: str | None, author: str | None) -> str:
     if not title:
         return book_id
     return f"{title}, by {author} ({book_id})" if author else f"{title} ({book_id})"
+
+
+@functools.lru_cache(maxsize=1)
+def _manifest_names() -> dict[str, tuple[str, str]]:
+    """``{sha256: (title, author)}`` over every shipped manifest that records files' SHA-256."""
+    from docaudit.corpus.manifest import read_manifest
+
+    found: dict[str, tuple[str, str]] = {}
+    for path in sorted(MANIFESTS_DIR.glob("*.csv")):
+        try:
+            rows = read_manifest(path)
+        except (OSError, DocauditError):  # a damaged shipped manifest only costs the names it held
+            continue
+        found |= {r.sha256: (r.title, r.author) for r in rows if r.sha256 and r.title}
+    return found
+
+
+def manifest_metadata(file_sha256: str) -> dict[str, str | None]:
+    """``{"title": ..., "author": ...}`` of the file whose bytes have this SHA-256 in a shipped manifest, ``None``
+    for each not known."""
+    title, author = _manifest_names().get(file_sha256, (None, None))
+    return {"title": title or None, "author": author or None}

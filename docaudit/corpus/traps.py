@@ -7,7 +7,9 @@ a model that never read the document treats its traps and controls alike, and th
 
 The authors insert a trap between two words (``src/scripts/inject_traps.py`` ``inject_one``: split on spaces,
 ``random.sample`` of word positions); docaudit inserts each copy as its own paragraph at a paragraph boundary, so a
-trapped document reads as the original with extra paragraphs, and no sentence of the author's is cut.
+trapped document reads as the original with extra paragraphs, and no sentence of the author's is cut. Only
+boundaries inside the body are used (:func:`body_starts`): never in a Project Gutenberg header, licence or other
+matter that docaudit's cleaning removes, where a trap would be cut away before any model reads it.
 
 The registry (JSON) holds, per document, the traps with the character offset of every copy in the trapped output,
 the controls, each sequence's generator token ids and perplexity, and the SHA-256 of the source and the output; at
@@ -51,6 +53,29 @@ def paragraph_starts(text: str) -> list[int]:
     return sorted(set(starts))
 
 
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def body_starts(text: str) -> list[int]:
+    """The paragraph starts (:func:`paragraph_starts`) where an inserted paragraph lies inside the body that
+    docaudit's cleaning keeps (``cleaning.body_lines``): after a line of the body, at a paragraph of the body; the
+    start of the text too when nothing before the body is removed. Refuses a text with no such start."""
+    from bisect import bisect_right
+
+    from docaudit.corpus.cleaning import body_lines
+
+    first, end = body_lines(text)
+    breaks = [m.end() for m in _LINE_BREAK.finditer(text)]  # where each line after the first begins
+    starts = []
+    for at in paragraph_starts(text):
+        line = bisect_right(breaks, at)
+        if first < line < end or (line == first < end and not text[:at].strip()):
+            starts.append(at)
+    if not starts:
+        raise DocauditError("no paragraph break inside the body of the text to plant traps at")
+    return starts
+
+
 @dataclass
 class TrapSequence:
     """One generated sequence: its text, its generator token ids and its perplexity under the generator; for a
@@ -68,8 +93,9 @@ def insert_copies(
     """``text`` with ``copies`` copies of each trap inserted, each as its own paragraph (the trap and a blank line,
     in the text's own line ending) at a paragraph start drawn at random; and, per trap, the offsets of its copies
     in the result. The paragraph starts are drawn without replacement while there are enough (else with
-    replacement: several copies then follow each other), and the copies are assigned to them in a random order."""
-    starts = paragraph_starts(text)
+    replacement: several copies then follow each other), and the copies are assigned to them in a random order. Only
+    the starts inside the body are used (:func:`body_starts`)."""
+    starts = body_starts(text)
     brk = "\r\n\r\n" if "\r\n" in text else PARAGRAPH_BREAK  # the document's own line ending
     n = len(traps) * copies
     chosen = rng.choice(starts, size=n, replace=n > len(starts))

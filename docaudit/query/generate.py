@@ -15,7 +15,10 @@ kept when
 - its perplexity (of those ids) lies in the asked range (the authors keep ``int(ppl)`` in ``[min, max]`` and fill
   integer buckets evenly; docaudit records each sequence's perplexity instead of balancing buckets);
 - the Jaccard similarity of its token-id set to every sequence kept so far is at most the threshold (the authors'
-  ``is_duplicate`` with ``--jaccard-threshold 0.2``), so no two traps teach each other.
+  ``is_duplicate`` with ``--jaccard-threshold 0.2``), so no two traps teach each other;
+- given a :class:`docaudit.corpus.prose.ProseCheck` (``traps make`` gives one unless ``--any-text``), its text reads
+  as prose in the documents' language: no special token written out, markup, code, other script or language
+  (docaudit's addition: an author publishes the traps, and the authors' traps from a BOS are often web text).
 
 Sampling is pure (no top-k, no top-p), seeded, and EOS cannot end a sequence early (``min_new_tokens``).
 """
@@ -31,6 +34,7 @@ import numpy as np
 import torch
 
 from docaudit.config import TrapConfig
+from docaudit.corpus.prose import ProseCheck
 from docaudit.corpus.traps import TrapSequence, jaccard
 from docaudit.errors import DocauditError
 from docaudit.query.models import LoadedModel
@@ -75,9 +79,12 @@ def perplexities(model, ids: torch.Tensor, bos: int) -> np.ndarray:
     return np.exp(nll.mean(dim=1).cpu().numpy().astype(np.float64))
 
 
-def generate_sequences(lm: LoadedModel, n: int, config: TrapConfig, progress: bool = False) -> Generated:
+def generate_sequences(
+    lm: LoadedModel, n: int, config: TrapConfig, progress: bool = False, prose: ProseCheck | None = None
+) -> Generated:
     """``n`` distinct trap sequences of ``config.tokens`` tokens from the generator ``lm`` (see the module
-    docstring); a DocauditError when ``config.max_candidates`` candidates do not give ``n``."""
+    docstring), each passing ``prose`` when given; a DocauditError when ``config.max_candidates`` candidates do not
+    give ``n``."""
     from tqdm.auto import tqdm
 
     if lm.config.backend != "transformers" or not isinstance(lm.model, torch.nn.Module):
@@ -110,6 +117,7 @@ def generate_sequences(lm: LoadedModel, n: int, config: TrapConfig, progress: bo
                     raise DocauditError(
                         f"only {len(out.sequences)} of {n} trap sequences after {out.candidates} candidates "
                         f"(rejected: {dict(out.rejected)}); widen the perplexity range or lower the number of traps"
+                        + (", or use a generator that writes prose in the documents' language" if prose else "")
                     )
                 start = torch.full((config.batch_size, 1), bos, dtype=torch.long, device=lm.device)
                 sampled = model.generate(
@@ -131,6 +139,8 @@ def generate_sequences(lm: LoadedModel, n: int, config: TrapConfig, progress: bo
                     text = None if ids is None else retokenizes(tok, ids)
                     if text is None:
                         out.rejected["retokenization"] += 1
+                    elif prose is not None and (problem := prose.problem(text)) is not None:
+                        out.rejected[f"not prose: {problem}"] += 1
                     else:
                         candidates.append((text, ids))
                 if not candidates:

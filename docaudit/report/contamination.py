@@ -20,8 +20,9 @@ def write_contamination_report(report: ContaminationReport, out: Path, overwrite
     from docaudit.report.plots import plot_histogram, plot_rate_strip, plot_roc, roc_frame
 
     info = report.info
+    books = verdict_first(report.books)
     with staged_dir(Path(out), "report", overwrite) as tmp:
-        report.books.to_csv(tmp / "report.csv", index=False)
+        books.to_csv(tmp / "report.csv", index=False)
         report.calibration.to_csv(tmp / "calibration.csv", index=False)
         report.snippets.to_csv(tmp / "snippets.csv", index=False)
         tau = report.threshold
@@ -31,7 +32,7 @@ def write_contamination_report(report: ContaminationReport, out: Path, overwrite
                     "report",
                     {
                         "info": info | {"threshold": tau if math.isfinite(tau) else str(tau)},
-                        "books": report.books.to_dict(orient="records"),
+                        "books": books.to_dict(orient="records"),
                         "calibration": report.calibration.to_dict(orient="records"),
                     },
                 )
@@ -57,6 +58,13 @@ def write_contamination_report(report: ContaminationReport, out: Path, overwrite
             marks={"threshold": tau} if math.isfinite(tau) else None,
         )
         (tmp / "report.html").write_text(render_html(report, tmp), encoding="utf-8")
+
+
+def verdict_first(books):
+    """The audited books' table with the verdict and its reason(s) as the first columns (report.csv, the JSON rows,
+    ``--format csv``): what a reader looks for first, before the numbers it rests on."""
+    first = [c for c in books.columns if c == "verdict"] + [c for c in books.columns if c.startswith("reason")]
+    return books[first + [c for c in books.columns if c not in first]]
 
 
 def report_warnings(info: dict) -> list[str]:

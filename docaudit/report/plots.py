@@ -120,9 +120,30 @@ def plot_roc_panels(
     plt.close(fig)
 
 
+def swarm_offsets(x, width: float, height: float = 0.12, limit: float = 0.42) -> np.ndarray:
+    """Vertical offsets that keep dots of diameter ``width`` (in x units) and ``height`` (in y units) apart, as in a
+    beeswarm plot: in order of ``x``, each dot takes the offset nearest the row's centre (0, +h, -h, +2h, ...) where
+    it touches no dot placed before. Offsets beyond ``limit`` are scaled back into it (dots then overlap a little,
+    but each stays at its own place)."""
+    x = np.asarray(x, dtype=float)
+    out = np.zeros(len(x))
+    placed: list[tuple[float, float]] = []
+    for i in np.argsort(x, kind="stable"):
+        near = [(px, py) for px, py in placed if abs(x[i] - px) < width]
+        for k in range(len(x) + 1):
+            y = height * ((k + 1) // 2) * (1 if k % 2 else -1)
+            if all(((x[i] - px) / width) ** 2 + ((y - py) / height) ** 2 >= 1 - 1e-9 for px, py in near):
+                break
+        out[i] = y
+        placed.append((x[i], y))
+    top = np.abs(out).max() if len(out) else 0.0
+    return out * (limit / top) if top > limit else out
+
+
 def plot_rate_strip(books: pd.DataFrame, calibration: pd.DataFrame, path: Path, method: str) -> None:
     """Each audited book a dot at its contamination rate with its book-level interval, under two reference rows:
-    the calibration members' and non-members' books, whose ranges are shaded across the whole plot."""
+    the calibration members' and non-members' books, whose ranges are shaded across the whole plot. Calibration
+    books with the same or close rates are spread vertically (:func:`swarm_offsets`), so every one is seen."""
     plt = _pyplot()
     groups = [("calibration non-members", "non-member", "#4c72b0"), ("calibration members", "member", "#c44e52")]
     rows = len(books) + len(groups)
@@ -131,11 +152,18 @@ def plot_rate_strip(books: pd.DataFrame, calibration: pd.DataFrame, path: Path, 
         rates = calibration.contamination_rate[calibration.label == role].to_numpy() * 100
         if len(rates):
             ax.axvspan(rates.min() - 0.5, rates.max() + 0.5, color=color, alpha=0.12, lw=0, label=f"{label} (range)")
-            ax.scatter(rates, np.full(len(rates), i), color=color, s=28, alpha=0.8, zorder=3, clip_on=False)
+            offsets = swarm_offsets(rates, width=1.6)
+            ax.scatter(rates, i + offsets, color=color, s=28, alpha=0.8, zorder=3, clip_on=False, edgecolors="white")
     y = np.arange(len(books)) + len(groups) + 0.5
     ax.hlines(y, books.book_ci_low * 100, books.book_ci_high * 100, color="0.35", lw=1.4, zorder=2)
     ax.scatter(books.contamination_rate * 100, y, color="black", s=30, zorder=3, clip_on=False, label="audited book")
-    names = [str(b) if len(str(b)) <= 28 else str(b)[:27] + "…" for b in books.book]
+
+    def name(book, title) -> str:  # the title, shortened, and the id
+        if not isinstance(title, str) or not title:
+            return book if len(book) <= 28 else book[:27] + "…"
+        return (title if len(title) <= 22 else title[:21] + "…") + f" ({book})"
+
+    names = [name(str(r.book), getattr(r, "title", None)) for r in books.itertuples(index=False)]
     ax.set_yticks([0, 1, *y], [g[0] for g in groups] + names, fontsize=8)
     ax.set_ylim(rows + 0.2, -0.7)
     ax.set_xlim(-2, 102)

@@ -6,7 +6,7 @@ import html
 
 import pandas as pd
 
-from docaudit.metrics import tpr_unavailable
+from docaudit.metrics import min_nonmembers, tpr_unavailable
 
 
 def fpr_of(key: str) -> float:
@@ -28,28 +28,40 @@ def mean_std(mean: float, std: float, percent: bool = False) -> str:
 
 
 def format_methods_table(table: pd.DataFrame) -> str:
-    """Rows per method × level, the paper's Table 4 layout: mean ± std of AUC and TPR at 10% and 1% FPR over folds
-    (and, where present, the pooled out-of-fold AUC with its bootstrap interval)."""
-    shown = pd.DataFrame(
-        {
-            "method": table["method"],
-            "level": table["level"],
-            "AUC": [mean_std(m, s) for m, s in zip(table.auc_mean, table.auc_std)],
-            **{
-                f"TPR@{round(fpr_of(key) * 100)}%FPR": [
-                    "" if pd.isna(a) else tpr_mean_std(key, m, s)
-                    for a, m, s in zip(table.auc_mean, table[f"{key}_mean"], table[f"{key}_std"])
-                ]
-                for key in ("tpr_at_10fpr", "tpr_at_1fpr")
-            },
-        }
-    )
-    if "pooled_auc" in table:
+    """Rows per method × level, the paper's Table 4 layout. One note line above the table says what each AUC is;
+    then per row the pooled out-of-fold AUC (where present) with its bootstrap interval, the mean ± std of the
+    folds' AUCs, and the TPR at 10% and 1% FPR over folds. A TPR column no row could estimate (too few non-members
+    per fold) is left out and named in the note instead of reading "n/a" on every row."""
+    tprs = [key for key in ("tpr_at_10fpr", "tpr_at_1fpr") if table[f"{key}_mean"].notna().any()]
+    missing = [key for key in ("tpr_at_10fpr", "tpr_at_1fpr") if key not in tprs]
+    shown = pd.DataFrame({"method": table["method"], "level": table["level"]})
+    notes = []
+    if "pooled_auc" in table and table.pooled_auc.notna().any():
         shown["pooled AUC [95% CI]"] = [
-            "" if pd.isna(p) else f"{p:.3f} [{lo:.3f}, {hi:.3f}]"
+            "" if pd.isna(p) else f"{p:.3f}" + ("" if pd.isna(lo) else f" [{lo:.3f}, {hi:.3f}]")
             for p, lo, hi in zip(table.pooled_auc, table.pooled_auc_ci_low, table.pooled_auc_ci_high)
         ]
-    return shown.to_string(index=False)
+        notes.append(
+            "pooled AUC: all out-of-fold scores at once, as roc.png draws them (below the folds' mean where a "
+            "classifier refitted per fold shifts its scores between folds; sequence rows: no interval, a document's "
+            "sequences are not independent)"
+        )
+    shown["AUC per fold"] = [mean_std(m, s) for m, s in zip(table.auc_mean, table.auc_std)]
+    notes.append("AUC per fold: mean ± std of the folds' AUCs (the paper's Table 4)")
+    for key in tprs:
+        shown[f"TPR@{round(fpr_of(key) * 100)}%FPR"] = [
+            "" if pd.isna(a) else tpr_mean_std(key, m, s)
+            for a, m, s in zip(table.auc_mean, table[f"{key}_mean"], table[f"{key}_std"])
+        ]
+    if missing:
+        notes.append(
+            "; ".join(
+                f"TPR at {round(fpr_of(key) * 100)}% FPR not shown: needs ≥ {min_nonmembers(fpr_of(key))} "
+                "non-members per fold"
+                for key in missing
+            )
+        )
+    return "\n".join(notes + [""]) + shown.to_string(index=False)
 
 
 def format_grid(table: pd.DataFrame) -> str:
@@ -110,8 +122,9 @@ def format_beyond_blind(beyond: dict | None) -> str:
     p = beyond["p_value"]
     p_text = f"p = {p:.3g}" if p is not None else f"no p-value ({beyond.get('p_value_reason', 'not computed')})"
     return (
-        f"beyond the blind baseline (pooled out-of-fold AUC, {beyond['folds']} folds; both through the same "
-        f"combiner): blind ({beyond['blind_kind']}) {beyond['auc_blind']:.3f}, model ({beyond['model']}) "
+        f"beyond the blind baseline (pooled out-of-fold AUC, {beyond['folds']} folds; every score through the same "
+        "combiner, standardized per fold, so these differ from the table's rows): "
+        f"blind ({beyond['blind_kind']}) {beyond['auc_blind']:.3f}, model ({beyond['model']}) "
         f"{beyond['auc_model']:.3f}, blind + model {beyond['auc_combined']:.3f}\n  delta {beyond['delta']:+.3f} "
         f"({beyond['confidence']:.0%} paired bootstrap interval {lo:+.3f} to {hi:+.3f}), DeLong one-sided "
         f"{p_text}: {beyond['verdict']}"
