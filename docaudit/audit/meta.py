@@ -401,16 +401,19 @@ def inconclusive_reasons(
 ) -> list[Reason]:
     """Why a document's p-value under this classifier cannot be read as evidence either way (empty: it can). The
     blind gate's level is ``BLIND_GATE_LEVEL``, not the verdict's ``--alpha``."""
+    reasons = []
     if trained_on:
-        return [
+        reasons.append(
             Reason(
                 "training_document",
                 "a training document of this classifier: it was fit as a member or non-member, so its p-value "
                 "says nothing about the language model",
             )
-        ]
+        )
     if conformal is None:
-        return [RETRAIN]
+        reasons.append(RETRAIN)
+    if reasons:
+        return reasons
     reasons = []
     auc, lo, hi = classifier_auc(card)
     if lo <= 0.5 <= hi:
