@@ -80,7 +80,7 @@ def slow_oob(forest, X: np.ndarray) -> np.ndarray:
     total, count = np.zeros(len(X)), np.zeros(len(X))
     for tree in forest.estimators_:
         inbag = np.zeros(len(X), dtype=bool)
-        inbag[_generate_sample_indices(tree.random_state, len(X), len(X))] = True
+        inbag[_generate_sample_indices(tree.random_state, len(X), len(X), None)] = True
         total[~inbag] += tree.predict_proba(X[~inbag])[:, 1]
         count[~inbag] += 1
     return total / count

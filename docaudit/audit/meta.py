@@ -347,7 +347,7 @@ def predict(
             raise DocauditError(f"cannot score with the models in {directory}: {type(e).__name__}: {e}") from e
     p_model = [None if d.sha256 in trained_on else p for d, p in zip(docs, p_model)]
     reasons = [
-        inconclusive_reasons(card, conformal if data is not None else None, s.n_tokens, pb, d.sha256 in trained_on)
+        inconclusive_reasons(card, conformal, s.n_tokens, pb, d.sha256 in trained_on, data is None)
         for d, s, pb in zip(docs, stats, p_blind)
     ]
     n_nonmembers = None if data is None else int((data["labels"] == 0).sum())
@@ -397,10 +397,17 @@ def training_documents(card: dict) -> set[str]:
 
 
 def inconclusive_reasons(
-    card: dict, conformal: dict | None, n_tokens: int, p_blind: float | None, trained_on: bool = False
+    card: dict,
+    conformal: dict | None,
+    n_tokens: int,
+    p_blind: float | None,
+    trained_on: bool = False,
+    retrain: bool = False,
 ) -> list[Reason]:
-    """Why a document's p-value under this classifier cannot be read as evidence either way (empty: it can). The
-    blind gate's level is ``BLIND_GATE_LEVEL``, not the verdict's ``--alpha``."""
+    """Why a document's p-value under this classifier cannot be read as evidence either way (empty: it can):
+    ``conformal`` is the card's checked section (None: no fold models), ``retrain`` says the folder lacks the
+    full-conformal training features. The blind gate's level is ``BLIND_GATE_LEVEL``, not the verdict's
+    ``--alpha``."""
     reasons = []
     if trained_on:
         reasons.append(
@@ -410,9 +417,9 @@ def inconclusive_reasons(
                 "says nothing about the language model",
             )
         )
-    if conformal is None:
+    if conformal is None or retrain:
         reasons.append(RETRAIN)
-    if reasons:
+    if conformal is None or trained_on:
         return reasons
     reasons = []
     auc, lo, hi = classifier_auc(card)
