@@ -10,7 +10,9 @@ from docaudit.inference.conformal import cross_conformal_p
 from docaudit.inference.verdicts import (
     EVIDENCE,
     INCONCLUSIVE,
+    NEXT_STEPS,
     NO_EVIDENCE,
+    Reason,
     bh_adjust,
     nonmembers_needed,
     run_verdicts,
@@ -144,3 +146,22 @@ def test_gates_come_before_benjamini_hochberg():
     assert all(v.q_value is None for v in verdicts[:8])
     assert verdicts[8].verdict == EVIDENCE
     assert verdicts[9].verdict == NO_EVIDENCE and verdicts[9].q_value == pytest.approx(0.02 * 5 / 2)
+
+
+def test_reasons_shared_by_every_document_are_printed_once_with_their_next_step():
+    from docaudit.report.verdicts import format_predictions
+
+    chance = Reason("classifier_at_chance", "the classifier's own AUC includes 0.5")
+    short = Reason("too_few_tokens", "too few tokens queried: 9")
+    verdicts = run_verdicts([0.2, 0.3], [[chance], [chance, short]], 100)
+    common = {"membership_score": 0.5, "n_tokens": 9, "n_tokens_total": 9, "p_value_blind": 0.5, "alpha": 0.05}
+    common |= {"classifier_auc": 0.5, "classifier_auc_ci_low": 0.4, "classifier_auc_ci_high": 0.6}
+    common |= {"n_known_nonmembers": 100, "smallest_p": 1 / 101}
+    rows = [{"file": f"{i}.txt", **v.as_dict(), **common} for i, v in enumerate(verdicts)]
+    text = format_predictions(rows)
+    assert text.count(chance.text) == 1 and text.count(NEXT_STEPS["classifier_at_chance"]) == 1
+    assert "every document: inconclusive: the classifier's own AUC includes 0.5" in text
+    assert "  inconclusive (the reasons above)" in text
+    assert "  inconclusive: too few tokens queried: 9 (and the reasons above)" in text
+    assert text.count(NEXT_STEPS["too_few_tokens"]) == 1
+    assert [r["reason_codes"] for r in rows] == [["classifier_at_chance"], ["classifier_at_chance", "too_few_tokens"]]
