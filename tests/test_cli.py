@@ -320,6 +320,10 @@ def test_predict_asks_to_retrain_an_older_classifier_and_refuses_tampered_fold_m
     shutil.copytree(trained, bad)
     (bad / "folds.skops").write_bytes(sio.dumps({"meta": [FunctionTransformer(np.exp)] * 2, "blind": []}))
     assert_clean_error(run("predict", "--classifier", bad, "--model", tiny_gpt2, book), "untrusted types")
+    tampered = tmp_path / "tampered"
+    shutil.copytree(trained, tampered)
+    (tampered / "conformal.skops").write_bytes(sio.dumps({"pipeline": FunctionTransformer(np.exp)}))
+    assert_clean_error(run("predict", "--classifier", tampered, "--model", tiny_gpt2, new), "untrusted types")
 
 
 def test_predict_refuses_an_alpha_outside_0_1(trained):

@@ -421,7 +421,6 @@ def inconclusive_reasons(
         reasons.append(RETRAIN)
     if conformal is None or trained_on:
         return reasons
-    reasons = []
     auc, lo, hi = classifier_auc(card)
     if lo <= 0.5 <= hi:
         reasons.append(
