@@ -190,6 +190,7 @@ def _train(members, nonmembers, config, out, model, overwrite, skips, run: RunCo
             overwrite,
             result.documents,
             result.extras.get("fold_models"),
+            result.extras.get("conformal_data"),
         )
         result.out = Path(out)
     return result

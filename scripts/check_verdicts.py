@@ -62,8 +62,30 @@ def judge(model_dir, members, nonmembers, held_members, held_nonmembers, tmp: Pa
     )
     out = tmp / f"classifier-{seed}-{max_tokens}"
     api.train(write(members, tmp / f"m{seed}"), write(nonmembers, tmp / f"n{seed}"), config, out)
-    rows = api.predict(write(held_members + held_nonmembers, tmp / f"h{seed}-{max_tokens}"), out)
+    paths = write(held_members + held_nonmembers, tmp / f"h{seed}-{max_tokens}")
+    rows = api.predict(paths, out)
+    for row, p in zip(rows, cross_conformal_before(out, paths, model_dir)):
+        row["p_value_cross_x2"] = p
     return rows[: len(held_members)], rows[len(held_members) :]
+
+
+def cross_conformal_before(out: Path, paths, model_dir) -> list[float]:
+    """The p-value ``predict`` printed before full conformal: cross-conformal from the saved fold models, doubled."""
+    from docaudit.corpus.documents import load_documents
+    from docaudit.inference.conformal import cross_conformal_p
+    from docaudit.methods.meta.classifier import as_documents
+    from docaudit.methods.meta.folds import load_folds
+    from docaudit.query.models import load_model
+    from docaudit.query.querier import open_querier, query_documents
+
+    card = json.loads((out / "card.json").read_text())
+    section = card["conformal"]
+    metas, _ = load_folds(out, section["blind_kind"], len(section["nonmember_scores"]))
+    docs = load_documents(paths, raw=card["raw"], normalize_chars=card["normalize_chars"])
+    lm = load_model(ModelConfig(model=str(model_dir)))
+    X = as_documents(query_documents(open_querier(lm, QueryConfig(**card["query"])), docs))
+    scores = [m.predict_proba(X)[:, 1] for m in metas]
+    return cross_conformal_p(scores, section["nonmember_scores"], factor=2).tolist()
 
 
 def random_split(corpus: Path, splits: int, tokens: list[int], n: int, n_words: int, trees: int, tmp: Path) -> dict:
@@ -81,6 +103,8 @@ def random_split(corpus: Path, splits: int, tokens: list[int], n: int, n_words: 
             "nonmembers": 0,
             "member_evidence": 0,
             "member_p_below": 0,
+            "nonmember_p_cross_x2_below": 0,
+            "member_p_cross_x2_below": 0,
             "members": 0,
         }
         for s in range(splits):
@@ -120,6 +144,7 @@ def random_split(corpus: Path, splits: int, tokens: list[int], n: int, n_words: 
                     )
                 counts[f"{who}_evidence"] += sum(row["verdict"] == EVIDENCE for row in rows)
                 counts[f"{who}_p_below"] += sum(row["p_value"] is not None and row["p_value"] < 0.05 for row in rows)
+                counts[f"{who}_p_cross_x2_below"] += sum(row["p_value_cross_x2"] < 0.05 for row in rows)
                 counts[f"{who}s"] += len(rows)
         result["by_tokens"][max_tokens] = counts
         print(max_tokens, json.dumps(counts), flush=True)

@@ -67,6 +67,7 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
         "roc.png",
         "predictions.csv",
         "folds.skops",
+        "conformal.skops",
         ".docaudit-output.json",
     }
     predictions = pd.read_csv(out / "predictions.csv")  # out-of-fold: one row per document, its fold and score
@@ -86,16 +87,27 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
     assert auc["ci_low"] <= auc["point"] <= auc["ci_high"] and "bootstrap interval" in result.output
 
     book = sorted(sets["mem"].iterdir())[0]
-    result = run("predict", "--classifier", out, "--model", tiny_gpt2, "--format", "json", book, sets["non"])
+    new = tmp_path / "new.txt"  # not a training document
+    new.write_text(sorted(sets["non"].iterdir())[0].read_text()[::-1])
+    result = run("predict", "--classifier", out, "--model", tiny_gpt2, "--format", "json", book, sets["non"], new)
     assert result.exit_code == 0, result.output
-    rows = json.loads(result.stdout)["rows"]
-    assert len(rows) == 5
+    payload = json.loads(result.stdout)
+    rows = payload["rows"]
+    assert len(rows) == 6 and payload["model"]["id"] == str(tiny_gpt2)
     for row in rows:
         assert 0 <= row["membership_score"] <= 1 and row["n_tokens"] > 1
         assert row["verdict"] in VERDICTS and "prediction" not in row
-        assert 2 / 5 <= row["p_value"] <= 1 and 1 / 5 <= row["p_value_blind"] <= 1 and row["smallest_p"] == 2 / 5
+        assert 1 / 5 <= row["p_value_blind"] <= 1 and row["smallest_p"] == 1 / 5
+    # the classifier's own training documents: fit as members or non-members, so no p-value means anything
+    for row in rows[:5]:
+        assert row["verdict"] == "inconclusive" and row["reason_codes"] == ["training_document"]
+        assert row["p_value"] is None and row["q_value"] is None
     # four known non-members: the smallest p-value, 1/5, can never reach 0.05
-    assert all(row["verdict"] == "inconclusive" and "too few known non-members" in row["reason"] for row in rows)
+    assert 1 / 5 <= rows[5]["p_value"] <= 1 and rows[5]["reason_codes"][-1] == "too_few_nonmembers"
+    assert rows[5]["verdict"] == "inconclusive" and "too few known non-members" in rows[5]["reason"]
+    text = run("predict", "--classifier", out, "--model", tiny_gpt2, new, book).output
+    assert "next step: train again with more known non-members" in text
+    assert "next step: this document trained the classifier itself" in text
     # the card's own model is the default for --model
     assert run("predict", "--classifier", out, book).exit_code == 0
 
@@ -293,11 +305,25 @@ def test_predict_asks_to_retrain_an_older_classifier_and_refuses_tampered_fold_m
     assert result.exit_code == 0, result.output
     row = json.loads(result.stdout)["rows"][0]
     assert row["verdict"] == "inconclusive" and "train it again" in row["reason"] and row["p_value"] is None
+    assert row["reason_codes"] == ["training_document", "retrain"]
+    # a classifier saved before the full-conformal p-value (fold models, no conformal.skops): asked to retrain
+    older = tmp_path / "older"
+    shutil.copytree(trained, older)
+    (older / "conformal.skops").unlink()
+    new = tmp_path / "new.txt"
+    new.write_text(book.read_text()[::-1])
+    result = run("predict", "--classifier", older, "--model", tiny_gpt2, "--format", "json", new)
+    row = json.loads(result.stdout)["rows"][0]
+    assert row["reason_codes"][0] == "retrain" and row["p_value"] is None and row["p_value_blind"] is not None
 
     bad = tmp_path / "bad"
     shutil.copytree(trained, bad)
     (bad / "folds.skops").write_bytes(sio.dumps({"meta": [FunctionTransformer(np.exp)] * 2, "blind": []}))
     assert_clean_error(run("predict", "--classifier", bad, "--model", tiny_gpt2, book), "untrusted types")
+    tampered = tmp_path / "tampered"
+    shutil.copytree(trained, tampered)
+    (tampered / "conformal.skops").write_bytes(sio.dumps({"pipeline": FunctionTransformer(np.exp)}))
+    assert_clean_error(run("predict", "--classifier", tampered, "--model", tiny_gpt2, new), "untrusted types")
 
 
 def test_predict_refuses_an_alpha_outside_0_1(trained):

@@ -113,7 +113,10 @@ def test_the_schemas_refuse_what_an_output_must_not_be():
     row = {"file": "a.txt", "verdict": "inconclusive", "reason": "r", "p_value": 0.5, "q_value": 0.5}
     row |= {"p_value_blind": 0.5, "membership_score": 0.4, "n_tokens": 3, "n_tokens_total": 3, "alpha": 0.05}
     row |= {"classifier_auc": 0.6, "classifier_auc_ci_low": 0.5, "classifier_auc_ci_high": 0.7}
+    row |= {"reason_codes": ["too_few_nonmembers"], "smallest_p": 1 / 31, "n_known_nonmembers": 30}
     validate(envelope("predict", [row]), "predict")
+    with pytest.raises(jsonschema.ValidationError):  # a reason code outside the vocabulary
+        validator("predict").validate(envelope("predict", [row | {"reason_codes": ["tired"]}]))
     with pytest.raises(jsonschema.ValidationError):  # the former two-element interval, without its bounds
         former = {k: v for k, v in row.items() if "ci_" not in k} | {"classifier_auc_ci": [0.5, 0.7]}
         validator("predict").validate(envelope("predict", [former]))

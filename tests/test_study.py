@@ -34,14 +34,12 @@ def study(tmp_path_factory):
 
 
 def _brute_verdict_shares(scores, labels, auc_low: float, alpha: float = 0.05) -> tuple[float, float]:
-    """Share of members and of non-members with q < alpha: p = min(1, 2 (1 + #other non-members scoring at least
-    as high) / (n + 1)), q by Benjamini-Hochberg written out; none when 2 / (n + 1) is not below alpha or the
-    classifier's AUC interval reaches down to 0.5."""
+    """Share of members and of non-members with q < alpha: p = (1 + #other non-members scoring at least as high) /
+    (n + 1), q by Benjamini-Hochberg written out; none when 1 / (n + 1) is not below alpha or the classifier's AUC
+    interval reaches down to 0.5 (gates shared by every document, so BH runs over all or none)."""
     nm = np.flatnonzero(labels == 0)
     n = len(nm) - 1
-    p = np.array(
-        [min(1.0, 2 * (1 + sum(scores[j] >= scores[i] for j in nm if j != i)) / (n + 1)) for i in range(len(scores))]
-    )
+    p = np.array([(1 + sum(scores[j] >= scores[i] for j in nm if j != i)) / (n + 1) for i in range(len(scores))])
     order = np.argsort(p)
     m = len(p)
     q = np.empty(m)
@@ -50,7 +48,7 @@ def _brute_verdict_shares(scores, labels, auc_low: float, alpha: float = 0.05) -
         i = order[rank - 1]
         running = min(running, p[i] * m / rank)
         q[i] = running
-    evidence = (q < alpha) & (2 / (n + 1) < alpha) & (auc_low > 0.5)
+    evidence = (q < alpha) & (1 / (n + 1) < alpha) & (auc_low > 0.5)
     return evidence[labels == 1].mean(), evidence[labels == 0].mean()
 
 

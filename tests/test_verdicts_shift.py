@@ -1,6 +1,7 @@
 """Where the truth is known: a model never trained on any of the books, PG-19 excerpts as "members" and post-2024
 excerpts as "non-members" (the sets differ by era, not by training). No held-out PG-19 excerpt may get "evidence of
-membership"; they come out "inconclusive" (the blind baseline separates them) or "no evidence"."""
+membership"; they come out "inconclusive" (the blind baseline separates them) or "no evidence". With 40 known
+non-members the smallest p-value 1/41 is below 0.05, so "evidence" is reachable and the test can fail."""
 
 import json
 
@@ -20,7 +21,7 @@ def excerpt(path, n_words=200):
 @pytest.mark.slow
 def test_shifted_never_trained_books_get_no_evidence(tiny_gpt2, tmp_path):
     sets = {}
-    for group, n in (("members", 30), ("nonmembers", 24)):
+    for group, n in (("members", 30), ("nonmembers", 40)):
         d = tmp_path / group
         d.mkdir()
         for path in sorted((CORPUS / group).glob("*.txt"))[:n]:
@@ -55,7 +56,9 @@ def test_shifted_never_trained_books_get_no_evidence(tiny_gpt2, tmp_path):
     result = CliRunner().invoke(main, ["predict", "--classifier", str(out), "--format", "json", str(held)])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["rows"]
-    assert len(rows) == 6 and rows[0]["smallest_p"] == 2 / 25
+    assert len(rows) == 6 and rows[0]["smallest_p"] == 1 / 41
+    # evidence was reachable: every document has a p-value and none is held back by the number of non-members
+    assert all(row["p_value"] is not None and "too_few_nonmembers" not in row["reason_codes"] for row in rows)
     assert not any(row["verdict"] == EVIDENCE for row in rows), rows
     # the blind baseline sees the shift: the reason is given, not a silent "no evidence"
     blind = [row for row in rows if row["verdict"] == INCONCLUSIVE and "blind baseline" in row["reason"]]

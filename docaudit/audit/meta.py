@@ -27,12 +27,12 @@ from docaudit.corpus.documents import (
     load_documents,
 )
 from docaudit.errors import DocauditError
-from docaudit.inference.conformal import FACTOR as conformal_factor
 from docaudit.inference.conformal import cross_conformal_p
-from docaudit.inference.verdicts import DEFAULT_ALPHA, run_verdicts, smallest_p
+from docaudit.inference.verdicts import BLIND_GATE_LEVEL, DEFAULT_ALPHA, Reason, run_verdicts, smallest_p
 from docaudit.methods import beyond_blind
 from docaudit.methods.blind import BlindFeatures, evaluate_blind, fit_fold, fold_scores, shift_warning
 from docaudit.methods.meta import classifier as meta_classifier
+from docaudit.methods.meta.conformal_data import conformal_p_values, fit_conformal_data, load_conformal
 from docaudit.methods.meta.folds import conformal_card, load_folds
 from docaudit.methods.meta.normalize import NORM_NEEDS, served_norms
 from docaudit.methods.meta.persistence import (
@@ -51,6 +51,7 @@ from docaudit.query.querier import (
     query_usable,
     queryable_documents,
 )
+from docaudit.query.sources import EMBEDDED_NAME
 from docaudit.run import RunContext
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,10 @@ def train(
         skips.as_json(),
         card["configuration"],
         card,
-        extras={"fold_models": (evaluation.pipelines, blind_models)},
+        extras={
+            "fold_models": (evaluation.pipelines, blind_models),
+            "conformal_data": fit_conformal_data(stats, labels, estimator),
+        },
     )
 
 
@@ -192,7 +196,8 @@ def conformal_section(evaluation, folds, features: BlindFeatures, blind: dict, s
     models = [fit_fold(features, kind, labels, train, seed) for train, _ in folds]
     held_out = [test[labels[test] == 0] for _, test in folds]
     section = {
-        "variant": "cross-conformal",
+        "variant": "full-conformal",
+        "blind_variant": "cross-conformal",
         "n_nonmembers": int(sum(len(h) for h in held_out)),
         "nonmember_scores": [evaluation.scores[h].tolist() for h in held_out],
         "blind_kind": kind,
@@ -268,9 +273,10 @@ def predict(
     skips: Skips | None = None,
     run: RunContext = RunContext(),
 ) -> list[dict]:
-    """The verdict on each document under a saved meta-classifier (docs/methods.md, "Per-book p-values"): its
-    cross-conformal p-value against the classifier's known non-members, the same from the blind baseline, the
-    Benjamini–Hochberg q-value over the documents of the run, and "evidence of membership", "no evidence of
+    """The verdict on each document under a saved meta-classifier (docs/methods.md, "Per-document p-values in
+    predict"): its full-conformal p-value against the classifier's known non-members (the forest refit with the
+    document added as a non-member, out-of-bag scores), the cross-conformal blind p-value (a gate), the
+    Benjamini–Hochberg q-value over the documents that pass every gate, and "evidence of membership", "no evidence of
     membership" or "inconclusive" with the reason; beside them the classifier's score, its own evaluated AUC and how
     many of each document's tokens were queried. Without ``model``, the card's model is used as ``access`` grants
     it (:func:`card_model`). A different model than the classifier's is refused, a local one before any of its files
@@ -284,7 +290,7 @@ def predict(
     pipe, card = load_classifier(directory)
     conformal = conformal_card(card, directory)
     if conformal is not None:
-        fold_pipes, blind_models = load_folds(directory, conformal["blind_kind"], len(conformal["nonmember_scores"]))
+        _, blind_models = load_folds(directory, conformal["blind_kind"], len(conformal["nonmember_scores"]))
     if model is None:
         model = card_model(card, access.trust_remote_code, access.use_card_backend, access.user_settings)
     if model is not None:
@@ -325,22 +331,27 @@ def predict(
         return []
     X = meta_classifier.as_documents(stats)
     scores = pipe.predict_proba(X)[:, 1]
+    trained_on = training_documents(card)
     p_model = p_blind = [None] * len(docs)
+    data = None if conformal is None else load_conformal(directory)
     if conformal is not None:
         kind = conformal["blind_kind"]
         features = BlindFeatures([d.text for d in docs], conformal["blind_max_chars"])
         try:
-            p_model = cross_conformal_p(
-                [f.predict_proba(X)[:, 1] for f in fold_pipes], conformal["nonmember_scores"]
-            ).tolist()
+            if data is not None:
+                p_model = conformal_p_values(data, stats, [d.sha256 for d in docs], card["meta"]["seed"])
             p_blind = cross_conformal_p(
-                [fold_scores(b, features, kind) for b in blind_models], conformal["blind_nonmember_scores"], factor=1
+                [fold_scores(b, features, kind) for b in blind_models], conformal["blind_nonmember_scores"]
             ).tolist()
-        except (ValueError, IndexError, TypeError, AttributeError) as e:
-            raise DocauditError(f"cannot score with the fold models in {directory}: {type(e).__name__}: {e}") from e
-    reasons = [inconclusive_reasons(card, conformal, s.n_tokens, pb, alpha) for s, pb in zip(stats, p_blind)]
-    n_nonmembers = None if conformal is None else sum(map(len, conformal["nonmember_scores"]))
-    verdicts = run_verdicts(p_model, reasons, n_nonmembers, alpha, conformal_factor)
+        except (ValueError, IndexError, TypeError, AttributeError, KeyError) as e:
+            raise DocauditError(f"cannot score with the models in {directory}: {type(e).__name__}: {e}") from e
+    p_model = [None if d.sha256 in trained_on else p for d, p in zip(docs, p_model)]
+    reasons = [
+        inconclusive_reasons(card, conformal, s.n_tokens, pb, d.sha256 in trained_on, data is None)
+        for d, s, pb in zip(docs, stats, p_blind)
+    ]
+    n_nonmembers = None if data is None else int((data["labels"] == 0).sum())
+    verdicts = run_verdicts(p_model, reasons, n_nonmembers, alpha)
     auc, lo, hi = classifier_auc(card)
     totals = [total_tokens(lm, query, d.text, s.n_tokens) for d, s in zip(docs, stats)]
     rows = [
@@ -353,8 +364,9 @@ def predict(
             "n_tokens_total": total,
             **({"floored_logprobs": s.floored} if lm.config.backend == "openai" else {}),
             "n_known_nonmembers": n_nonmembers,
-            "smallest_p": None if n_nonmembers is None else smallest_p(n_nonmembers, conformal_factor),
+            "smallest_p": None if n_nonmembers is None else smallest_p(n_nonmembers),
             "alpha": alpha,
+            "blind_gate_level": BLIND_GATE_LEVEL,
             "classifier_auc": auc,
             "classifier_auc_ci_low": lo,
             "classifier_auc_ci_high": hi,
@@ -362,44 +374,88 @@ def predict(
         for d, s, score, v, pb, total in zip(docs, stats, scores, verdicts, p_blind, totals)
     ]
     tokens = {str(d.path): (s.n_tokens, total) for d, s, total in zip(docs, stats, totals)}
-    return Rows(rows, document_records(docs, tokens=tokens), model_record(lm), query.seed)
+    record = model_record(lm)
+    if record["id"] is None and lm.config.backend != "openai":
+        record["id"] = EMBEDDED_NAME  # the embedded default is loaded without a name
+    return Rows(rows, document_records(docs, tokens=tokens), record, query.seed)
 
 
-RETRAIN = (
-    "this classifier was saved without the fold models that per-document p-values need: train it again with "
-    "`docaudit train` (the same options) to get them"
+RETRAIN = Reason(
+    "retrain",
+    "this classifier was saved without what per-document p-values need (its fold models, or the training "
+    "features of the full-conformal p-value, conformal.skops): train it again with `docaudit train` (the same "
+    "options) to get them",
 )
 
 
+def training_documents(card: dict) -> set[str]:
+    """The SHA-256 of the texts the classifier was trained on (its card's ``inputs``; empty for older cards)."""
+    inputs = card.get("inputs")
+    if not isinstance(inputs, list):
+        return set()
+    return {r["sha256"] for r in inputs if isinstance(r, dict) and isinstance(r.get("sha256"), str)}
+
+
 def inconclusive_reasons(
-    card: dict, conformal: dict | None, n_tokens: int, p_blind: float | None, alpha: float
-) -> list[str]:
-    """Why a document's p-value under this classifier cannot be read as evidence either way (empty: it can)."""
-    if conformal is None:
-        return [RETRAIN]
+    card: dict,
+    conformal: dict | None,
+    n_tokens: int,
+    p_blind: float | None,
+    trained_on: bool = False,
+    retrain: bool = False,
+) -> list[Reason]:
+    """Why a document's p-value under this classifier cannot be read as evidence either way (empty: it can):
+    ``conformal`` is the card's checked section (None: no fold models), ``retrain`` says the folder lacks the
+    full-conformal training features. The blind gate's level is ``BLIND_GATE_LEVEL``, not the verdict's
+    ``--alpha``."""
     reasons = []
+    if trained_on:
+        reasons.append(
+            Reason(
+                "training_document",
+                "a training document of this classifier: it was fit as a member or non-member, so its p-value "
+                "says nothing about the language model",
+            )
+        )
+    if conformal is None or retrain:
+        reasons.append(RETRAIN)
+    if conformal is None or trained_on:
+        return reasons
     auc, lo, hi = classifier_auc(card)
     if lo <= 0.5 <= hi:
         reasons.append(
-            f"the classifier's own AUC {auc:.3f} (95% interval {lo:.3f}-{hi:.3f}) includes 0.5: on its own "
-            "evaluation it does not tell members from non-members better than chance"
+            Reason(
+                "classifier_at_chance",
+                f"the classifier's own AUC {auc:.3f} (95% interval {lo:.3f}-{hi:.3f}) includes 0.5: on its own "
+                "evaluation it does not tell members from non-members better than chance",
+            )
         )
     blind = card.get("blind")
     if isinstance(blind, dict) and shift_warning(blind.get("blind_auc"), auc):
         reasons.append(
-            f"its blind baseline (no language model) told its training sets apart with AUC "
-            f"{blind['blind_auc']:.3f} ({blind.get('best_kind')}) against the classifier's {auc:.3f}: the sets differ "
-            "by their text alone (era, formatting), so the classifier's scores may reflect that, not training"
+            Reason(
+                "distribution_shift",
+                f"its blind baseline (no language model) told its training sets apart with AUC "
+                f"{blind['blind_auc']:.3f} ({blind.get('best_kind')}) against the classifier's {auc:.3f}: the sets "
+                "differ by their text alone (era, formatting), so the classifier's scores may reflect that, not "
+                "training",
+            )
         )
-    if p_blind is not None and p_blind < alpha:
+    if p_blind is not None and p_blind < BLIND_GATE_LEVEL:
         reasons.append(
-            f"the blind baseline already separates this document from the known non-members (p_value_blind "
-            f"{p_blind:.3g} < {alpha:g}): it differs from them by its text alone"
+            Reason(
+                "blind_separates",
+                f"the blind baseline already separates this document from the known non-members (p_value_blind "
+                f"{p_blind:.3g} < {BLIND_GATE_LEVEL:g}): it differs from them by its text alone",
+            )
         )
     if n_tokens < conformal["nonmember_tokens_min"]:
         reasons.append(
-            f"too few tokens queried: {n_tokens}, fewer than the {conformal['nonmember_tokens_min']} of every known "
-            "non-member it is compared with"
+            Reason(
+                "too_few_tokens",
+                f"too few tokens queried: {n_tokens}, fewer than the {conformal['nonmember_tokens_min']} of every "
+                "known non-member it is compared with",
+            )
         )
     return reasons
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from docaudit.config.base import setting
+from docaudit.inference.verdicts import DEFAULT_ALPHA
 
 
 @dataclass(frozen=True)
@@ -100,5 +101,5 @@ class BeyondBlindConfig:
     inner_folds: int = 3
     n_boot: int = 1000
     confidence: float = 0.95
-    p_level: float = 0.05
+    p_level: float = DEFAULT_ALPHA
     folds: int = 5

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from docaudit.config.base import check_range, setting
 from docaudit.errors import DocauditError
+from docaudit.inference.verdicts import DEFAULT_ALPHA
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,7 @@ class TrapConfig:
     batch_size: int = 16
     max_candidates: int = 20000
     seed: int = setting(0, "Seed of the trap generation and placement.", "traps")
-    alpha: float = setting(0.05, "Level of the verdict.", "method")
+    alpha: float = setting(DEFAULT_ALPHA, "Level of the verdict.", "method")
 
     def __post_init__(self):
         check_range("--trap-tokens", self.tokens, 2)

@@ -16,20 +16,65 @@ EVIDENCE = "evidence of membership"
 NO_EVIDENCE = "no evidence of membership"
 INCONCLUSIVE = "inconclusive"
 VERDICTS = (EVIDENCE, NO_EVIDENCE, INCONCLUSIVE)
-DEFAULT_ALPHA = 0.05
+DEFAULT_ALPHA = 0.05  # the one default level of every verdict docaudit prints (each command's --alpha)
+# the blind gate's own level: a document the blind baseline separates from the known non-members (blind p-value
+# below it) is "inconclusive"; fixed, so that a smaller --alpha never lets more shifted documents through the gate
+BLIND_GATE_LEVEL = 0.05
+
+# why a verdict is "inconclusive": a code for machines and the one-line next step printed for people
+NEXT_STEPS = {
+    "classifier_at_chance": "train a classifier on your own known members and non-members (docaudit train "
+    "--members DIR --nonmembers DIR) where it separates them, or use synthetic controls (docaudit lab)",
+    "too_few_nonmembers": "train again with more known non-members (docaudit train --nonmembers DIR with at least "
+    "the number named)",
+    "blind_separates": "compare with known non-members of the same era and kind of text (docaudit train "
+    "--nonmembers DIR), or plant traps before publishing (docaudit traps make)",
+    "distribution_shift": "train on member and non-member sets that differ only by training, e.g. assigned at "
+    "random (docaudit lab), not by era or source",
+    "too_few_tokens": "give a longer text, or train a classifier on documents as short as this one",
+    "training_document": "this document trained the classifier itself; judge it with a classifier trained without "
+    "it (docaudit train without this file)",
+    "retrain": "train the classifier again with this version of docaudit (docaudit train, the same options)",
+    "no_p_value": "see the reason",
+    "threshold_separates_nothing": "calibrate with members and non-members the detector separates (other "
+    "--methods, longer snippets)",
+}
+
+
+@dataclass(frozen=True)
+class Reason:
+    """Why a document's verdict is "inconclusive": ``code`` (a key of ``NEXT_STEPS``) and the sentence."""
+
+    code: str
+    text: str
+
+    @property
+    def next_step(self) -> str:
+        return NEXT_STEPS.get(self.code, NEXT_STEPS["no_p_value"])
+
+
+def as_reason(reason) -> Reason:
+    """A :class:`Reason`, or a sentence without a code (``other``)."""
+    return reason if isinstance(reason, Reason) else Reason("other", str(reason))
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """A verdict with the numbers it rests on (``reason`` is set for "inconclusive" and says why)."""
+    """A verdict with the numbers it rests on (``reason`` is set for "inconclusive" and says why; ``reason_codes``
+    names each reason, :data:`NEXT_STEPS`)."""
 
     verdict: str
     reason: str | None = None
     p_value: float | None = None
     q_value: float | None = None
+    reason_codes: tuple[str, ...] = ()
+    reasons: tuple[Reason, ...] = ()
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        out["reason_codes"] = list(self.reason_codes)
+        out["reasons"] = [{"code": r.code, "text": r.text, "next_step": r.next_step} for r in self.reasons]
+        return out
 
 
 def bh_adjust(p_values) -> list[float | None]:
@@ -62,49 +107,52 @@ def decide(
     return Verdict(EVIDENCE if decisive < alpha else NO_EVIDENCE, None, p_value, q_value)
 
 
-def smallest_p(n_nonmembers: int, factor: int = 1) -> float:
-    """The smallest p-value a conformal test against ``n_nonmembers`` known non-members can give: ``factor``/(n+1)
-    (``factor`` 2 for the cross-conformal p-values of ``predict``, doubled to stay valid: inference/conformal.py)."""
-    return min(1.0, factor / (n_nonmembers + 1))
+def smallest_p(n_nonmembers: int) -> float:
+    """The smallest p-value a conformal test against ``n_nonmembers`` known non-members can give, 1/(n+1): the
+    rank p-value when the document scores above every one of them (inference/conformal.py)."""
+    return min(1.0, 1 / (n_nonmembers + 1))
 
 
-def nonmembers_needed(alpha: float = DEFAULT_ALPHA, factor: int = 1) -> int:
-    """The fewest known non-members whose smallest attainable p-value ``factor``/(n+1) is below ``alpha``."""
-    n = max(1, int(np.floor(factor / alpha)) - 1)
-    while smallest_p(n, factor) >= alpha:
+def nonmembers_needed(alpha: float = DEFAULT_ALPHA) -> int:
+    """The fewest known non-members whose smallest attainable p-value 1/(n+1) is below ``alpha``."""
+    n = max(1, int(np.floor(1 / alpha)) - 1)
+    while smallest_p(n) >= alpha:
         n += 1
     return n
 
 
-def too_few_nonmembers(
-    p_values, i: int, n_nonmembers: int, alpha: float = DEFAULT_ALPHA, factor: int = 1
-) -> str | None:
-    """The reason no document of the run can get "evidence of membership" whatever its score: the smallest
-    attainable p-value ``factor``/(n+1) is not below ``alpha``, and the Benjamini–Hochberg q-value of a document is
-    never below its p-value (it equals it at best, when every document has the smallest p-value); else None."""
-    if p_values[i] is None or smallest_p(n_nonmembers, factor) < alpha:
+def too_few_nonmembers(n_nonmembers: int, alpha: float = DEFAULT_ALPHA) -> Reason | None:
+    """The reason no document judged against ``n_nonmembers`` known non-members can get "evidence of membership"
+    whatever its score: the smallest attainable p-value 1/(n+1) is not below ``alpha`` (and a Benjamini–Hochberg
+    q-value is never below its p-value); else None. It depends on no document, so it is a gate like the others."""
+    if smallest_p(n_nonmembers) < alpha:
         return None
-    m = sum(v is not None for v in p_values)
-    return (
-        f"too few known non-members: with {n_nonmembers} the smallest p-value is {factor}/{n_nonmembers + 1} = "
-        f"{smallest_p(n_nonmembers, factor):.3g}, not below {alpha:g}, so no document can reach it, before or after "
-        f"the adjustment over {m} document{'s' if m != 1 else ''}; {nonmembers_needed(alpha, factor)} would be needed"
+    return Reason(
+        "too_few_nonmembers",
+        f"too few known non-members: with {n_nonmembers} the smallest p-value is 1/{n_nonmembers + 1} = "
+        f"{smallest_p(n_nonmembers):.3g}, not below {alpha:g}, so no document can reach it; "
+        f"{nonmembers_needed(alpha)} would be needed",
     )
 
 
-def run_verdicts(
-    p_values, reasons, n_nonmembers: int | None, alpha: float = DEFAULT_ALPHA, factor: int = 1
-) -> list[Verdict]:
-    """The verdicts of a run's documents: q-values by Benjamini–Hochberg over the documents that have a p-value,
-    then per document "inconclusive" when ``reasons[i]`` (a list of strings) is not empty or too few non-members
-    make "evidence" unreachable (``n_nonmembers``: the size of the null reference set, None when there is none;
-    ``factor``: see :func:`smallest_p`), otherwise ``decide``."""
+def run_verdicts(p_values, reasons, n_nonmembers: int | None, alpha: float = DEFAULT_ALPHA) -> list[Verdict]:
+    """The verdicts of a run's documents. Gates first: a document is "inconclusive" when ``reasons[i]`` (a list of
+    :class:`Reason` or sentences) is not empty, when it has no p-value, or when too few known non-members make
+    evidence unreachable (``n_nonmembers``: the size of the null reference set, None when there is none). Then
+    Benjamini–Hochberg over the documents that passed every gate, and :func:`decide` for each of them; a gated
+    document has no q-value. (Gating after BH can raise the false discovery rate: removing rejected documents
+    leaves the false ones in a smaller set of discoveries, docs/methods.md.)"""
     p_values = list(p_values)
-    q_values = bh_adjust(p_values)
+    why = [[as_reason(r) for r in reasons[i]] for i in range(len(p_values))]
+    few = None if n_nonmembers is None else too_few_nonmembers(n_nonmembers, alpha)
+    for i, p in enumerate(p_values):
+        if few is not None and p is not None:
+            why[i].append(few)
+    passed = [p if p is not None and not why[i] else None for i, p in enumerate(p_values)]
+    q_values = bh_adjust(passed)
     out = []
     for i, (p, q) in enumerate(zip(p_values, q_values)):
-        why = list(reasons[i])
-        if n_nonmembers is not None and (few := too_few_nonmembers(p_values, i, n_nonmembers, alpha, factor)):
-            why.append(few)
-        out.append(decide(p, q, alpha, inconclusive_reason="; ".join(why) or None))
+        v = decide(p, q, alpha, inconclusive_reason="; ".join(r.text for r in why[i]) or None)
+        found = tuple(why[i]) or ((Reason("no_p_value", v.reason),) if v.verdict == INCONCLUSIVE else ())
+        out.append(Verdict(v.verdict, v.reason, v.p_value, v.q_value, tuple(r.code for r in found), found))
     return out

@@ -7,10 +7,10 @@ from pathlib import Path
 from docaudit.corpus.documents import (
     duplicates_note,
 )
-from docaudit.inference.conformal import FACTOR
 from docaudit.inference.verdicts import smallest_p
 from docaudit.io import atomic_write_text
 from docaudit.methods.meta import classifier as meta_classifier
+from docaudit.methods.meta.conformal_data import save_conformal
 from docaudit.methods.meta.folds import save_folds
 from docaudit.methods.meta.persistence import (
     CARD_NORMALIZE_CHARS_BEFORE_FIELD,
@@ -45,14 +45,18 @@ def save_model_dir(
     overwrite: bool = False,
     documents=None,
     fold_models: tuple | None = None,
+    conformal_data: dict | None = None,
 ) -> None:
     """Write classifier, card, ROC CSV/PNG, given the ``documents`` the out-of-fold predictions
     (``predictions.csv``) and, given ``fold_models`` (each fold's meta-classifier and blind model), the models
-    per-document p-values need, into a temporary directory, then swap it into place."""
+    per-document p-values need and, given ``conformal_data``, the training features of the full-conformal
+    p-value (``conformal.skops``), into a temporary directory, then swap it into place."""
     with staged_dir(out, "classifier", overwrite) as tmp:
         save_classifier(tmp, estimator, card)
         if fold_models is not None:
             save_folds(tmp, *fold_models)
+        if conformal_data is not None:
+            save_conformal(tmp, conformal_data)
         if documents is not None:
             out_of_fold_predictions(documents, evaluation).to_csv(tmp / "predictions.csv", index=False)
         curves = {
@@ -112,11 +116,18 @@ def model_card_markdown(card: dict) -> str:
     ]
     if card.get("conformal"):
         n = card["conformal"]["n_nonmembers"]
-        lines.append(
-            f"- per-document p-values: cross-conformal against the {n} known non-members (smallest attainable "
-            f"{FACTOR}/{n + 1} = {smallest_p(n, FACTOR):.3g}, the cross-conformal p-value doubled); blind p-values "
-            f"from the {card['conformal']['blind_kind']} baseline"
-        )
+        if card["conformal"].get("variant") == "full-conformal":
+            lines.append(
+                f"- per-document p-values: full conformal against the {n} known non-members (the forest refit with "
+                f"the judged document added as a non-member, out-of-bag scores; valid in finite samples, smallest "
+                f"attainable 1/{n + 1} = {smallest_p(n):.3g}); blind p-values (a gate at a fixed level) from the "
+                f"{card['conformal']['blind_kind']} baseline"
+            )
+        else:
+            lines.append(
+                "- per-document p-values: none; this classifier was saved without the training features the "
+                "full-conformal p-value needs: train it again (docaudit train) to get them"
+            )
     if chance_level(card):
         lines.append(
             "- the interval includes 0.5: on its own evaluation this classifier does not detect membership "

@@ -14,11 +14,26 @@ def verdict_line(row: dict) -> str:
     return row["verdict"] + (f": {row['reason']}" if row.get("reason") else "")
 
 
+def shared_reasons(rows: list[dict]) -> list[dict]:
+    """The reasons (code and sentence) that every judged document of ``rows`` has, printed once above them."""
+    done = [r for r in rows if "verdict" in r]
+    if not done or any(not r.get("reasons") for r in done):
+        return []
+    first = done[0]["reasons"]
+    return [
+        x
+        for x in first
+        if all(any(y["code"] == x["code"] and y["text"] == x["text"] for y in r["reasons"]) for r in done)
+    ]
+
+
 def format_predictions(rows: list[dict]) -> str:
-    """``predict``'s table: a header with the classifier's quality and its smallest attainable p-value, then per
-    document its file, its verdict line and its numbers (a skipped document: why)."""
+    """``predict``'s table: a header with the classifier's quality, its smallest attainable p-value and the reasons
+    shared by every document (each with its next step), then per document its file, its verdict line with its own
+    reasons and their next steps, and its numbers (a skipped document: why)."""
     lines = []
     done = [r for r in rows if "verdict" in r]
+    shared = shared_reasons(rows)
     if done:
         first = done[0]
         lo, hi = first["classifier_auc_ci_low"], first["classifier_auc_ci_high"]
@@ -26,13 +41,28 @@ def format_predictions(rows: list[dict]) -> str:
         if first["n_known_nonmembers"] is not None:
             n = first["n_known_nonmembers"]
             head += f"; {n} known non-members: smallest attainable p-value {first['smallest_p']:.3g}"
-        lines += [head + f"; alpha {first['alpha']:g} after Benjamini-Hochberg over {len(done)} document(s)", ""]
+        tested = sum(r["q_value"] is not None for r in done)
+        lines.append(
+            head + f"; alpha {first['alpha']:g} after Benjamini-Hochberg over the {tested} of {len(done)} "
+            "document(s) that passed every gate"
+        )
+        for reason in shared:
+            lines += [f"every document: inconclusive: {reason['text']}", f"  next step: {reason['next_step']}"]
+        lines.append("")
+    codes = {x["code"] for x in shared}
     for row in rows:
         lines.append(row["file"])
         if "verdict" not in row:
             lines += [f"  skipped: {row['skipped']}", ""]
             continue
-        lines.append(f"  {verdict_line(row)}")
+        own = [x for x in row.get("reasons", []) if x["code"] not in codes]
+        if row["verdict"] == "inconclusive" and shared and not own:
+            lines.append("  inconclusive (the reasons above)")
+        elif shared and own:
+            lines.append(f"  inconclusive: {'; '.join(x['text'] for x in own)} (and the reasons above)")
+        else:
+            lines.append(f"  {verdict_line(row)}")
+        lines += [f"  next step: {x['next_step']}" for x in own]
         lines.append(
             f"  p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  p_value_blind "
             f"{_num(row['p_value_blind'])}  membership_score {row['membership_score']:.3f}  tokens "

@@ -14,27 +14,26 @@ from docaudit import api
 from docaudit.audit.evaluation import META
 from docaudit.config import BeyondBlindConfig, MetaConfig, QueryConfig
 from docaudit.corpus.documents import Document
-from docaudit.inference.conformal import FACTOR, cross_conformal_p
-from docaudit.inference.verdicts import DEFAULT_ALPHA, EVIDENCE, INCONCLUSIVE, run_verdicts
+from docaudit.inference.conformal import conformal_p
+from docaudit.inference.verdicts import DEFAULT_ALPHA, EVIDENCE, INCONCLUSIVE, Reason, run_verdicts
 
 DETECTORS = ("minkpp", "mink", "loss", "zlib")
 DETECTOR_LEVEL = "doc_avg"  # a detector's document score: the mean of its sequence scores
 
 
 def verdicts(scores: np.ndarray, labels: np.ndarray, auc_low: float, alpha: float = DEFAULT_ALPHA) -> list[str]:
-    """The verdict of each document as ``predict`` words it, from its out-of-fold meta-classifier score: a
-    p-value ``min(1, 2 p)`` (``conformal.FACTOR``) of the score among the out-of-fold scores of the other known
-    non-members (``conformal.cross_conformal_p``), Benjamini–Hochberg over the cell's documents, then
-    ``verdicts.run_verdicts``: "inconclusive" when the classifier's AUC interval (lower end ``auc_low``) does
-    not exclude 0.5 or too few non-members make evidence unreachable, as in ``predict`` (whose per-book blind
-    p-value is not applied here)."""
+    """A verdict per document from its out-of-fold meta-classifier score, through docaudit's inference package:
+    the rank p-value (``conformal.conformal_p``) of the score among the other known non-members' out-of-fold
+    scores, then ``verdicts.run_verdicts`` ("inconclusive" when the classifier's AUC interval, lower end
+    ``auc_low``, does not exclude 0.5, or too few non-members make evidence unreachable; Benjamini–Hochberg over
+    the rest). The scores come from different fold models, so this is a cross-conformal p-value, not ``predict``'s
+    full-conformal one (which needs the training features the study does not keep): a summary of how separable
+    the cell's documents are, read beside the AUC, not a verdict with a guarantee."""
     nonmembers = np.flatnonzero(labels == 0)
-    p_values = [
-        float(cross_conformal_p([[scores[i]]], [scores[nonmembers[nonmembers != i]]], FACTOR)[0])
-        for i in range(len(scores))
-    ]
-    why = ["the classifier's AUC interval includes 0.5"] if not auc_low > 0.5 else []
-    found = run_verdicts(p_values, [why for _ in p_values], len(nonmembers) - 1, alpha, FACTOR)
+    p_values = [conformal_p(scores[i], scores[nonmembers[nonmembers != i]]) for i in range(len(scores))]
+    chance = Reason("classifier_at_chance", "the classifier's AUC interval includes 0.5")
+    why = [chance] if not auc_low > 0.5 else []
+    found = run_verdicts(p_values, [why for _ in p_values], len(nonmembers) - 1, alpha)
     return [v.verdict for v in found]
 
 

@@ -1,0 +1,89 @@
+"""What ``predict``'s full-conformal p-values need from training (docs/methods.md, "Per-document p-values in
+predict"), saved as data beside the classifier (``conformal.skops``) and loaded with the classifier's checks.
+
+The representation (normalization dictionary, histogram edges, scaling) of the chosen configuration is fit on the
+known members only, so it treats the known non-members and a judged document alike; the file holds it (as the
+first steps of a meta-classifier pipeline whose forest, fit on all training rows, is the template of every
+refit), the feature rows of every training document and their labels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from zipfile import ZIP_DEFLATED
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.pipeline import Pipeline
+
+from docaudit.errors import DocauditError
+from docaudit.inference.conformal import FullConformal
+from docaudit.io import atomic_write
+from docaudit.methods.meta.classifier import as_documents
+from docaudit.methods.meta.persistence import check_pipeline, trusted_types, untrusted_types
+
+CONFORMAL_FILE = "conformal.skops"
+
+
+def fit_conformal_data(stats, labels, estimator) -> dict:
+    """The chosen configuration of ``estimator`` (a fitted pipeline or search) refit with its representation on
+    the members of ``stats`` and its forest on every document's features: ``{"pipeline", "features", "labels"}``."""
+    labels = np.asarray(labels).astype(np.int64)
+    pipe = clone(getattr(estimator, "best_estimator_", estimator))
+    representation = Pipeline(pipe.steps[:-1])
+    representation.fit(as_documents([s for s, y in zip(stats, labels) if y == 1]))
+    features = np.asarray(representation.transform(as_documents(stats)), dtype=np.float64)
+    pipe.steps[-1][1].fit(features, labels)
+    return {"pipeline": pipe, "features": features, "labels": labels}
+
+
+def save_conformal(directory: Path, data: dict) -> None:
+    """Write ``data`` (:func:`fit_conformal_data`) into ``directory`` as skops, no pickle."""
+    import skops.io as sio
+
+    payload = sio.dumps(dict(data), compression=ZIP_DEFLATED)
+    atomic_write(Path(directory) / CONFORMAL_FILE, lambda f: f.write(payload))
+
+
+def load_conformal(directory: Path) -> dict | None:
+    """The saved conformal data of the classifier in ``directory``, refused unless every type is allowed and the
+    pieces fit together; None when the folder has none (a classifier written before it existed)."""
+    import skops.io as sio
+
+    path = Path(directory) / CONFORMAL_FILE
+    if not path.is_file():
+        return None
+    data = path.read_bytes()
+    untrusted = untrusted_types(data, path)
+    if untrusted:
+        raise DocauditError(f"refusing to load {path}: it contains untrusted types {sorted(untrusted)}")
+    try:
+        loaded = sio.loads(data, trusted=trusted_types())
+    except Exception as e:
+        raise DocauditError(f"cannot read {path}: {type(e).__name__}: {e}") from e
+    if type(loaded) is not dict or set(loaded) != {"pipeline", "features", "labels"}:
+        raise DocauditError(f"refusing to load {path}: expected a pipeline, feature rows and labels")
+    check_pipeline(loaded["pipeline"], path)
+    X, y = loaded["features"], loaded["labels"]
+    width = loaded["pipeline"].steps[-1][1].n_features_in_
+    ok = isinstance(X, np.ndarray) and isinstance(y, np.ndarray) and X.ndim == 2 and X.shape[1] == width
+    ok = ok and y.ndim == 1 and len(y) == len(X) and X.dtype.kind == "f" and bool(np.isfinite(X).all())
+    ok = ok and y.dtype.kind in "iu" and set(np.unique(y).tolist()) == {0, 1}
+    if not ok:
+        raise DocauditError(f"refusing to load {path}: its feature rows and labels do not fit its pipeline")
+    return loaded
+
+
+def conformal_predictor(data: dict, seed: int) -> tuple[Pipeline, FullConformal]:
+    """The representation that turns TokenStats into feature rows, and the fitted :class:`FullConformal` whose
+    refits copy the saved forest's settings."""
+    pipe = data["pipeline"]
+    forest = clone(pipe.steps[-1][1])
+    return Pipeline(pipe.steps[:-1]), FullConformal(forest, seed).fit(data["features"], data["labels"])
+
+
+def conformal_p_values(data: dict, stats, keys, seed: int) -> list[float]:
+    """Full-conformal p-values of the documents ``stats`` (``keys``: their SHA-256) against the known
+    non-members."""
+    representation, predictor = conformal_predictor(data, seed)
+    rows = representation.transform(as_documents(stats))
+    return predictor.p_values(rows, keys).tolist()

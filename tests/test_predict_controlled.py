@@ -1,0 +1,126 @@
+"""``predict`` end to end where the truth is known: a tiny target trained on a random half of real book excerpts,
+a classifier trained on some of its members and 40 of its non-members, and held-out documents judged. Members
+the target trained on reach "evidence of membership"; the p-values ``predict`` prints are recomputed here by hand
+from the classifier folder (``conformal.skops``, ``folds.skops``) and the card."""
+
+import json
+
+import numpy as np
+import pytest
+import skops.io as sio
+from click.testing import CliRunner
+from labtarget import TINY, excerpts, single_thread
+from sklearn.base import clone
+
+from docaudit.cli import main
+from docaudit.config import ModelConfig, QueryConfig
+from docaudit.corpus.documents import load_documents
+from docaudit.inference.verdicts import EVIDENCE
+from docaudit.lab.experiment import split_members
+from docaudit.lab.target import train_target
+from docaudit.methods.blind import BlindFeatures, fold_scores
+from docaudit.methods.meta.classifier import as_documents
+from docaudit.methods.meta.persistence import trusted_types
+from docaudit.query.models import load_model
+from docaudit.query.querier import open_querier, query_documents
+
+N_DOCS = 90
+
+
+@pytest.fixture(scope="module")
+def judged(tmp_path_factory):
+    """Train the target on 26 of 90 excerpts (a random split), a classifier on 20 of those members and 40 of the
+    never-trained ones; judge the 6 other members and 3 other non-members."""
+    texts = excerpts(N_DOCS, n_words=120)
+    split = split_members(list(texts), seed=3)
+    members = [b for b in sorted(texts) if split[b]][:26]
+    nonmembers = [b for b in sorted(texts) if not split[b]][:43]
+    root = tmp_path_factory.mktemp("predict-controlled")
+    groups = {"mem": members[:20], "non": nonmembers[:40], "held_mem": members[20:], "held_non": nonmembers[40:]}
+    for name, books in groups.items():
+        (root / name).mkdir()
+        for book in books:
+            (root / name / f"{book}.txt").write_text(texts[book])
+    with single_thread():
+        pool = [texts[b] for b in members + nonmembers]
+        model = train_target([texts[b] for b in members], pool, root / "target", TINY, progress=False)
+        out = root / "clf"
+        fast = ["--context", "63", "--trees", "60", "--bins", "20", "--norm", "none", "--features", "agg"]
+        run = CliRunner().invoke(
+            main,
+            ["train", "--members", str(root / "mem"), "--nonmembers", str(root / "non"), "--model", str(model)]
+            + fast
+            + ["--folds", "4", "--out", str(out)],
+        )
+        assert run.exit_code == 0, run.output
+        paths = [str(root / "held_mem"), str(root / "held_non")]
+        run = CliRunner().invoke(main, ["predict", "--classifier", str(out), "--format", "json", *paths])
+        assert run.exit_code == 0, run.output
+    rows = json.loads(run.stdout)["rows"]
+    return model, out, rows
+
+
+@pytest.mark.slow
+def test_trained_members_reach_evidence_and_non_members_do_not(judged):
+    _, out, rows = judged
+    card = json.loads((out / "card.json").read_text())
+    assert card["pooled_bootstrap_95"]["auc"]["ci_low"] > 0.5, card["pooled_bootstrap_95"]
+    mem = [r for r in rows if "/held_mem/" in r["file"]]
+    non = [r for r in rows if "/held_non/" in r["file"]]
+    assert len(mem) == 6 and len(non) == 3 and rows[0]["smallest_p"] == 1 / 41
+    assert sum(r["verdict"] == EVIDENCE for r in mem) >= 4, [(r["verdict"], r["p_value"], r["reason"]) for r in mem]
+    assert not any(r["verdict"] == EVIDENCE for r in non), [(r["p_value"], r["q_value"]) for r in non]
+
+
+def slow_oob(forest, X: np.ndarray) -> np.ndarray:
+    """Out-of-bag member probability of each row, tree by tree: each tree's own bootstrap sample, drawn as
+    scikit-learn draws it from the tree's seed, and the mean of the probabilities of the trees that left it out."""
+    from sklearn.ensemble._forest import _generate_sample_indices
+
+    total, count = np.zeros(len(X)), np.zeros(len(X))
+    for tree in forest.estimators_:
+        inbag = np.zeros(len(X), dtype=bool)
+        inbag[_generate_sample_indices(tree.random_state, len(X), len(X), None)] = True
+        total[~inbag] += tree.predict_proba(X[~inbag])[:, 1]
+        count[~inbag] += 1
+    return total / count
+
+
+@pytest.mark.slow
+def test_predict_p_values_recomputed_from_the_classifier_folder(judged):
+    from docaudit.inference.conformal import insert_position
+    from docaudit.methods.meta.folds import FOLD_NODES
+
+    model, out, rows = judged
+    card = json.loads((out / "card.json").read_text())
+    saved = sio.loads((out / "conformal.skops").read_bytes(), trusted=trusted_types())
+    folds = sio.loads((out / "folds.skops").read_bytes(), trusted=trusted_types(FOLD_NODES))
+    docs = load_documents([r["file"] for r in rows], raw=card["raw"], normalize_chars=card["normalize_chars"])
+    lm = load_model(ModelConfig(model=str(model)))
+    stats = query_documents(open_querier(lm, QueryConfig(**card["query"])), docs)
+    X, y = saved["features"], saved["labels"]
+    pipe = saved["pipeline"]
+    rows_new = pipe[:-1].transform(as_documents(stats))
+    members, nonmembers = X[y == 1], X[y == 0]
+    kind = card["conformal"]["blind_kind"]
+    held = card["conformal"]["blind_nonmember_scores"]
+    texts = BlindFeatures([d.text for d in docs], card["conformal"]["blind_max_chars"])
+    blind = [fold_scores(m, texts, kind) for m in folds["blind"]]
+    for i, (row, doc, x) in enumerate(zip(rows, docs, rows_new)):
+        at = insert_position(len(nonmembers), card["meta"]["seed"], doc.sha256)
+        train = np.r_[members, nonmembers[:at], x[None], nonmembers[at:]]
+        labels = np.r_[np.ones(len(members)), np.zeros(len(nonmembers) + 1)].astype(int)
+        forest = clone(pipe.steps[-1][1]).fit(train, labels)
+        oob = slow_oob(forest, train)[len(members) :]
+        mine, others = oob[at], np.r_[oob[:at], oob[at + 1 :]]
+        assert row["p_value"] == pytest.approx((1 + sum(s >= mine for s in others)) / (len(others) + 1))
+        # the blind p-value: fold k's blind model against the non-members fold k held out, counted by hand
+        count = sum(s >= blind[k][i] for k in range(len(held)) for s in held[k])
+        assert row["p_value_blind"] == pytest.approx((1 + count) / (sum(map(len, held)) + 1))
+    # the check sees a fold-order mismatch: fold k's models against another fold's held-out scores
+    shifted = [
+        (1 + sum(s >= blind[k][i] for k in range(len(held)) for s in held[(k + 1) % len(held)]))
+        / (sum(map(len, held)) + 1)
+        for i in range(len(rows))
+    ]
+    assert not np.allclose(shifted, [r["p_value_blind"] for r in rows])
