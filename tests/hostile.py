@@ -9,6 +9,7 @@ and Authorization header); every wait is bounded."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -109,10 +110,17 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, json.dumps({"choices": [{"text": " x", "logprobs": logprobs}]}).encode())
 
 
+class Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        """A client that hangs up (docaudit cancels the requests of a failed document) is not the server's error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @contextmanager
 def hostile_server(tokenizer, mode: str = "ok"):
     """The server on a free port of 127.0.0.1, stopped on leaving; yields it (``base``, ``mode``, ``seen``)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     server.block_on_close = False
     server.tokenizer, server.mode, server.seen, server.stop = tokenizer, mode, [], threading.Event()
