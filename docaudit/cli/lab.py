@@ -85,20 +85,21 @@ def lab(
     corpus, out, overwrite, docs, base_model, methods, folds, quantize_list, dtype_list, normalize_chars, fmt, **kw
 ):
     """Randomized controlled experiment: train a target on a random half of a pool, then evaluate on true labels."""
-    from docaudit import api
-    from docaudit.report.tables import format_methods_table, format_precisions
-
     traps = None
     if kw["trap_copies"] is not None:
         traps = TrapConfig(
             tokens=kw["trap_tokens"], per_document=kw["traps_per_doc"], copies=kw["trap_copies"], seed=kw["seed"]
         )
+    target = config_from(TargetConfig, kw, batch_size=kw["batch_size"], seed=kw["seed"])
+    from docaudit import api
+    from docaudit.report.tables import format_methods_table, format_precisions
+
     result = api.lab(
         corpus,
         Path(out),
         overwrite,
         base_model,
-        target=config_from(TargetConfig, kw, batch_size=kw["batch_size"], seed=kw["seed"]),
+        target=target,
         methods=methods.split(",") if methods else None,
         folds=folds,
         precisions=[p for p in f"{dtype_list},{quantize_list}".split(",") if p],

@@ -53,10 +53,10 @@ def traps():
 @friendly_errors
 def traps_make(documents, out, registry, generator, device, overwrite, fmt, **kw):
     """Generate traps and controls, plant the traps at random paragraph boundaries of copies of DOCUMENTS."""
+    config = config_from(TrapConfig, kw)
     from docaudit import api
     from docaudit.report.traps import planted_rows
 
-    config = config_from(TrapConfig, kw)
     plan = api.traps_make(
         list(documents),
         Path(out),
