@@ -110,3 +110,24 @@ def test_lab_and_dataset_test_counts_are_refused_before_any_work(sets, no_work, 
 def test_every_count_of_the_configuration_has_a_range(cls, values):
     with pytest.raises(DocauditError, match="is out of range|is not a whole number"):
         cls(**values)
+
+
+@pytest.mark.parametrize(
+    "suffix, text, message",
+    [
+        (".yaml", "predict:\n  use-card-backend: 1\n", "[predict] use-card-backend = 1: expected true or false"),
+        (".toml", "[predict]\nuse-card-backend = 1\n", "[predict] use-card-backend = 1: expected true or false"),
+        (".toml", "[predict]\nstrict = 0\n", "[predict] strict = 0: expected true or false"),
+        (".toml", "[predict]\nalpha = true\n", "[predict] alpha = True: expected a number"),
+        (".toml", "[predict]\napi-retries = true\n", "[predict] api-retries = True: expected a whole number"),
+        (".toml", "[predict]\napi-retries = 1.5\n", "[predict] api-retries = 1.5: expected a whole number"),
+        (".toml", "[predict]\nmodel = 5\n", "[predict] model = 5: expected a quoted string"),
+        (".yaml", "predict:\n  format: 1\n", "[predict] format = 1: expected a quoted string"),
+    ],
+)
+def test_a_config_value_of_the_wrong_type_is_one_line(sets, tmp_path, suffix, text, message):
+    config = tmp_path / f"c{suffix}"
+    config.write_text(text)
+    result = run("predict", "--config", config, sets[0])
+    assert_clean_error(result, message)
+    assert result.exit_code == 2  # a --config file that cannot be used, as the README's table says
