@@ -113,3 +113,49 @@ def test_a_link_to_proc_kmsg_is_refused_without_blocking(tmp_path):
     link.symlink_to("/proc/kmsg")
     with pytest.raises(DocumentError, match="reading it would wait for data"):
         within(HANG_GUARD, read_text, link)
+
+
+# --- file names that are not UTF-8 ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def latin1_sets(tmp_path):
+    """Members and non-members, one member named ``caf\\xe9.txt`` in Latin-1 (not valid UTF-8)."""
+    from conftest import corpus_ids, corpus_text
+
+    for group, name in (("members", "m"), ("nonmembers", "n")):
+        (tmp_path / name).mkdir()
+        for book in corpus_ids(group, 6):
+            (tmp_path / name / f"{book}.txt").write_text(corpus_text(group, book, n_chars=800))
+    first = sorted((tmp_path / "m").iterdir())[0]
+    os.rename(first, os.fsencode(tmp_path / "m") + b"/caf\xe9.txt")
+    return tmp_path / "m", tmp_path / "n"
+
+
+@pytest.mark.slow
+def test_a_file_name_that_is_not_utf8_is_shown_escaped(latin1_sets, tiny_gpt2, tmp_path):
+    import csv
+    import io
+    import json
+
+    from test_cli import run
+
+    members, nonmembers = latin1_sets
+    shown = f"{members}/caf\\xe9.txt"
+    common = ("--model", tiny_gpt2, "--context", "16", "--max-tokens", "48")
+    score = ("score", members, *common, "--methods", "loss", "--format")
+    table, as_csv, as_json = (run(*score, fmt) for fmt in ("table", "csv", "json"))
+    assert table.exit_code == as_csv.exit_code == as_json.exit_code == 0, table.output + as_csv.output
+    assert shown in table.stdout
+    assert shown in {r["file"] for r in csv.DictReader(io.StringIO(as_csv.stdout))}
+    assert shown in {r["file"] for r in json.loads(as_json.stdout)["rows"]}
+    sets = ("--members", members, "--nonmembers", nonmembers)
+    evaluated = run(
+        "evaluate", *sets, *common, "--methods", "loss", "--no-meta", "--folds", "2", "--out", tmp_path / "ev"
+    )
+    assert evaluated.exit_code == 0, evaluated.output
+    assert shown in (tmp_path / "ev" / "documents.csv").read_text(encoding="utf-8")
+    trained = run("train", *sets, *common, "--folds", "2", "--trees", "10", "--norm", "none", "--features", "agg",
+                  "--out", tmp_path / "clf")  # fmt: skip
+    assert trained.exit_code == 0, trained.output
+    assert shown in (tmp_path / "clf" / "predictions.csv").read_text(encoding="utf-8")

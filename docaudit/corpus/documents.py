@@ -52,7 +52,7 @@ from joblib import Parallel, delayed
 from joblib.parallel import get_active_backend
 
 from docaudit.config import MAX_DOCUMENT_BYTES, READ_JOBS, READ_JOBS_MIN_FILES
-from docaudit.corpus.base import Document, DocumentError, Paths, Skips, skip_warnings
+from docaudit.corpus.base import Document, DocumentError, Paths, Skips, shown, skip_warnings
 from docaudit.corpus.cleaning import clean_text
 from docaudit.corpus.datasets import DatasetSource, is_dataset, read_dataset
 from docaudit.corpus.metadata import header_metadata
@@ -187,7 +187,7 @@ def load_document(path: str | os.PathLike, raw: bool = False, normalize_chars: b
             if raw
             else DocumentError(p, "no text left after cleaning", "no text left after cleaning")
         )
-    return Document(id=p.stem, path=str(p), text=text, sha256=sha256_text(text), **named)
+    return Document(id=shown(p.stem), path=shown(p), text=text, sha256=sha256_text(text), **named)
 
 
 def expand_paths(
@@ -246,7 +246,7 @@ def _load_or_problem(
     """:func:`load_document`, with a document's problem returned as ``(path, kind, reason)`` rather than raised, so
     that a worker process can hand it back; a link to ``outside`` its folder is not read."""
     if outside is not None:
-        reason = f"a symbolic link to {outside}, outside its folder: not read (name the file itself to read it)"
+        reason = f"a symbolic link to {shown(outside)}, outside its folder: not read (name the file itself to read it)"
         return None, (str(path), OUTSIDE_LINK, reason)
     try:
         return load_document(path, raw=raw, normalize_chars=normalize_chars), None
