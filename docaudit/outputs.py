@@ -144,13 +144,9 @@ def _foreign_entries(folder: Path, marker: dict) -> list[str]:
     return sorted(foreign)
 
 
-def prepare_output(path, kind: str, overwrite: bool = False, inputs=(), resume: bool = False) -> Path:
-    """Check that docaudit may write a ``kind`` output at ``path`` and return it resolved. Refused, with a one-line
-    DocauditError and nothing touched: the current folder or one containing it; a path that is, or contains, one of
-    the existing ``inputs``; an existing file or a path through one; a folder that cannot be created or written; a
-    non-empty folder without docaudit's marker or with another kind's; an earlier output of this kind unless
-    ``overwrite`` (or ``resume``: continue in it); with ``overwrite``, an earlier output that also holds files
-    docaudit did not write."""
+def _place(path, inputs) -> Path:
+    """``path`` resolved, refused when it is the current folder or contains it, or is or contains one of the
+    existing ``inputs``."""
     given = str(path)
     try:
         out = Path(path).expanduser().resolve()
@@ -163,6 +159,17 @@ def prepare_output(path, kind: str, overwrite: bool = False, inputs=(), resume: 
         source = Path(item).expanduser()
         if source.exists() and (out == source.resolve() or out in source.resolve().parents):
             raise DocauditError(f"output folder {given} is or contains the input {item}; choose another folder")
+    return out
+
+
+def prepare_output(path, kind: str, overwrite: bool = False, inputs=(), resume: bool = False) -> Path:
+    """Check that docaudit may write a ``kind`` output at ``path`` and return it resolved. Refused, with a one-line
+    DocauditError and nothing touched: the current folder or one containing it; a path that is, or contains, one of
+    the existing ``inputs``; an existing file or a path through one; a folder that cannot be created or written; a
+    non-empty folder without docaudit's marker or with another kind's; an earlier output of this kind unless
+    ``overwrite`` (or ``resume``: continue in it); with ``overwrite``, an earlier output that also holds files
+    docaudit did not write."""
+    given, out = str(path), _place(path, inputs)
     if not out.exists():
         parent = next(p for p in out.parents if p.exists())
         if not parent.is_dir():
@@ -198,6 +205,22 @@ def prepare_output(path, kind: str, overwrite: bool = False, inputs=(), resume: 
         raise DocauditError(
             f"output folder {given} also holds files docaudit did not write ({shown}); move them "
             "or choose another folder"
+        )
+    return out
+
+
+def prepare_parent(path, children, inputs=()) -> Path:
+    """Check a folder that is to hold one output per name of ``children`` (``report`` with several methods), and
+    return it resolved: refused as :func:`prepare_output` refuses a place (the current folder or one containing it,
+    an input or a folder containing one, a file), and when it holds anything but those outputs (each is then
+    checked by :func:`prepare_output`)."""
+    given, out = str(path), _place(path, inputs)
+    if out.exists() and not out.is_dir():
+        raise DocauditError(f"output folder {given} exists and is a file, not a folder")
+    if out.is_dir() and (other := sorted(set(os.listdir(out)) - set(children))):
+        raise DocauditError(
+            f"output folder {given} holds more than the outputs of {', '.join(children)} ({', '.join(other[:3])}); "
+            "choose a new or empty folder"
         )
     return out
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_cli import assert_clean_error, run
 
 from docaudit.errors import DocauditError
 from docaudit.outputs import OUTPUT_MARKER, discard_output, prepare_output, record_files, staged_dir, write_marker
@@ -123,3 +124,22 @@ def test_overwrite_publishes_over_its_own_earlier_output(tmp_path):
             (tmp / "sub" / "rows.csv").write_text(text)
     assert (out / "sub" / "rows.csv").read_text() == "two"
     assert json.loads((out / OUTPUT_MARKER).read_text())["files"] == ["sub/rows.csv"]
+
+
+def test_report_with_several_methods_checks_the_folder_of_the_reports(tmp_path, monkeypatch):
+    from docaudit import api
+
+    monkeypatch.setattr(api, "report", lambda *a, **k: pytest.fail("the report ran"))
+    books = tmp_path / "books"
+    books.mkdir()
+    for i in range(3):
+        (books / f"b{i}.txt").write_text(f"Book {i}, a few words of text.\n")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.txt").write_text("my thesis\n")
+    report = ("report", books, "--calibrate-members", books, "--calibrate-nonmembers", books, "--methods", "loss,zlib")
+    assert_clean_error(run(*report, "--out", mine), "holds more than the outputs of loss, zlib (thesis.txt)")
+    assert_clean_error(run(*report, "--out", books), "is or contains the input")
+    monkeypatch.chdir(mine)
+    assert_clean_error(run(*report, "--out", "."), "is the current folder or contains it")
+    assert sorted(p.name for p in mine.iterdir()) == ["thesis.txt"] and len(list(books.iterdir())) == 3
