@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 RETRY_STATUS = (408, 409, 429, 500, 502, 503, 504)
 
 
+class Cancelled(ModelError):
+    """A request stopped because another request of the same document failed."""
+
+
 MAX_LOGPROB = 1e-3  # a log-probability above this (log p <= 0, with room for rounding) is a malformed answer
 MAX_ABS_LOGPROB = 1e30  # below -1e30 a value is not finite in float32, as the statistics are kept
 
@@ -63,7 +67,7 @@ class ApiClient:
     def _left(self, url: str, attempt: int) -> float:
         """Seconds the next request to ``url`` may take: ``api_timeout``, at most what is left to the document."""
         if self.cancelled.is_set():
-            raise ModelError(f"the request to {url} was cancelled")
+            raise Cancelled(f"the request to {url} was cancelled")
         if self.deadline is None:
             return self.config.api_timeout
         left = self.deadline - time.monotonic()
@@ -104,7 +108,9 @@ class ApiClient:
                 )
             except net.Timeout:
                 problem = f"the server at {url} gave no complete answer within {round(timeout, 1):g} s (--api-timeout)"
-            except (net.Unacceptable, net.Cancelled) as e:
+            except net.Cancelled as e:
+                raise Cancelled(str(e)) from None
+            except net.Unacceptable as e:
                 raise ModelError(f"the server at {url}: {e}") from None
             except httpx.HTTPError as e:
                 problem = f"cannot reach {url}: {_describe(e)}"
@@ -127,7 +133,7 @@ class ApiClient:
                 raise ModelError(f"{problem}; {self._budget()} do not leave time to try again")
             log.info("request to %s failed (%s); retrying in %.1f s", url, problem, wait)
             if self.cancelled.wait(wait):
-                raise ModelError(f"the request to {url} was cancelled")
+                raise Cancelled(f"the request to {url} was cancelled")
             delay *= 2
         tries = f"{retries + 1} tries" if retries else "1 try"
         raise ModelError(f"{problem} ({tries}; --api-retries {retries})")

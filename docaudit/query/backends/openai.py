@@ -30,7 +30,7 @@ import numpy as np
 
 from docaudit.config import API_LOGPROBS, ModelConfig
 from docaudit.errors import DocauditError, ModelError
-from docaudit.query.backends.api_client import ApiClient, logprob, show, split_url, top_logprobs
+from docaudit.query.backends.api_client import ApiClient, Cancelled, logprob, show, split_url, top_logprobs
 from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, register_backend, stats_from_rows
 from docaudit.query.lazy import torch
 from docaudit.query.loaded import LoadedModel, tokenizer_hash
@@ -231,9 +231,11 @@ class OpenAIBackend(Backend):
         try:
             with self.client.bounded():
                 futures = [pool.submit(work, ids, *span) for span in spans]
-                done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-                for failed in (f for f in futures if f in done and f.exception() is not None):
-                    raise failed.exception()
+                wait(futures, return_when=FIRST_EXCEPTION)
+                if any(f.done() and f.exception() is not None for f in futures):
+                    self.client.cancelled.set()  # the others stop; the first window that failed (in order) is told
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise next(e for f in futures if not f.cancelled() and _failed(e := f.exception()))
                 parts = [f.result() for f in futures]
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
@@ -366,3 +368,8 @@ register_backend(
     ),
     help="an OpenAI-compatible server (echoed prompt log-probabilities, or a logit-bias search)",
 )
+
+
+def _failed(error: BaseException | None) -> bool:
+    """Whether a window's request failed on its own (not cancelled because another one failed)."""
+    return error is not None and not isinstance(error, Cancelled)
