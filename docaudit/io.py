@@ -44,8 +44,16 @@ def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` as UTF-8 through :func:`atomic_write`: a reader never sees a half-written file."""
-    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+    """Write ``text`` as UTF-8 through :func:`atomic_write`: a reader never sees a half-written file. What UTF-8
+    cannot hold (a file name that was not valid UTF-8, read with surrogate escapes) is written as a backslash
+    escape."""
+    atomic_write(path, lambda f: f.write(text.encode("utf-8", "backslashreplace")))
+
+
+def write_csv(frame, path: Path) -> None:
+    """``frame`` as a UTF-8 CSV file without its index, names that UTF-8 cannot hold backslash-escaped (see
+    :func:`atomic_write_text`)."""
+    frame.to_csv(path, index=False, errors="backslashreplace")
 
 
 def sha256_text(text: str) -> str:

@@ -9,6 +9,7 @@ and Authorization header); every wait is bounded."""
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -30,12 +31,21 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def _json(self, data, status: int = 200):
-        self._send(status, json.dumps(data).encode())
+    def _json(self, data, status: int = 200, headers: dict | None = None):
+        body = json.dumps(data).encode()
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json", **(headers or {})}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def do_GET(self):
         self.server.seen.append((self.path, self.headers.get("Authorization")))
-        if self.path == "/v1/models":
+        if self.path == "/v1/models" and self.server.mode in ("retry-after-models", "busy-models"):
+            wait = "3600" if self.server.mode == "retry-after-models" else "0.5"
+            self._json({"error": "busy"}, 429 if wait == "3600" else 503, {"Retry-After": wait})
+        elif self.path == "/v1/models":
             self._json({"data": "tiny"} if self.server.mode == "models" else {"data": [{"id": "tiny"}]})
         else:
             self._json({"error": "not found"}, 404)
@@ -49,6 +59,14 @@ class Handler(BaseHTTPRequestHandler):
         if self.path != "/v1/completions":
             return self._json({"error": "not found"}, 404)
         mode = self.server.mode
+        if mode == "retry-after-completions":
+            return self._json({"error": "slow down"}, 429, {"Retry-After": "3600"})
+        if mode == "fail-one":
+            with self.server.lock:
+                first, self.server.refused = not self.server.refused, True
+            if first:
+                return self._json({"error": "no such thing"}, 404)
+            mode = "silent"
         if mode == "silent":
             self.server.stop.wait(MAX_WAIT)
             return
@@ -92,14 +110,21 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, json.dumps({"choices": [{"text": " x", "logprobs": logprobs}]}).encode())
 
 
+class Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        """A client that hangs up (docaudit cancels the requests of a failed document) is not the server's error."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 @contextmanager
 def hostile_server(tokenizer, mode: str = "ok"):
     """The server on a free port of 127.0.0.1, stopped on leaving; yields it (``base``, ``mode``, ``seen``)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = Server(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     server.block_on_close = False
     server.tokenizer, server.mode, server.seen, server.stop = tokenizer, mode, [], threading.Event()
-    server.poison = None
+    server.poison, server.lock, server.refused = None, threading.Lock(), False
     server.base = f"http://127.0.0.1:{server.server_address[1]}/v1"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

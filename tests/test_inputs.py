@@ -79,8 +79,8 @@ def test_query_config_refuses_out_of_range_values():
     for kwargs, message in [
         ({"context": 64, "stride": 100}, "--stride 100 is out of range: allowed 1..63 (for --context 64)"),
         ({"context": 64, "stride": 0}, "--stride 0 is out of range: allowed 1..63"),
-        ({"context": 1}, "--context 1 is out of range: allowed 2 or more"),
-        ({"max_tokens": 0}, "--max-tokens 0 is out of range: allowed 2 or more"),
+        ({"context": 1}, "--context 1 is out of range: allowed 2.."),
+        ({"max_tokens": 0}, "--max-tokens 0 is out of range: allowed 2.."),
         ({"max_tokens": -1}, "--max-tokens -1 is out of range"),
         ({"max_tokens": 1}, "--max-tokens 1 is out of range"),
         ({"batch_size": 0}, "--batch-size 0 is out of range"),
@@ -170,7 +170,7 @@ def test_report_checks_max_context_and_shows_the_context_used(docs, tiny_gpt2, t
         "--out",
         tmp_path / "rep",
     ]
-    assert_clean_error(run(*base, "--max-context", "1"), "--max-context 1 is out of range: allowed 2 or more")
+    assert_clean_error(run(*base, "--max-context", "1"), "--max-context 1 is out of range: allowed 2..")
     result = run(*base, "--max-context", "100000")
     assert result.exit_code == 0, result.output
     assert "snippets scored with context 256 (stride 255)" in result.stdout
@@ -321,7 +321,7 @@ def test_max_tokens_checked_before_anything_is_loaded(value, tmp_path):
     (tmp_path / "a.txt").write_text("Some text to score.")
     assert_clean_error(
         run("score", "--model", tmp_path / "no-such-model", "--max-tokens", value, tmp_path / "a.txt"),
-        f"--max-tokens {value} is out of range: allowed 2 or more",
+        f"--max-tokens {value} is out of range: allowed 2..",
     )
     assert_clean_error(
         run("train", "--members", tmp_path, "--nonmembers", tmp_path, "--max-tokens", value, "--out", tmp_path / "o"),
@@ -334,7 +334,7 @@ def test_detector_options_checked_and_json_has_no_nan(tiny_gpt2, tmp_path):
     doc.write_text(corpus_text("members", corpus_ids("members", 1)[0], n_chars=800))
     assert_clean_error(
         run("score", "--model", tiny_gpt2, "--pac-copies", "0", doc),
-        "--pac-copies 0 is out of range: allowed 1 or more",
+        "--pac-copies 0 is out of range: allowed 1..",
     )
     assert_clean_error(run("score", "--model", tiny_gpt2, "--k", "0", doc), "--k 0.0 is out of range")
     result = run("score", "--model", tiny_gpt2, "--context", "64", "--pac-copies", "1", "--format", "json", doc)

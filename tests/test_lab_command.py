@@ -8,6 +8,7 @@ from labtarget import excerpts, single_thread
 
 import docaudit.lab.target as lab
 from docaudit.cli import main
+from docaudit.outputs import prepare_output
 
 ARGS = [
     "--layers",
@@ -88,6 +89,15 @@ def test_lab_end_to_end_resumes_after_interruption(pool, tmp_path, monkeypatch):
         assert value == pytest.approx(auc[(method, level)], abs=0 if precision == "float32" else 0.1), precision
     for label in ("members", "nonmembers"):
         assert len(list((out / label).glob("*.txt"))) == 8
+
+    # the lab's marker lists every file it wrote, at every depth: --overwrite keeps the user's files in its folders
+    assert prepare_output(out, "lab", overwrite=True, resume=True) == out.resolve()
+    (out / "members" / "NOTES.md").write_text("my notes\n")
+    (out / "target" / "my_analysis.ipynb").write_text("{}")
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    again = CliRunner().invoke(main, ["lab", "--corpus", pool, "--out", out, *ARGS, "--overwrite"])
+    assert again.exit_code == 3 and "did not write (members/NOTES.md, target/my_analysis.ipynb)" in again.stderr
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
 
 
 @pytest.mark.parametrize("old, new", [("--context", "--positions"), ("--max-tokens", "--doc-tokens")])

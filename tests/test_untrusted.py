@@ -206,7 +206,7 @@ def test_a_model_with_a_nan_weight_is_refused(tiny_gpt2, tmp_path, doc):
         ("string", "answered 'low' as the log-probability of prompt token"),
         ("cut", "the connection was closed before the answer was complete"),
         ("status", "answered 404"),
-        ("short", "(17 tokens, 16 log-probabilities, 17 top lists)"),
+        ("short", "top lists): its tokenization differs from the local tokenizer"),  # whichever window fails first
         ("models", "/v1/models answered no list of models with ids (data: 'tiny')"),
     ],
 )

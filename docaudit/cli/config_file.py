@@ -113,6 +113,8 @@ def _config_value(path, where: str, key, param: click.Parameter, value):
         if not isinstance(item, (str, int, float, bool)):
             kind = "a list" if isinstance(item, list) else type(item).__name__
             raise ConfigError(f"--config {path}: [{where}] {key}: expected a single value, not {kind}")
+        if expected := _wrong_type(param, item):
+            raise ConfigError(f"--config {path}: [{where}] {key} = {item!r}: expected {expected}")
         try:
             param.type.convert(item, param, None)
         except click.BadParameter as e:
@@ -120,6 +122,23 @@ def _config_value(path, where: str, key, param: click.Parameter, value):
         except Exception as e:  # conversions outside click's own checks (e.g. an integer too large)
             raise ConfigError(f"--config {path}: [{where}] {key} = {item!r}: {type(e).__name__}: {e}") from None
     return value
+
+
+def _wrong_type(param: click.Parameter, item) -> str | None:
+    """What ``param`` takes when the file's ``item`` is of another kind (a number for a flag, a boolean for a
+    count, a number for a name), else None; a string is left to the option's own conversion, as on the command
+    line."""
+    kind = param.type
+    if isinstance(item, str):
+        return None
+    if getattr(param, "is_flag", False) or isinstance(kind, click.types.BoolParamType):
+        return None if isinstance(item, bool) else "true or false"
+    if isinstance(kind, click.types.IntParamType):
+        whole = isinstance(item, int) or (isinstance(item, float) and item.is_integer())  # 1e3 is 1000
+        return None if whole and not isinstance(item, bool) else "a whole number"
+    if isinstance(kind, click.types.FloatParamType):
+        return None if isinstance(item, (int, float)) and not isinstance(item, bool) else "a number"
+    return "a quoted string"
 
 
 def option_key(param: click.Parameter) -> str:

@@ -54,6 +54,7 @@ def dataset_test(suspect, former_suspect, nonmembers, methods, splits, blind_kin
     suspect += former_suspect
     if not suspect:
         raise DocauditError("give the suspect documents: docaudit dataset-test SUSPECT... --nonmembers DIR")
+    DatasetTestConfig(splits=splits)  # checked before anything is read
     if preflight(suspect, nonmembers, strict, query=query_config(kw), backend=kw["backend"], methods=methods):
         return
     from dataclasses import asdict

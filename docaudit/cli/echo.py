@@ -9,6 +9,14 @@ import sys
 import click
 
 
+def escape_unencodable() -> None:
+    """Print what the terminal's encoding cannot hold as backslash escapes: a file name that is not valid UTF-8
+    (``caf\\xe9.txt``, read as ``caf\\udce9.txt``) is shown, never a crash."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
+
+
 def echo_json(value) -> None:
     """Print strict JSON (NaN and infinities as null) in the envelope of every output (docs/outputs.md), with the
     command line being run."""

@@ -86,9 +86,6 @@ def lab(
     corpus, out, overwrite, docs, base_model, methods, folds, quantize_list, dtype_list, normalize_chars, fmt, **kw
 ):
     """Randomized controlled experiment: train a target on a random half of a pool, then evaluate on true labels."""
-    from docaudit import api
-    from docaudit.report.tables import format_methods_table, format_precisions
-
     traps = None
     if kw["trap_copies"] is not None:
         traps = TrapConfig(
@@ -98,12 +95,16 @@ def lab(
             seed=kw["seed"],
             any_text=kw["any_text"],
         )
+    target = config_from(TargetConfig, kw, batch_size=kw["batch_size"], seed=kw["seed"])
+    from docaudit import api
+    from docaudit.report.tables import format_methods_table, format_precisions
+
     result = api.lab(
         corpus,
         Path(out),
         overwrite,
         base_model,
-        target=config_from(TargetConfig, kw, batch_size=kw["batch_size"], seed=kw["seed"]),
+        target=target,
         methods=methods.split(",") if methods else None,
         folds=folds,
         precisions=[p for p in f"{dtype_list},{quantize_list}".split(",") if p],

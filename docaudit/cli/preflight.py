@@ -14,8 +14,12 @@ import click
 
 from docaudit.cli.command import option, show_progress
 from docaudit.cli.options import config_from
-from docaudit.config import DEFAULT_CLASSIFIER, QueryConfig, check_range
-from docaudit.config.rules import TOKENS_PER_WORD, check_folds, check_inner_folds
+from docaudit.config import DEFAULT_CLASSIFIER, ContaminationConfig, QueryConfig
+from docaudit.config.rules import (
+    TOKENS_PER_WORD,
+    check_folds,
+    check_inner_folds,
+)
 from docaudit.corpus.base import DocumentError
 from docaudit.corpus.datasets import HUB_PREFIX, is_dataset
 from docaudit.corpus.documents import expand_paths
@@ -129,8 +133,10 @@ def preflight_report(books, members, nonmembers, output: tuple, strict: bool, kw
     ``output``: ``(out, overwrite, method)``."""
     given = (*books, *members, *nonmembers, *model_inputs(kw))
     tokens = max(2, math.ceil(kw["snippets"] * kw["snippet_words"] * TOKENS_PER_WORD))
-    if kw["max_context"] is not None:
-        check_range("--max-context", kw["max_context"], 2)
+    limits = {"max_context": kw["max_context"]} if kw["max_context"] is not None else {}
+    ContaminationConfig(  # every count checked before anything is read
+        snippets=kw["snippets"], snippet_words=kw["snippet_words"], book_bootstrap=kw["resamples"], **limits
+    )
     query = QueryConfig(context=kw["max_context"] or QueryConfig.context, max_tokens=tokens)
     out, overwrite, method = output
     books = (*books, *members, *nonmembers)

@@ -28,11 +28,12 @@ from docaudit.cli.options import (
     seed_option,
     strict_option,
 )
-from docaudit.cli.preflight import dry_run_option, preflight_report
+from docaudit.cli.preflight import dry_run_option, model_inputs, preflight_report
 from docaudit.config import ContaminationConfig, TrainConfig
 from docaudit.corpus.documents import duplicates_note
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors import METHODS
+from docaudit.outputs import prepare_parent
 
 
 @command()
@@ -89,6 +90,9 @@ def report(books, calibrate_members, calibrate_nonmembers, method, method_alias,
             "(several methods write one complete report per method there)"
         )
     folders = {name: Path(out) if len(methods) == 1 else Path(out) / name for name in methods}
+    if len(methods) > 1:  # the folder of the reports, checked as an output folder is
+        given = (*books, *calibrate_members, *calibrate_nonmembers, *model_inputs(kw))
+        prepare_parent(out, methods, given)
     checked = [  # every input and output folder before a model loads; with --dry-run, what each would cost
         preflight_report(books, calibrate_members, calibrate_nonmembers, (where, overwrite, name), strict, kw)
         for name, where in folders.items()

@@ -7,6 +7,7 @@ import click
 from docaudit.cli.cache import cache
 from docaudit.cli.command import group, quiet_libraries
 from docaudit.cli.data import data, dataset_test
+from docaudit.cli.echo import escape_unencodable
 from docaudit.cli.evaluate import evaluate, score
 from docaudit.cli.lab import lab
 from docaudit.cli.localize import localize
@@ -30,6 +31,7 @@ from docaudit.errors import remember_debug
 def main():
     """docaudit: was this document in the training data of this language model?"""
     quiet_libraries()
+    escape_unencodable()
 
 
 # the commands in the order of the work (audit a document, evaluate methods, books, sets, traps, experiments,

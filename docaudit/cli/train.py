@@ -67,15 +67,15 @@ def train(members, nonmembers, grid, grid_contexts, out, overwrite, strict, fmt,
         raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
     output = None if grid else (out, "classifier", overwrite, (*members, *nonmembers, *model_inputs(kw)))
     meta = None if grid else config_from(MetaConfig, kw)
+    config = config_from(
+        TrainConfig, kw, model=model_config(kw), query=query_config(kw), meta=config_from(MetaConfig, kw)
+    )
     if preflight(members, nonmembers, strict, kw["folds"], output, query_config(kw), kw["backend"], meta=meta):
         return
     from docaudit import api
     from docaudit.corpus.documents import Skips
     from docaudit.report.tables import format_grid
 
-    config = config_from(
-        TrainConfig, kw, model=model_config(kw), query=query_config(kw), meta=config_from(MetaConfig, kw)
-    )
     skips = Skips(strict)
     if grid:
         contexts = [int(c) for c in grid_contexts.split(",")]

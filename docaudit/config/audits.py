@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from docaudit.config.base import setting
+from docaudit.config.base import (
+    MAX_FOLDS,
+    MAX_RESAMPLES,
+    MAX_SNIPPETS,
+    MAX_SPLITS,
+    MAX_TOKENS,
+    MAX_WORDS,
+    check_count,
+    setting,
+)
 from docaudit.inference.verdicts import DEFAULT_ALPHA
 
 
@@ -45,6 +54,12 @@ class ContaminationConfig:
         aliases=("--book-bootstrap",),
     )
 
+    def __post_init__(self):
+        check_count("--snippets", self.snippets, 1, MAX_SNIPPETS)
+        check_count("--snippet-words", self.snippet_words, 1, MAX_WORDS)
+        check_count("--max-context", self.max_context, 2, MAX_TOKENS)
+        check_count("--resamples", self.book_bootstrap, 1, MAX_RESAMPLES)
+
 
 @dataclass(frozen=True)
 class SequenceConfig:
@@ -73,6 +88,12 @@ class SequenceConfig:
         aliases=("--blind-folds",),
     )
 
+    def __post_init__(self):
+        check_count("--max-context", self.max_context, 2, MAX_TOKENS)
+        check_count("--resamples", self.n_boot, 1, MAX_RESAMPLES)
+        check_count("--recall-shots", self.recall_shots, 0, MAX_SNIPPETS)
+        check_count("--folds", self.blind_folds, 0, MAX_FOLDS)
+
 
 @dataclass(frozen=True)
 class DatasetTestConfig:
@@ -89,6 +110,9 @@ class DatasetTestConfig:
         choices=("tfidf", "nb", "dates"),
     )
 
+    def __post_init__(self):
+        check_count("--splits", self.splits, 1, MAX_SPLITS)
+
 
 @dataclass(frozen=True)
 class BeyondBlindConfig:
@@ -103,3 +127,8 @@ class BeyondBlindConfig:
     confidence: float = 0.95
     p_level: float = DEFAULT_ALPHA
     folds: int = 5
+
+    def __post_init__(self):
+        check_count("inner_folds", self.inner_folds, 2, MAX_FOLDS)
+        check_count("n_boot", self.n_boot, 1, MAX_RESAMPLES)
+        check_count("folds", self.folds, 2, MAX_FOLDS)

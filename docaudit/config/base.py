@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import field
 from pathlib import Path
 
@@ -60,6 +61,29 @@ def setting(default, help: str, section: str, **option):
     if section not in SECTIONS:
         raise ValueError(f"unknown help section {section!r} (sections: {', '.join(SECTIONS)})")
     return field(default=default, metadata={"help": help, "section": section, **option})
+
+
+# Upper bounds of the count options: far above any sensible run, low enough that no value allowed can exhaust
+# memory before the work starts (``--bins 2000000000`` would allocate gigabytes per document)
+MAX_BINS = 100_000
+MAX_TREES = 100_000
+MAX_FOLDS = 1_000
+MAX_RESAMPLES = 1_000_000
+MAX_SEQUENCES = 100_000  # sequences per document (document-level scaling)
+MAX_SNIPPETS = 100_000
+MAX_WORDS = 1_000_000
+MAX_TOKENS = 1 << 30  # tokens of a document, an excerpt or a window
+MAX_BATCH = 65_536
+MAX_COPIES = 10_000  # augmented copies, neighbours, traps and trap copies per document
+MAX_SPLITS = 100_000
+
+
+def check_count(option: str, value, lo: int, hi: int, note: str = "") -> None:
+    """:func:`check_range` for a count: also refuses what is not an integer (a float or a string from a config
+    file)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise DocauditError(f"{option} {value!r} is not a whole number: allowed {lo}..{hi}")
+    check_range(option, value, lo, hi, note)
 
 
 def check_range(option: str, value: float, lo: float, hi: float | None = None, note: str = "") -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from docaudit.config.base import check_range, setting
+from docaudit.config.base import MAX_BATCH, MAX_COPIES, MAX_TOKENS, check_count, check_range, setting
 from docaudit.errors import DocauditError
 from docaudit.inference.verdicts import DEFAULT_ALPHA
 
@@ -38,9 +38,18 @@ class TargetConfig:
     def __post_init__(self):
         if self.arch not in ("gpt2", "llama"):
             raise DocauditError(f"unknown target architecture {self.arch!r} (choose gpt2 or llama)")
-        for name in ("layers", "width", "heads", "positions", "epochs", "batch_size"):
-            if getattr(self, name) < 1:
-                raise DocauditError(f"target {name} must be at least 1, got {getattr(self, name)}")
+        for name, flag, most in (
+            ("layers", "--layers", 256),
+            ("width", "--width", 65_536),
+            ("heads", "--heads", 1024),
+            ("positions", "--positions", 1 << 20),
+            ("vocab_size", "--vocab-size", 1 << 22),
+            ("epochs", "--epochs", 1_000_000),
+            ("batch_size", "--train-batch-size", MAX_BATCH),
+        ):
+            check_count(flag, getattr(self, name), 1, most)
+        if self.doc_tokens is not None:
+            check_count("--doc-tokens", self.doc_tokens, 2, MAX_TOKENS)
         if self.width % self.heads:
             raise DocauditError(f"target width {self.width} is not divisible by heads {self.heads}")
         if self.positions < 2:
@@ -85,9 +94,10 @@ class TrapConfig:
     alpha: float = setting(DEFAULT_ALPHA, "Level of the verdict.", "method")
 
     def __post_init__(self):
-        check_range("--trap-tokens", self.tokens, 2)
-        check_range("--traps-per-doc", self.per_document, 1)
-        check_range("--trap-copies", self.copies, 1)
+        check_count("--trap-tokens", self.tokens, 2, 1 << 16)
+        check_count("--traps-per-doc", self.per_document, 1, MAX_COPIES)
+        check_count("--trap-copies", self.copies, 1, MAX_COPIES)
+        check_count("max_candidates", self.max_candidates, 1, 1 << 30)
         check_range("--min-perplexity", self.min_perplexity, 1.0)
         if not self.max_perplexity > self.min_perplexity:
             raise DocauditError(
@@ -96,4 +106,4 @@ class TrapConfig:
         check_range("--jaccard", self.jaccard, 0.0, 1.0)
         if not self.temperatures or any(not t > 0 for t in self.temperatures):
             raise DocauditError("trap generation temperatures must be positive")
-        check_range("trap generation batch_size", self.batch_size, 1)
+        check_count("trap generation batch_size", self.batch_size, 1, MAX_BATCH)

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from docaudit.config.base import FEATURES, NORMS, check_range, setting
+from docaudit.config.base import (
+    FEATURES,
+    MAX_BINS,
+    MAX_COPIES,
+    MAX_FOLDS,
+    MAX_SEQUENCES,
+    MAX_TOKENS,
+    MAX_TREES,
+    NORMS,
+    check_count,
+    check_range,
+    setting,
+)
 from docaudit.config.query import ModelConfig, QueryConfig
 from docaudit.errors import DocauditError
 
@@ -31,6 +43,14 @@ class MetaConfig:
     maxnorm_eps: float = 1e-5
     agg_token_count: bool = False
     n_jobs: int = -1
+
+    def __post_init__(self):
+        check_count("--bins", self.bins, 1, MAX_BINS)
+        check_count("--folds", self.folds, 2, MAX_FOLDS)
+        check_count("inner_folds", self.inner_folds, 2, MAX_FOLDS)
+        check_count("--trees", self.n_estimators, 1, MAX_TREES)
+        check_count("max_depth", self.max_depth, 1, 1000)
+        check_count("min_samples_leaf", self.min_samples_leaf, 1, MAX_TOKENS)
 
     def candidates(self) -> list[tuple[str, str]]:
         """The (normalization, feature extractor) pairs this configuration may use."""
@@ -73,6 +93,9 @@ class TrainConfig:
         "inputs",
     )
 
+    def __post_init__(self):
+        check_count("--min-tokens", self.min_tokens, 0, MAX_TOKENS)
+
 
 @dataclass(frozen=True)
 class DetectorConfig:
@@ -104,8 +127,8 @@ class DetectorConfig:
             if not 0 < value <= 1:
                 raise DocauditError(f"{option} {value} is out of range: allowed a share in (0, 1]")
         check_range("pac_swap_ratio", self.pac_swap_ratio, 0, 1)
-        check_range("--pac-copies", self.pac_copies, 1)
-        check_range("neighbors", self.neighbors, 1)
+        check_count("--pac-copies", self.pac_copies, 1, MAX_COPIES)
+        check_count("neighbors", self.neighbors, 1, MAX_COPIES)
         if not self.dcpdd_a > 0:
             raise DocauditError(f"dcpdd_a {self.dcpdd_a} is out of range: allowed a positive number")
 
@@ -119,3 +142,6 @@ class ScalingConfig:
         40, "Sequences (windows of --context tokens) sampled per document.", "method", flag="--sequences"
     )
     seed: int = 0
+
+    def __post_init__(self):
+        check_count("--sequences", self.n_sequences, 1, MAX_SEQUENCES)

@@ -10,7 +10,10 @@ from docaudit.config.base import (
     API_TIMEOUT_MAX,
     DTYPES,
     EXCERPTS,
+    MAX_BATCH,
+    MAX_TOKENS,
     QUANTIZE,
+    check_count,
     check_range,
     setting,
 )
@@ -86,15 +89,16 @@ class ModelConfig:
         check_range("--api-timeout", self.api_timeout, 0.001, API_TIMEOUT_MAX)
         check_range("--api-retries", self.api_retries, 0, API_RETRIES_MAX)
         check_range("api_backoff", self.api_backoff, 0, API_TIMEOUT_MAX)
-        check_range("api_concurrency", self.api_concurrency, 1, 256)
-        check_range("api_top_n", self.api_top_n, 1, 20)
+        check_count("--api-retries", self.api_retries, 0, API_RETRIES_MAX)
+        check_count("api_concurrency", self.api_concurrency, 1, 256)
+        check_count("api_top_n", self.api_top_n, 1, 20)
         check_range("api_bias_tolerance", self.api_bias_tolerance, 1e-9, 100)
         if self.api_document_timeout is not None:
             check_range("--api-document-timeout", self.api_document_timeout, 0.001, None)
             if self.api_document_timeout == float("inf"):
                 raise DocauditError("--api-document-timeout inf is out of range: allowed a finite number of seconds")
         if self.max_requests is not None:
-            check_range("--max-requests", self.max_requests, 1)
+            check_count("--max-requests", self.max_requests, 1, 1 << 62)
         if self.kv_cache not in ("f32", "f16"):
             raise DocauditError(f"--kv-cache must be f32 or f16, got {self.kv_cache!r}")
 
@@ -124,13 +128,16 @@ class QueryConfig:
         model's usable positions, when known; ``note`` says why), ``--stride`` in ``1..context-1``, ``--max-tokens``
         at least 2, ``--batch-size`` at least 1. Values are refused with a one-line error, never adjusted.
         Returns the configuration itself."""
-        check_range("--context", self.context, 2, max_context, note)
+        most = MAX_TOKENS if max_context is None else max_context
+        check_count("--context", self.context, 2, most, note)
         if self.stride is not None:
-            check_range("--stride", self.stride, 1, self.context - 1, f"for --context {self.context}")
+            check_count("--stride", self.stride, 1, self.context - 1, f"for --context {self.context}")
         if self.max_tokens is not None:
-            check_range("--max-tokens", self.max_tokens, 2, None, "a document needs at least 2 tokens to be queried")
+            check_count(
+                "--max-tokens", self.max_tokens, 2, MAX_TOKENS, "a document needs at least 2 tokens to be queried"
+            )
         if self.batch_size is not None:
-            check_range("--batch-size", self.batch_size, 1)
+            check_count("--batch-size", self.batch_size, 1, MAX_BATCH)
         if self.excerpt not in EXCERPTS:
             raise DocauditError(f"unknown excerpt mode '{self.excerpt}' (choose from {', '.join(EXCERPTS)})")
         return self
@@ -185,12 +192,12 @@ class RayConfig:
 
     def __post_init__(self):
         if self.workers is not None:
-            check_range("--ray-workers", self.workers, 1)
+            check_count("--ray-workers", self.workers, 1, 100_000)
         check_range("cpus_per_worker", self.cpus_per_worker, 0)
         if self.gpus_per_worker is not None:
             check_range("gpus_per_worker", self.gpus_per_worker, 0)
-        check_range("inflight", self.inflight, 1)
-        check_range("task_chars", self.task_chars, 1)
-        check_range("max_restarts", self.max_restarts, 0)
-        check_range("retries", self.retries, 0)
+        check_count("inflight", self.inflight, 1, 10_000)
+        check_count("task_chars", self.task_chars, 1, MAX_TOKENS)
+        check_count("max_restarts", self.max_restarts, 0, 10_000)
+        check_count("retries", self.retries, 0, 10_000)
         check_range("start_timeout", self.start_timeout, 0)

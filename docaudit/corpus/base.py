@@ -29,6 +29,12 @@ class Document:
     author: str | None = None
 
 
+def shown(path) -> str:
+    """A path as docaudit shows and records it: bytes of its name that are not UTF-8 (read by Python as surrogate
+    escapes, which no output can encode) as backslash escapes, ``caf\\xe9.txt``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 # what the loading functions take: a file or directory, several of them, or documents already loaded
 Paths = str | os.PathLike | Sequence[str | os.PathLike] | Sequence[Document]
 
@@ -38,8 +44,8 @@ class DocumentError(DocauditError):
     (skipped documents are counted per kind), ``reason`` says what exactly."""
 
     def __init__(self, path, kind: str, reason: str):
-        super().__init__(f"{path}: {reason}")
-        self.path, self.kind, self.reason = str(path), kind, reason
+        super().__init__(f"{shown(path)}: {reason}")
+        self.path, self.kind, self.reason = shown(path), kind, reason
 
 
 @dataclass(frozen=True)

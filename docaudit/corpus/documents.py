@@ -52,7 +52,7 @@ from joblib import Parallel, delayed
 from joblib.parallel import get_active_backend
 
 from docaudit.config import MAX_DOCUMENT_BYTES, READ_JOBS, READ_JOBS_MIN_FILES
-from docaudit.corpus.base import Document, DocumentError, Paths, Skips, skip_warnings
+from docaudit.corpus.base import Document, DocumentError, Paths, Skips, shown, skip_warnings
 from docaudit.corpus.cleaning import clean_text
 from docaudit.corpus.datasets import DatasetSource, is_dataset, read_dataset
 from docaudit.corpus.metadata import header_metadata, manifest_metadata
@@ -106,29 +106,12 @@ def labelled_documents(
 
 def read_text(path: str | os.PathLike) -> str:
     """Read a UTF-8 text file (a leading byte-order mark is dropped). Raises :class:`DocumentError` naming the file
-    when it is missing, a broken link or a symlink loop, not a file, larger than ``MAX_DOCUMENT_BYTES``, empty,
-    binary (NUL bytes) or not valid UTF-8."""
+    when it is missing, a broken link or a symlink loop, not a regular file (a folder, FIFO, socket or device),
+    larger than ``MAX_DOCUMENT_BYTES``, empty, binary (NUL bytes) or not valid UTF-8. The file is opened without
+    blocking and checked again on the opened descriptor, then read with a size cap, so nothing swapped in after
+    the first check, and no kernel file that waits for data (``/proc/kmsg``), can hang the run."""
     p = pathlib.Path(path)
-    try:
-        info = p.stat()
-    except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise DocumentError(p, "unreadable", "symlink loop (the link points back to itself)") from None
-        if e.errno == errno.ENOENT:
-            raise DocumentError(
-                p, "unreadable", "broken symlink (its target does not exist)" if p.is_symlink() else "no such file"
-            ) from None
-        raise DocumentError(p, "unreadable", f"cannot read ({e.strerror or e})") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise DocumentError(p, "unreadable", "not a file")
-    if info.st_size > MAX_DOCUMENT_BYTES:
-        raise DocumentError(
-            p, "too large", f"{info.st_size:,} bytes, over the limit of {MAX_DOCUMENT_BYTES:,} bytes for one document"
-        )
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise DocumentError(p, "unreadable", f"cannot read ({e.strerror or e})") from None
+    data = _read_regular(p)
     if not data or data.isspace():  # (no stripped copy of a large file)
         raise DocumentError(p, "empty", "empty file")
     if b"\x00" in data:
@@ -140,6 +123,54 @@ def read_text(path: str | os.PathLike) -> str:
             p, "not UTF-8", f"not valid UTF-8 (byte 0x{data[e.start]:02x} at offset {e.start})"
         ) from None
     return text[1:] if text.startswith("\ufeff") else text
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+
+
+def _read_regular(p: pathlib.Path) -> bytes:
+    """The bytes of the regular file ``p`` (links followed), at most ``MAX_DOCUMENT_BYTES``: checked by ``stat``
+    before opening (a device is never opened), opened non-blocking, checked again with ``fstat``, read in pieces;
+    a read that would block is refused."""
+    try:
+        _require_regular(p, p.stat())
+        fd = os.open(p, _OPEN_FLAGS)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise DocumentError(p, "unreadable", "symlink loop (the link points back to itself)") from None
+        if e.errno == errno.ENOENT:
+            raise DocumentError(
+                p, "unreadable", "broken symlink (its target does not exist)" if p.is_symlink() else "no such file"
+            ) from None
+        raise DocumentError(p, "unreadable", f"cannot read ({e.strerror or e})") from None
+    try:
+        _require_regular(p, os.fstat(fd))
+        pieces, size = [], 0
+        while piece := os.read(fd, 1 << 20):
+            size += len(piece)
+            if size > MAX_DOCUMENT_BYTES:
+                raise DocumentError(
+                    p, "too large", f"more than the limit of {MAX_DOCUMENT_BYTES:,} bytes for one document"
+                )
+            pieces.append(piece)
+        return b"".join(pieces)
+    except BlockingIOError:
+        raise DocumentError(
+            p, "unreadable", "not an ordinary file: reading it would wait for data (a device or kernel file)"
+        ) from None
+    except OSError as e:
+        raise DocumentError(p, "unreadable", f"cannot read ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+
+
+def _require_regular(p: pathlib.Path, info: os.stat_result) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        raise DocumentError(p, "unreadable", "not a file")
+    if info.st_size > MAX_DOCUMENT_BYTES:
+        raise DocumentError(
+            p, "too large", f"{info.st_size:,} bytes, over the limit of {MAX_DOCUMENT_BYTES:,} bytes for one document"
+        )
 
 
 def load_document(path: str | os.PathLike, raw: bool = False, normalize_chars: bool = False) -> Document:
@@ -158,38 +189,67 @@ def load_document(path: str | os.PathLike, raw: bool = False, normalize_chars: b
             if raw
             else DocumentError(p, "no text left after cleaning", "no text left after cleaning")
         )
-    return Document(id=p.stem, path=str(p), text=text, sha256=sha256_text(text), **named)
+    return Document(id=shown(p.stem), path=shown(p), text=text, sha256=sha256_text(text), **named)
 
 
-def expand_paths(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[pathlib.Path]:
+def expand_paths(
+    paths: str | os.PathLike | Sequence[str | os.PathLike], outside: dict | None = None
+) -> list[pathlib.Path]:
     """Files as given; a directory expands to its ``*.txt`` entries that are not directories (not recursive),
-    sorted by name: a broken link among them is kept, to be reported when read. Raises :class:`DocauditError` for
-    a path that does not exist or a directory without ``.txt`` files. A file given twice is kept once."""
+    sorted by name: a broken link among them is kept, to be reported when read. An entry that is a symbolic link
+    whose target lies outside the directory is kept too, and recorded in ``outside`` (entry -> target) when given:
+    it is never read (:func:`load_documents` skips it), so a link cannot send a file from elsewhere (a key, a
+    password file) to a model or server. Raises :class:`DocauditError` for a path that does not exist or a
+    directory without ``.txt`` files. A file given twice is kept once."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     out: list[pathlib.Path] = []
-    seen: set[pathlib.Path] = set()
+    seen: set[str] = set()
     for raw_path in paths:
         p = pathlib.Path(raw_path)
+        away = {}
         if p.is_dir():
             files = sorted(f for f in p.iterdir() if f.suffix == ".txt" and not f.is_dir())
             if not files:
                 raise DocauditError(f"{p}: directory has no .txt files")
+            away = {f: target for f in files if (target := _outside_target(f, p)) is not None}
         elif p.exists() or p.is_symlink():
             files = [p]
         else:
             raise DocauditError(f"{p}: no such file or directory")
         for f in files:
-            key = os.path.realpath(f)
+            key = f"link:{f}" if f in away else os.path.realpath(f)
             if key not in seen:
                 seen.add(key)
                 out.append(f)
+        if outside is not None:
+            outside.update(away)
     return out
 
 
-def _load_or_problem(path: pathlib.Path, raw: bool, normalize_chars: bool) -> tuple[Document | None, tuple | None]:
+def _outside_target(entry: pathlib.Path, folder: pathlib.Path) -> str | None:
+    """Where the link ``entry`` of ``folder`` leads when that is outside ``folder``; None for a file that is not a
+    link, or a link within the folder (a broken link or a loop is left to be reported when read)."""
+    if not entry.is_symlink():
+        return None
+    try:
+        target = pathlib.Path(os.path.realpath(entry, strict=True))
+    except (OSError, RuntimeError):
+        return None
+    return None if target.is_relative_to(pathlib.Path(os.path.realpath(folder))) else str(target)
+
+
+OUTSIDE_LINK = "link outside its folder"
+
+
+def _load_or_problem(
+    path: pathlib.Path, raw: bool, normalize_chars: bool, outside: str | None = None
+) -> tuple[Document | None, tuple | None]:
     """:func:`load_document`, with a document's problem returned as ``(path, kind, reason)`` rather than raised, so
-    that a worker process can hand it back."""
+    that a worker process can hand it back; a link to ``outside`` its folder is not read."""
+    if outside is not None:
+        reason = f"a symbolic link to {shown(outside)}, outside its folder: not read (name the file itself to read it)"
+        return None, (str(path), OUTSIDE_LINK, reason)
     try:
         return load_document(path, raw=raw, normalize_chars=normalize_chars), None
     except DocumentError as e:
@@ -216,9 +276,10 @@ def load_documents(
                 read_dataset(p, skips) if is_dataset(p) else load_documents([p], raw, progress, skips, normalize_chars)
             )
         return out
-    files = expand_paths(paths)
+    outside: dict = {}
+    files = expand_paths(paths, outside)
     jobs = READ_JOBS if len(files) >= READ_JOBS_MIN_FILES else 1
-    calls = (delayed(_load_or_problem)(f, raw, normalize_chars) for f in files)
+    calls = (delayed(_load_or_problem)(f, raw, normalize_chars, outside.get(f)) for f in files)
     if getattr(get_active_backend()[0], "supports_return_generator", False):
         pending = Parallel(n_jobs=jobs, return_as="generator")(calls)
     else:  # Ray's joblib backend (docs/scaling.md) returns every result at the end

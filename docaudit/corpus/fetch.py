@@ -155,7 +155,7 @@ def _get(mirror: Mirror, location: str, timeout: float, http: httpx.Client | Non
         answer = net.request(http, "GET", location, timeout, max_bytes=MAX_DOCUMENT_BYTES)
     except net.Timeout:
         raise _Transient(f"{location}: timed out (a download may take {timeout:g} s)") from None
-    except net.TooLarge as e:
+    except net.Unacceptable as e:
         raise _Transient(f"{location}: {e}") from None
     except httpx.HTTPError as e:  # refused or reset connections, a download cut short, a garbled answer
         raise _Transient(f"{location}: {_describe(e)}") from None

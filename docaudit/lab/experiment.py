@@ -167,7 +167,7 @@ def run_lab(
     document is tested for its traps instead of evaluating the detectors (:mod:`docaudit.lab.traps`)."""
     from docaudit.audit.evaluation import EvaluationSpec, evaluate_methods
     from docaudit.corpus.documents import load_documents
-    from docaudit.outputs import discard_output, prepare_output, write_marker
+    from docaudit.outputs import discard_output, prepare_output, read_marker, record_files, write_marker
     from docaudit.report.evaluation import write_evaluation
 
     target, base_model, methods, folds, progress = spec.target, spec.base_model, spec.methods, spec.folds, run.progress
@@ -176,7 +176,7 @@ def run_lab(
     if overwrite:
         discard_output(out)
     out.mkdir(parents=True, exist_ok=True)
-    write_marker(out, "lab", LAB_ENTRIES)
+    write_marker(out, "lab", LAB_ENTRIES, (read_marker(out) or {}).get("files") or [])
     if spec.max_docs is not None:
         rng = np.random.default_rng(target.seed)
         docs = [docs[i] for i in sorted(rng.choice(len(docs), size=min(spec.max_docs, len(docs)), replace=False))]
@@ -185,7 +185,16 @@ def run_lab(
     if traps is not None:
         return run_trap_lab(texts, split, out, target, base_model, traps, run)
     members = [texts[b] for b in sorted(texts) if split[b]]
-    model_dir = train_target(members, list(texts.values()), out / "target", target, base_model, progress)
+    model_dir = train_target(
+        members,
+        list(texts.values()),
+        out / "target",
+        target,
+        base_model,
+        progress,
+        on_epoch_end=lambda *_: record_files(out, out / "target" / "checkpoint"),
+    )
+    record_files(out, model_dir)
 
     lm = load_model(ModelConfig(model=str(model_dir)))
     tokenizer = lm.tokenizer
@@ -195,6 +204,7 @@ def run_lab(
     }
     trained_members = _trained_documents(out / "members", {b: t for b, t in trained.items() if split[b]})
     trained_nonmembers = _trained_documents(out / "nonmembers", {b: t for b, t in trained.items() if not split[b]})
+    record_files(out, *(pathlib.Path(d.path) for d in trained_members + trained_nonmembers))
     # windows as long as the training blocks, less one position for a BOS before each window
     query = QueryConfig(context=single_pass_context(lm, cap=target.positions))
     loss = member_nonmember_loss(
@@ -215,6 +225,7 @@ def run_lab(
         seeded,
     )
     write_evaluation(evaluation, out / "evaluation", overwrite=True)
+    record_files(out, out / "evaluation")
     columns = ["method", "level", "auc_mean", "auc_std"]
     baseline = evaluation.table[evaluation.table.method != "blind"][columns]
     rows = [{"precision": "float32", **r} for r in baseline.to_dict("records")] if spec.precisions else []
@@ -244,4 +255,5 @@ def run_lab(
         rows,
     )
     atomic_write_text(out / "lab.json", json_text(envelope("lab", result.summary())))
+    record_files(out, out / "lab.json")
     return result

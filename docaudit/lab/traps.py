@@ -25,6 +25,7 @@ from docaudit.config import ModelConfig, TargetConfig, TrapConfig
 from docaudit.corpus.documents import Document
 from docaudit.io import atomic_write_text, json_text, sha256_text
 from docaudit.lab.target import leading_token_ids, train_target
+from docaudit.outputs import record_files
 from docaudit.provenance import envelope
 from docaudit.query.models import load_model
 from docaudit.run import RunContext
@@ -120,6 +121,7 @@ def run_trap_lab(
     docs = [Document(b, f"{b}.txt", t, sha256_text(t)) for b, t in sorted(cut.items())]
     planted = make_traps(docs, plan.generator, traps, progress, plan.sequences)
     planted.registry.write(out / "traps-registry.json")
+    record_files(out, out / "traps-registry.json")
     seconds["plant"] = round(time.perf_counter() - t0, 1)
     by_id = {e.id: planted.texts[e.output] for e in planted.registry.documents}
     members = [by_id[b] for b in sorted(by_id) if split[b]]
@@ -131,7 +133,9 @@ def run_trap_lab(
         dataclasses.replace(target, doc_tokens=None),
         base_model,
         progress,
+        on_epoch_end=lambda *_: record_files(out, out / "target" / "checkpoint"),
     )
+    record_files(out, model_dir)
     seconds["train"] = round(time.perf_counter() - t0, 1)
     t0 = time.perf_counter()
     lm = load_model(ModelConfig(model=str(model_dir)))
@@ -143,4 +147,5 @@ def run_trap_lab(
     result = TrapLabResult(out, model_dir, split, detection, seconds, traps, trained_tokens)
     atomic_write_text(out / "traps.json", json_text(envelope("lab", result.summary())))
     atomic_write_text(out / "traps.csv", pd.DataFrame([*detection.rows, detection.overall]).to_csv(index=False))
+    record_files(out, out / "traps.json", out / "traps.csv")
     return result

@@ -9,6 +9,7 @@ import logging
 import math
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import httpx
@@ -23,6 +24,10 @@ log = logging.getLogger(__name__)
 RETRY_STATUS = (408, 409, 429, 500, 502, 503, 504)
 
 
+class Cancelled(ModelError):
+    """A request stopped because another request of the same document failed."""
+
+
 MAX_LOGPROB = 1e-3  # a log-probability above this (log p <= 0, with room for rounding) is a malformed answer
 MAX_ABS_LOGPROB = 1e30  # below -1e30 a value is not finite in float32, as the statistics are kept
 
@@ -31,9 +36,10 @@ MAX_ABS_LOGPROB = 1e30  # below -1e30 a value is not finite in float32, as the s
 class ApiClient:
     """Requests to one served model: JSON over HTTP (httpx, pooled), each request bounded as a whole by
     ``api_timeout`` seconds (``docaudit.net``), retried ``api_retries`` times with exponential backoff (a 429's
-    ``Retry-After`` honoured) after a failed connection, a timeout or a 408/409/429/5xx answer, within the time left
-    to the current document (``api_document_timeout``); a cap on the requests of a run, and a count of the requests
-    made. Every answer is checked (status, content type, JSON object): anything else is a one-line error naming
+    ``Retry-After`` honoured when it leaves the retries and the document their time, else the call fails at once)
+    after a failed connection, a timeout or a 408/409/429/5xx answer, within the time left to the current document
+    or to loading (``api_document_timeout``, :meth:`bounded`); a cap on the requests of a run, and a count of the
+    requests made. Every answer is checked (status, content type, JSON object): anything else is a one-line error naming
     the URL."""
 
     base: str
@@ -46,6 +52,7 @@ class ApiClient:
     fingerprint: str = ""
     requests: int = 0
     deadline: float | None = None  # time.monotonic() by which the current document must be done
+    cancelled: threading.Event = field(default_factory=threading.Event, repr=False)  # set: stop every request
     _key: str | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _http: object = field(default=None, repr=False)
@@ -59,13 +66,15 @@ class ApiClient:
 
     def _left(self, url: str, attempt: int) -> float:
         """Seconds the next request to ``url`` may take: ``api_timeout``, at most what is left to the document."""
+        if self.cancelled.is_set():
+            raise Cancelled(f"the request to {url} was cancelled")
         if self.deadline is None:
             return self.config.api_timeout
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise DocauditError(
-                f"the {self.config.api_document_timeout:g} s allowed per document (--api-document-timeout) were spent "
-                f"before the request to {url}" + (f" could be tried again ({attempt} tries)" if attempt else "")
+                f"{self._budget()} were spent before the request to {url}"
+                + (f" could be tried again ({attempt} tries)" if attempt else "")
             )
         return min(self.config.api_timeout, left)
 
@@ -81,17 +90,27 @@ class ApiClient:
                 if self._http is None:
                     self._http = net.client(connections=max(1, self.config.api_concurrency))
         delay, retries = self.config.api_backoff, self.config.api_retries
+        # the retries' own deadline: every try taking its whole --api-timeout, with the backoff between them
+        give_up = time.monotonic() + (retries + 1) * self.config.api_timeout + delay * (2**retries - 1)
         for attempt in range(retries + 1):
             timeout = self._left(url, attempt)
             self._count()
             wait = delay
             try:
                 answer = net.request(
-                    self._http, "GET" if body is None else "POST", url, timeout, json=body, headers=headers
+                    self._http,
+                    "GET" if body is None else "POST",
+                    url,
+                    timeout,
+                    cancelled=self.cancelled,
+                    json=body,
+                    headers=headers,
                 )
             except net.Timeout:
                 problem = f"the server at {url} gave no complete answer within {round(timeout, 1):g} s (--api-timeout)"
-            except net.TooLarge as e:
+            except net.Cancelled as e:
+                raise Cancelled(str(e)) from None
+            except net.Unacceptable as e:
                 raise ModelError(f"the server at {url}: {e}") from None
             except httpx.HTTPError as e:
                 problem = f"cannot reach {url}: {_describe(e)}"
@@ -101,19 +120,41 @@ class ApiClient:
                 problem = f"the server at {url} answered {answer.status}: {_detail(answer)}"
                 if answer.status not in RETRY_STATUS:
                     raise ModelError(problem)
-                wait = _retry_after(answer) or delay
+                asked = _retry_after(answer)
+                if asked is not None and time.monotonic() + asked > give_up:
+                    raise ModelError(
+                        f"{problem}; it asks to wait {asked:g} s before trying again (Retry-After), more than "
+                        f"--api-timeout {self.config.api_timeout:g} and --api-retries {retries} allow"
+                    )
+                wait = delay if asked is None else asked
             if attempt == retries:
                 break
             if self.deadline is not None and time.monotonic() + wait >= self.deadline:
-                raise ModelError(
-                    f"{problem}; the {self.config.api_document_timeout:g} s allowed per document "
-                    "(--api-document-timeout) do not leave time to try again"
-                )
+                raise ModelError(f"{problem}; {self._budget()} do not leave time to try again")
             log.info("request to %s failed (%s); retrying in %.1f s", url, problem, wait)
-            time.sleep(wait)
+            if self.cancelled.wait(wait):
+                raise Cancelled(f"the request to {url} was cancelled")
             delay *= 2
         tries = f"{retries + 1} tries" if retries else "1 try"
         raise ModelError(f"{problem} ({tries}; --api-retries {retries})")
+
+    def _budget(self) -> str:
+        return f"the {self.config.api_document_timeout:g} s allowed per document (--api-document-timeout)"
+
+    @contextmanager
+    def bounded(self):
+        """Every request of the block within ``api_document_timeout`` seconds together (when set), and cancelled
+        when the block fails: a request in flight stops, a retry waiting gives up, none starts."""
+        budget = self.config.api_document_timeout
+        self.deadline = None if budget is None else time.monotonic() + budget
+        self.cancelled = threading.Event()
+        try:
+            yield self
+        except BaseException:
+            self.cancelled.set()
+            raise
+        finally:
+            self.deadline = None
 
     def complete(self, prompt: str, **options) -> dict:
         """One completion of at most one token at temperature 0, with the penalties a llama.cpp server would add
@@ -187,7 +228,7 @@ def _retry_after(answer) -> float | None:
         value = float(answer.headers.get("Retry-After"))
     except (TypeError, ValueError):
         return None
-    return value if 0 <= value <= 3600 else None
+    return value if 0 <= value < math.inf else None
 
 
 def logprob(value, url: str, what: str) -> float:

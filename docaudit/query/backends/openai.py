@@ -23,15 +23,14 @@ import json
 import logging
 import math
 import os
-import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import replace
 
 import numpy as np
 
 from docaudit.config import API_LOGPROBS, ModelConfig
 from docaudit.errors import DocauditError, ModelError
-from docaudit.query.backends.api_client import ApiClient, logprob, show, split_url, top_logprobs
+from docaudit.query.backends.api_client import ApiClient, Cancelled, logprob, show, split_url, top_logprobs
 from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, register_backend, stats_from_rows
 from docaudit.query.lazy import torch
 from docaudit.query.loaded import LoadedModel, tokenizer_hash
@@ -69,6 +68,13 @@ def load_api(config: ModelConfig, expected_identity: str | None = None) -> Loade
         if not key:
             raise DocauditError(f"the environment variable {config.api_key_env} (--api-key-env) is not set")
     client = ApiClient(base.rstrip("/"), model_name, config, _key=key)
+    tokenizer = _tokenizer(config.api_tokenizer or spec)
+    with client.bounded():
+        return _load(client, config, tokenizer, expected_identity)
+
+
+def _load(client: ApiClient, config: ModelConfig, tokenizer, expected_identity: str | None) -> LoadedModel:
+    """What :func:`load_api` asks the server, all within ``api_document_timeout`` when set."""
     listed = client.call("/models").get("data", [])
     if not isinstance(listed, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in listed):
         raise DocauditError(
@@ -85,7 +91,6 @@ def load_api(config: ModelConfig, expected_identity: str | None = None) -> Loade
         raise ModelError(f"the server does not serve '{client.model}' (it serves {', '.join(served)})")
     entry = next((m for m in listed if m.get("id") == client.model), {})
     client.fingerprint = hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()[:16]
-    tokenizer = _tokenizer(config.api_tokenizer or spec)
     client.vocab_size = len(tokenizer)
     _check_tokenizer(client, tokenizer)
     client.mode = _logprobs_mode(client, tokenizer) if config.api_logprobs == "auto" else config.api_logprobs
@@ -217,18 +222,23 @@ class OpenAIBackend(Backend):
     def compute(
         self, ids: np.ndarray, context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None = None
     ) -> TokenStats:
-        """The document's statistics, within ``api_document_timeout`` seconds when set; ``floored`` counts the
-        log-probabilities that are only bounds."""
+        """The document's statistics, within ``api_document_timeout`` seconds when set (the first failed window
+        cancels the others); ``floored`` counts the log-probabilities that are only bounds."""
         spans = scored_spans(len(ids), context, stride)
         work = self._echo if self.client.mode == "echo" else self._search
-        budget = self.client.config.api_document_timeout
-        self.client.deadline = None if budget is None else time.monotonic() + budget
         floored_before = self.floored
+        pool = ThreadPoolExecutor(self.client.config.api_concurrency)
         try:
-            with ThreadPoolExecutor(self.client.config.api_concurrency) as pool:
-                parts = list(pool.map(lambda span: work(ids, *span), spans))
+            with self.client.bounded():
+                futures = [pool.submit(work, ids, *span) for span in spans]
+                wait(futures, return_when=FIRST_EXCEPTION)
+                if any(f.done() and f.exception() is not None for f in futures):
+                    self.client.cancelled.set()  # the others stop; the first window that failed (in order) is told
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise next(e for f in futures if not f.cancelled() and _failed(e := f.exception()))
+                parts = [f.result() for f in futures]
         finally:
-            self.client.deadline = None
+            pool.shutdown(wait=True, cancel_futures=True)
         rows = np.full((sum(len(p) for p in parts), 4), np.nan, dtype=np.float32)
         rows[:, :2] = np.concatenate(parts)
         stats = stats_from_rows(ids, rows, None, self.vocab_size, context, stride)
@@ -358,3 +368,8 @@ register_backend(
     ),
     help="an OpenAI-compatible server (echoed prompt log-probabilities, or a logit-bias search)",
 )
+
+
+def _failed(error: BaseException | None) -> bool:
+    """Whether a window's request failed on its own (not cancelled because another one failed)."""
+    return error is not None and not isinstance(error, Cancelled)
