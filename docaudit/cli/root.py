@@ -6,6 +6,7 @@ import click
 
 from docaudit.cli.cache import cache
 from docaudit.cli.command import group, quiet_libraries
+from docaudit.cli.controls import controls
 from docaudit.cli.data import data, dataset_test
 from docaudit.cli.evaluate import evaluate, score
 from docaudit.cli.lab import lab
@@ -34,6 +35,7 @@ def main():
 for _command in (
     train,
     predict,
+    controls,
     lab,
     dataset_test,
     data,

@@ -6,8 +6,9 @@ safetensors, ``models/<name>-<16 hex>/`` with its conversion record, and the emb
 its package, ``models/gemma-3-270m-q4_k_m.gguf``), ``tokenizers`` (a GGUF file's tokenizer,
 ``tokenizers/<name>-<16 hex>/`` with its ``tokenizer_config.json``), ``hashes`` (the memo of a model folder's
 weights hash, ``weights-hash/<64 hex>.txt``) and ``bench`` (the benchmark scripts' GGUF models,
-``bench-models/<preset>-Q4_K_M.gguf``). Anything else under the folder is someone else's: counted as ``other``,
-never removed."""
+``bench-models/<preset>-Q4_K_M.gguf``) and ``controls`` (the synthetic suffixes a generator wrote for a book,
+``controls/<64 hex>.json``, keyed by the book, the generator and the settings). Anything else under the folder is someone else's: counted
+as ``other``, never removed."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ CONVERSION_RECORD = "docaudit-conversion.json"  # size, mtime and hash of every 
 EMBEDDED_GGUF = "gemma-3-270m-q4_k_m.gguf"  # the embedded model's GGUF, assembled under models/
 _DIGEST_DIR = re.compile(r".+-[0-9a-f]{16}")
 _HASH_MEMO = re.compile(r"[0-9a-f]{64}\.txt")
+CONTROLS_FILE = re.compile(r"[0-9a-f]{64}\.json")
 _BENCH_GGUF = re.compile(r"[a-z0-9-]+-(Q4_K_M|f32)\.gguf")
 
 
@@ -63,13 +65,20 @@ def _named_files(folder: str, pattern: re.Pattern) -> Callable[[Path], list[Path
     return lambda root: [p for p in _children(root / folder) if pattern.fullmatch(p.name) and _plain_file(p)]
 
 
-FOLDERS = {"models": "models", "tokenizers": "tokenizers", "hashes": "weights-hash", "bench": "bench-models"}
+FOLDERS = {
+    "models": "models",
+    "tokenizers": "tokenizers",
+    "hashes": "weights-hash",
+    "bench": "bench-models",
+    "controls": "controls",
+}
 KINDS: dict[str, tuple[str, Callable[[Path], list[Path]]]] = {
     "stats": ("token statistics", lambda root: StatsCache(root).entries()),
     "models": ("converted models and the embedded model's GGUF", _models),
     "tokenizers": ("tokenizers read from GGUF files", _tokenizers),
     "hashes": ("memos of model folders' weight hashes", _named_files("weights-hash", _HASH_MEMO)),
     "bench": ("the benchmark scripts' GGUF models", _named_files("bench-models", _BENCH_GGUF)),
+    "controls": ("synthetic suffixes written for books", _named_files("controls", CONTROLS_FILE)),
 }
 
 
