@@ -5,10 +5,10 @@ Kinds: ``stats`` (token statistics, ``stats/<2 hex>/<64 hex>.npz``), ``models`` 
 safetensors, ``models/<name>-<16 hex>/`` with its conversion record, and the embedded model's GGUF assembled from
 its package, ``models/gemma-3-270m-q4_k_m.gguf``), ``tokenizers`` (a GGUF file's tokenizer,
 ``tokenizers/<name>-<16 hex>/`` with its ``tokenizer_config.json``), ``hashes`` (the memo of a model folder's
-weights hash, ``weights-hash/<64 hex>.txt``) and ``bench`` (the benchmark scripts' GGUF models,
+weights hash, ``weights-hash/<64 hex>.txt``), ``bench`` (the benchmark scripts' GGUF models,
 ``bench-models/<preset>-Q4_K_M.gguf``) and ``controls`` (the synthetic suffixes a generator wrote for a book,
-``controls/<64 hex>.json``, keyed by the book, the generator and the settings). Anything else under the folder is someone else's: counted
-as ``other``, never removed."""
+``controls/<64 hex>.json``, keyed by the book, the generator and the settings). Anything else under the folder is
+someone else's: counted as ``other``, never removed."""
 
 from __future__ import annotations
 
