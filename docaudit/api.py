@@ -407,11 +407,13 @@ def synthetic_controls(
     library_docs = None
     if library is not None:
         library_docs = load_documents(library, documents.raw, progress, skips, documents.normalize_chars)
-    loaded = {}
-    for role, given in (("target", model), ("generator", generator), ("reference", reference)):
-        if given is not None:
-            loaded[role] = given if isinstance(given, LoadedModel) else load_model(given)
-            require_in_process(loaded[role], f"the {role}")
+    given = {"target": model, "generator": generator, "reference": reference}
+    given = {role: m for role, m in given.items() if m is not None}
+    for role, m in given.items():
+        require_in_process(m, f"the {role}")
+    loaded = {role: m if isinstance(m, LoadedModel) else load_model(m) for role, m in given.items()}
+    for role, m in loaded.items():
+        require_in_process(m, f"the {role}")
     for role in ("generator", "reference"):
         if role in loaded and loaded[role].identity == loaded["target"].identity:
             raise DocauditError(f"the {role} is the target model itself: give --{role} another model")

@@ -32,7 +32,7 @@ import torch
 
 from docaudit.config import TrapConfig
 from docaudit.corpus.traps import TrapSequence, jaccard
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, ModelError
 from docaudit.query.models import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -204,13 +204,15 @@ def continuations(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
     return [out[i * samples : (i + 1) * samples] for i in range(len(prompts))]
 
 
-def require_in_process(lm: LoadedModel, role: str) -> None:
-    """Refuse, in one line, a model that is not run in this process: a server (a chat-only API above all) or a
-    llama.cpp file cannot write or score a given continuation here."""
-    if lm.config.backend == "openai":
-        raise DocauditError(
+def require_in_process(lm, role: str) -> None:
+    """Refuse, in one line (a :class:`ModelError`), a model (loaded, or its ``ModelConfig``) that is not run in
+    this process: a server (a chat-only API above all) or a llama.cpp file cannot write or score given suffixes
+    here."""
+    config = getattr(lm, "config", lm)
+    if config.backend == "openai":
+        raise ModelError(
             f"{role} is served by an API: a chat-only API cannot score or write given suffixes; "
             "use a local model (--backend transformers)"
         )
-    if lm.config.backend != "transformers" or not isinstance(lm.model, torch.nn.Module):
-        raise DocauditError(f"{role} must be a model run in this process (--backend transformers)")
+    if config.backend != "transformers" or (isinstance(lm, LoadedModel) and not isinstance(lm.model, torch.nn.Module)):
+        raise ModelError(f"{role} must be a model run in this process (--backend transformers)")
