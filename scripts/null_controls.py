@@ -132,10 +132,11 @@ def summary(rows: list[dict]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--doses", default="3,6,12,24", help="target epochs, one repetition each")
+    parser.add_argument("--doses", default="3,6,12", help="target epochs, one repetition each")
     parser.add_argument("--words", type=int, default=250)
     parser.add_argument("--library", type=int, default=20)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--work", default=None, help="folder of the trained models (kept; reused when run again)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
@@ -147,7 +148,7 @@ def main() -> None:
     ref_ids = [old[i].stem for i in order[20:50]]
     pool = [old[i].stem for i in order[50:]]
     era = [p.stem for p in new]
-    work = Path(tempfile.mkdtemp(prefix="docaudit-controls-null-"))
+    work = Path(args.work or tempfile.mkdtemp(prefix="docaudit-controls-null-"))
     began = time.time()
     models = {}
     for role, ids in (("generator", gen_ids), ("reference", ref_ids)):
