@@ -173,6 +173,12 @@ def test_command_outputs_cache_and_schema(shelf, tiny_gpt2, tiny_llama):
     assert [b["p_value"] for b in again["books"]] == [b["p_value"] for b in out["books"]]
     info = json.loads(CliRunner().invoke(main, ["cache", "info", "--format", "json"]).output)
     assert info["kinds"]["controls"]["entries"] == 5 and info["other"]["files"] == 0
+    stats = info["kinds"]["stats"]["entries"]
+    cleared = CliRunner().invoke(main, ["cache", "clear", "--kind", "controls", "--yes"])
+    assert cleared.exit_code == 0, cleared.output
+    info = json.loads(CliRunner().invoke(main, ["cache", "info", "--format", "json"]).output)
+    assert info["kinds"]["controls"]["entries"] == 0 and info["kinds"]["stats"]["entries"] == stats
+    assert json.loads(run([*args, "--format", "json"]).output)["books"][0]["tokens_generated"] > 0
     csv = run([*args, "--format", "csv"])
     assert csv.exit_code == 0 and csv.output.splitlines()[0].startswith("file,id,sha256,verdict")
     text = run(args)
