@@ -185,7 +185,7 @@ def test_command_outputs_cache_and_schema(shelf, tiny_gpt2, tiny_llama):
     assert text.exit_code == 0 and "contrast" in text.output and "null: t prediction interval" in text.output
 
 
-def test_a_damaged_cache_entry_is_generated_again(shelf, tiny_gpt2, tiny_llama):
+def test_a_damaged_cache_entry_is_generated_again_and_a_reference_alone_is_inconclusive(shelf, tiny_gpt2, tiny_llama):
     from docaudit.query.cache_entries import entries
 
     args = [shelf / "books", "--model", tiny_llama, "--generator", tiny_gpt2, "--reference", tiny_gpt2]
@@ -195,7 +195,10 @@ def test_a_damaged_cache_entry_is_generated_again(shelf, tiny_gpt2, tiny_llama):
         path.write_text("{not json")
     again = run(args)
     assert again.exit_code == 0, again.output
-    assert all(b["tokens_generated"] > 0 for b in json.loads(again.output)["books"])
+    books = json.loads(again.output)["books"]
+    assert all(b["tokens_generated"] > 0 for b in books)
+    assert all(b["verdict"] == "inconclusive" and "no null library" in b["reason"] for b in books)
+    assert all(b["p_value"] is None and b["contrast"] is not None for b in books)
 
 
 def test_dry_run_loads_nothing(shelf, tiny_gpt2):

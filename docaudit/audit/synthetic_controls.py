@@ -7,7 +7,8 @@ prefix from the generator (cached by book, generator and settings, reused across
 suffix after the same context in bits per byte; the per-passage contrast real − mean synthetic (minus the same
 contrast under a reference model that cannot have seen the book, when one is given); the book's mean contrast with
 a batch-means standard error. The p-value is against a null library of never-seen texts treated the same way (t
-prediction interval) or, with a reference model alone, against 0. A placebo (a synthetic suffix in the real one's
+prediction interval); with a reference model alone the book is "inconclusive" (measured: that null is not valid).
+A placebo (a synthetic suffix in the real one's
 place) and, with both a reference and a library, the reference's own contrast outside the library's range turn the
 verdict "inconclusive" with the reason."""
 
@@ -32,6 +33,11 @@ from docaudit.query.generate import continuations
 from docaudit.query.loaded import LoadedModel
 
 CACHE_FORMAT = 1
+NO_LIBRARY = (
+    "no null library: a reference model alone gives no valid null (under a tiny target that never saw the books, "
+    'its t-test of the contrast against 0 fired for 24% of them at level 0.05; docs/methods.md, "Paired synthetic '
+    'controls"); give --null-library DIR'
+)
 
 
 @dataclass(frozen=True)
@@ -202,7 +208,10 @@ def judge(books: list[BookControls], library: list[BookControls] | None, config:
     for b in books:
         if b.contrast is None:
             continue
-        b.p_value = library_p_value(b.contrast.mean, null) if library is not None else b.contrast.t_p_value()
+        if library is not None:
+            b.p_value = library_p_value(b.contrast.mean, null)
+        else:
+            b.reasons.append(NO_LIBRARY)
         placebo_p = b.placebo.t_p_value(two_sided=True)
         if placebo_p is not None and placebo_p < config.placebo_alpha:
             b.reasons.append(

@@ -40,7 +40,7 @@ SETTINGS = (
     "library",
     multiple=True,
     type=click.Path(),
-    help="Texts the target never saw (files or folders), treated like the books: the null's distribution.",
+    help="Texts the target never saw (files or folders), treated like the books: the null (needed for a verdict).",
     section="inputs",
 )
 @model_options
@@ -53,7 +53,7 @@ SETTINGS = (
 @option(
     "--reference",
     default=None,
-    help="Model that cannot have seen the books; its contrast is subtracted (forms of --model).",
+    help="Model that cannot have seen the books: its contrast is subtracted (forms of --model).",
     section="model",
 )
 @field_options(ControlsConfig, *SETTINGS)
