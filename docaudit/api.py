@@ -414,3 +414,63 @@ def map_books(
     if out is not None:
         write_map(result, Path(out), overwrite)
     return result
+
+
+def synthetic_controls(
+    books,
+    model: ModelConfig | LoadedModel = ModelConfig(),
+    generator: ModelConfig | LoadedModel = ModelConfig(),
+    reference: ModelConfig | LoadedModel | None = None,
+    library=None,
+    config=None,
+    documents: DocumentSpec = DocumentSpec(),
+    progress: bool = False,
+) -> dict:
+    """Test each of ``books`` for membership in ``model`` against synthetic suffixes ``generator`` writes for the
+    books' own prefixes (``audit.synthetic_controls``): the null from the never-seen texts ``library``, a
+    ``reference`` model that cannot have seen the books, or both. Returns the books' tests and verdicts, the
+    library's, the null in words, the settings, the models' records and the skipped documents."""
+    from dataclasses import asdict
+
+    from docaudit.audit.synthetic_controls import controls_audit
+    from docaudit.config import ControlsConfig
+    from docaudit.errors import DocauditError
+    from docaudit.provenance import model_record
+    from docaudit.query.generate import require_in_process
+    from docaudit.query.models import load_model
+
+    config = config or ControlsConfig()
+    if library is None and reference is None:
+        raise DocauditError("synthetic controls need a null: give --null-library DIR, --reference MODEL, or both")
+    skips = documents.skips if documents.skips is not None else Skips()
+    docs = load_documents(books, documents.raw, progress, skips, documents.normalize_chars)
+    library_docs = None
+    if library is not None:
+        library_docs = load_documents(library, documents.raw, progress, skips, documents.normalize_chars)
+    given = {"target": model, "generator": generator, "reference": reference}
+    given = {role: m for role, m in given.items() if m is not None}
+    for role, m in given.items():
+        require_in_process(m, f"the {role}")
+    loaded = {role: m if isinstance(m, LoadedModel) else load_model(m) for role, m in given.items()}
+    for role, m in loaded.items():
+        require_in_process(m, f"the {role}")
+    for role in ("generator", "reference"):
+        if role in loaded and loaded[role].identity == loaded["target"].identity:
+            raise DocauditError(f"the {role} is the target model itself: give --{role} another model")
+    with showing(progress):
+        result = controls_audit(docs, library_docs, loaded, config, progress)
+    null = (
+        "t prediction interval against the null library" if library is not None else "t-test of the contrast against 0"
+    )
+    if reference is not None:
+        null += ", contrasts net of the reference model's"
+    result.update(
+        null=null,
+        settings=asdict(config),
+        generator=model_record(loaded["generator"]),
+        reference=model_record(loaded["reference"]) if "reference" in loaded else None,
+        skipped=skips.as_json(),
+        inputs=document_records(docs, "judged") + document_records(library_docs or [], "library"),
+        model=model_record(loaded["target"]),
+    )
+    return result

@@ -43,6 +43,7 @@ COMMAND_SCHEMAS = {
     "data-check": "data-check",
     "traps-make": "traps-make",
     "traps-detect": "traps-detect",
+    "controls": "controls",
     "evaluate": "evaluation",
     "score": "score",
     "sequence": "sequence",

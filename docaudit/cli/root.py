@@ -6,6 +6,7 @@ import click
 
 from docaudit.cli.cache import cache
 from docaudit.cli.command import group, quiet_libraries
+from docaudit.cli.controls import controls
 from docaudit.cli.data import data, dataset_test
 from docaudit.cli.echo import escape_unencodable
 from docaudit.cli.evaluate import evaluate, score
@@ -42,6 +43,7 @@ COMMANDS = (
     (evaluate, "Compare every method on the same folds of labelled documents."),
     (report, "Verdict and contamination rate per book."),
     (localize, "Which chapters of a book score like trained text."),
+    (controls, "Test one book against synthetic controls written from its own text."),
     (sequence, "Sequence-level evaluation, as benchmark papers report it."),
     (score, "Raw membership scores per document."),
     (dataset_test, "Test whether a set of suspect documents was trained on."),

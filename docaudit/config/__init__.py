@@ -26,6 +26,7 @@ from docaudit.config.base import (
     check_range,
     setting,
 )
+from docaudit.config.controls import ControlsConfig
 from docaudit.config.inputs import (
     GROUP_SEPARATOR,
     HUB_PROBE_SECONDS,
@@ -42,6 +43,7 @@ from docaudit.config.methods import DetectorConfig, MetaConfig, ScalingConfig, T
 from docaudit.config.query import ModelConfig, QueryConfig, RayConfig
 
 __all__ = [
+    "ControlsConfig",
     "PACKAGE_DIR",
     "DEFAULT_CLASSIFIER",
     "MANIFESTS_DIR",

@@ -5,10 +5,11 @@ Kinds: ``stats`` (token statistics, ``stats/<2 hex>/<64 hex>.npz``), ``models`` 
 safetensors, ``models/<name>-<16 hex>/`` with its conversion record, and the embedded model's GGUF assembled from
 its package, ``models/gemma-3-270m-q4_k_m.gguf``), ``tokenizers`` (a GGUF file's tokenizer,
 ``tokenizers/<name>-<16 hex>/`` with its ``tokenizer_config.json``), ``hashes`` (the memo of a model folder's
-weights hash, ``weights-hash/<64 hex>.txt``) and ``bench`` (the benchmark scripts' GGUF models,
-``bench-models/<preset>-Q4_K_M.gguf``) and ``rates`` (throughput measured by real runs on this machine, read by
-``--dry-run``, ``rates/<16 hex>.json``). Anything else under the folder is someone else's: counted as ``other``,
-never removed."""
+weights hash, ``weights-hash/<64 hex>.txt``), ``bench`` (the benchmark scripts' GGUF models,
+``bench-models/<preset>-Q4_K_M.gguf``), ``rates`` (throughput measured by real runs on this machine, read by
+``--dry-run``, ``rates/<16 hex>.json``) and ``controls`` (the synthetic suffixes a generator wrote for a book,
+``controls/<64 hex>.json``, keyed by the book, the generator and the settings). Anything else under the folder is
+someone else's: counted as ``other``, never removed."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ CONVERSION_RECORD = "docaudit-conversion.json"  # size, mtime and hash of every 
 EMBEDDED_GGUF = "gemma-3-270m-q4_k_m.gguf"  # the embedded model's GGUF, assembled under models/
 _DIGEST_DIR = re.compile(r".+-[0-9a-f]{16}")
 _HASH_MEMO = re.compile(r"[0-9a-f]{64}\.txt")
+CONTROLS_FILE = re.compile(r"[0-9a-f]{64}\.json")
 _BENCH_GGUF = re.compile(r"[a-z0-9-]+-(Q4_K_M|f32)\.gguf")
 _RATE = re.compile(r"[0-9a-f]{16}\.json")
 
@@ -72,6 +74,7 @@ FOLDERS = {
     "hashes": "weights-hash",
     "bench": "bench-models",
     "rates": RATES_FOLDER,
+    "controls": "controls",
 }
 KINDS: dict[str, tuple[str, Callable[[Path], list[Path]]]] = {
     "stats": ("token statistics", lambda root: StatsCache(root).entries()),
@@ -80,6 +83,7 @@ KINDS: dict[str, tuple[str, Callable[[Path], list[Path]]]] = {
     "hashes": ("memos of model folders' weight hashes", _named_files("weights-hash", _HASH_MEMO)),
     "bench": ("the benchmark scripts' GGUF models", _named_files("bench-models", _BENCH_GGUF)),
     "rates": ("throughput measured on this machine (for estimates)", _named_files(RATES_FOLDER, _RATE)),
+    "controls": ("synthetic suffixes written for books", _named_files("controls", CONTROLS_FILE)),
 }
 
 

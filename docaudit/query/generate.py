@@ -36,7 +36,7 @@ import torch
 from docaudit.config import TrapConfig
 from docaudit.corpus.prose import ProseCheck
 from docaudit.corpus.traps import TrapSequence, jaccard
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, ModelError
 from docaudit.query.models import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -199,3 +199,54 @@ def _rejects(ids: list[int], ppl: float, config: TrapConfig, kept_sets: list[set
     if any(jaccard(own, other) > config.jaccard for other in kept_sets):
         return "near duplicate"
     return None
+
+
+@torch.no_grad()
+def continuations(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tokens: int, options: dict) -> list:
+    """Per prompt (generator token ids, all of one length), ``samples`` continuations of exactly ``n_tokens`` new
+    ids, pure sampling at ``options["temperature"]`` (no top-k, no top-p; EOS cannot end one early), seeded by
+    ``options["seed"]``, ``options["batch_size"]`` sequences per call; the prompt gets the generator's BOS first
+    when its tokenizer starts encodings with one."""
+    from docaudit.query.stats import bos_per_window
+
+    require_in_process(lm, "the generator")
+    tok = lm.tokenizer
+    bos = bos_per_window(tok)
+    rows = [([bos] if bos is not None else []) + list(p) for p in prompts for _ in range(samples)]
+    if lm.max_positions is not None and rows and len(rows[0]) + n_tokens > lm.max_positions:
+        raise DocauditError(
+            f"the generator takes {lm.max_positions} positions, fewer than a passage's {len(rows[0]) + n_tokens} tokens"
+        )
+    pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
+    torch.manual_seed(options["seed"])
+    lm.model.eval()
+    out = []
+    for start in range(0, len(rows), options["batch_size"]):
+        batch = torch.tensor(rows[start : start + options["batch_size"]], dtype=torch.long, device=lm.device)
+        sampled = lm.model.generate(
+            batch,
+            attention_mask=torch.ones_like(batch),
+            do_sample=True,
+            temperature=float(options["temperature"]),
+            top_k=0,
+            top_p=1.0,
+            max_new_tokens=n_tokens,
+            min_new_tokens=n_tokens,
+            pad_token_id=pad,
+        )[:, batch.shape[1] :]
+        out += sampled.cpu().tolist()
+    return [out[i * samples : (i + 1) * samples] for i in range(len(prompts))]
+
+
+def require_in_process(lm, role: str) -> None:
+    """Refuse, in one line (a :class:`ModelError`), a model (loaded, or its ``ModelConfig``) that is not run in
+    this process: a server (a chat-only API above all) or a llama.cpp file cannot write or score given suffixes
+    here."""
+    config = getattr(lm, "config", lm)
+    if config.backend == "openai":
+        raise ModelError(
+            f"{role} is served by an API: a chat-only API cannot score or write given suffixes; "
+            "use a local model (--backend transformers)"
+        )
+    if config.backend != "transformers" or (isinstance(lm, LoadedModel) and not isinstance(lm.model, torch.nn.Module)):
+        raise ModelError(f"{role} must be a model run in this process (--backend transformers)")

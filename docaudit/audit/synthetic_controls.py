@@ -1,0 +1,254 @@
+"""The paired synthetic-control test: was this book in the target's training data, judged against suffixes a
+generator wrote for the book's own prefixes (post-hoc dataset inference, Zhao, Maini, Boenisch & Dziedzic, ICML
+2025, ``sprintml/PostHocDatasetInference``, adapted to one book; docs/methods.md).
+
+Per book: passages across the whole book (context, prefix, real suffix); ``samples`` synthetic suffixes per
+prefix from the generator (cached by book, generator and settings, reused across targets); the target scores every
+suffix after the same context in bits per byte; the per-passage contrast real − mean synthetic (minus the same
+contrast under a reference model that cannot have seen the book, when one is given); the book's mean contrast with
+a batch-means standard error. The p-value is against a null library of never-seen texts treated the same way (t
+prediction interval); with a reference model alone the book is "inconclusive" (measured: that null is not valid).
+A placebo (a synthetic suffix in the real one's
+place) and, with both a reference and a library, the reference's own contrast outside the library's range turn the
+verdict "inconclusive" with the reason."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from docaudit.config import ControlsConfig
+from docaudit.errors import DocauditError
+from docaudit.inference.controls import BlockMean, block_mean, contrasts, library_p_value
+from docaudit.inference.verdicts import run_verdicts
+from docaudit.io import atomic_write_text
+from docaudit.query.cache import cache_root
+from docaudit.query.cache_entries import FOLDERS
+from docaudit.query.conditional import bits_per_byte, scored_tokens
+from docaudit.query.generate import continuations
+from docaudit.query.loaded import LoadedModel
+
+CACHE_FORMAT = 1
+NO_LIBRARY = (
+    "no null library: a reference model alone gives no valid null (under a tiny target that never saw the books, "
+    'its t-test of the contrast against 0 fired for 24% of them at level 0.05; docs/methods.md, "Paired synthetic '
+    'controls"); give --null-library DIR'
+)
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One passage of a book: its start (in generator tokens), context, prefix, real suffix and synthetic ones."""
+
+    start: int
+    context: str
+    prefix: str
+    real: str
+    synthetic: tuple[str, ...]
+
+
+@dataclass
+class BookControls:
+    """One text's test: its statistic (``contrast``), the placebo's, the target's and the reference's own mean
+    contrasts, its p-value, the reasons that make it inconclusive, and its cost."""
+
+    id: str
+    path: str
+    sha256: str
+    passages: int
+    contrast: BlockMean | None = None
+    placebo: BlockMean | None = None
+    target_contrast: float | None = None
+    reference_contrast: float | None = None
+    p_value: float | None = None
+    reasons: list[str] = field(default_factory=list)
+    cost: dict = field(default_factory=dict)
+
+    def as_json(self) -> dict:
+        out = asdict(self)
+        for key in ("contrast", "placebo"):
+            block = getattr(self, key)
+            out[key] = None if block is None else {"mean": block.mean, "se": block.se, "df": block.df}
+        return out
+
+
+def passage_starts(n_tokens: int, config: ControlsConfig, rng: np.random.Generator) -> list[int]:
+    """Starts of non-overlapping passages, one at random in each of up to ``config.passages`` equal stretches of
+    the book (fewer when the book is short)."""
+    length = config.passage_tokens
+    n = min(config.passages, n_tokens // length)
+    if n == 0:
+        return []
+    width = n_tokens // n
+    return [k * width + int(rng.integers(0, width - length + 1)) for k in range(n)]
+
+
+def _book_seed(config: ControlsConfig, sha256: str) -> int:
+    return int(hashlib.sha256(f"{config.seed}:{sha256}".encode()).hexdigest()[:8], 16)
+
+
+def _cache_key(sha256: str, generator: LoadedModel, config: ControlsConfig) -> str:
+    key = {"book": sha256, "generator": generator.identity, "tokenizer": generator.tokenizer_hash}
+    return hashlib.sha256(json.dumps({**key, **config.generation_key()}, sort_keys=True).encode()).hexdigest()
+
+
+def _read_cached(path, config: ControlsConfig) -> list[Passage] | None:
+    """The passages of a cache entry, or None when it is missing or damaged (a damaged entry is a miss)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != CACHE_FORMAT:
+            return None
+        out = [
+            Passage(
+                int(p["start"]), str(p["context"]), str(p["prefix"]), str(p["real"]), tuple(map(str, p["synthetic"]))
+            )
+            for p in data["passages"]
+        ]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return out if all(len(p.synthetic) == config.samples for p in out) else None
+
+
+def book_passages(text: str, sha256: str, generator: LoadedModel, config: ControlsConfig) -> tuple[list, bool]:
+    """The book's passages with their synthetic suffixes, from the cache when it holds them; and whether they were
+    generated now."""
+    path = cache_root() / FOLDERS["controls"] / f"{_cache_key(sha256, generator, config)}.json"
+    if (cached := _read_cached(path, config)) is not None:
+        return cached, False
+    tok = generator.tokenizer
+    ids = list(tok(text, add_special_tokens=False).input_ids)
+    seed = _book_seed(config, sha256)
+    starts = passage_starts(len(ids), config, np.random.default_rng(seed))
+    c, p = config.context_tokens, config.prefix_tokens
+    prompts = [ids[s : s + c + p] for s in starts]
+    options = {"temperature": config.temperature, "seed": seed, "batch_size": config.batch_size}
+    sampled = continuations(generator, prompts, config.samples, config.suffix_tokens, options) if starts else []
+
+    def decode(x):
+        return tok.decode(x, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    passages = [
+        Passage(
+            s,
+            decode(ids[s : s + c]),
+            decode(ids[s + c : s + c + p]),
+            decode(ids[s + c + p : s + config.passage_tokens]),
+            tuple(decode(x) for x in rows),
+        )
+        for s, rows in zip(starts, sampled)
+    ]
+    record = {"format": CACHE_FORMAT, "generator": generator.identity, "passages": [asdict(x) for x in passages]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(record))
+    return passages, True
+
+
+def passage_scores(lm: LoadedModel, passages: list[Passage], batch_size: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Scores (minus bits per byte: higher is more likely) of the real suffixes and of the synthetic ones (one row
+    per passage) after context and prefix, and the tokens the model ran over."""
+    m = len(passages[0].synthetic)
+    pairs = [(p.context + p.prefix, s) for p in passages for s in (p.real, *p.synthetic)]
+    scores = -bits_per_byte(lm, pairs, batch_size).reshape(len(passages), m + 1)
+    return scores[:, 0], scores[:, 1:], scored_tokens(lm, pairs)
+
+
+def examine_book(doc, models: dict, config: ControlsConfig) -> BookControls:
+    """One text through generation and scoring (``models``: ``generator``, ``target`` and optional ``reference``),
+    its statistic and placebo; no p-value yet (that needs the library)."""
+    began = time.process_time()
+    passages, generated = book_passages(doc.text, doc.sha256, models["generator"], config)
+    out = BookControls(doc.id, str(doc.path), doc.sha256, len(passages))
+    if len(passages) < 2 * config.block:
+        out.reasons.append(
+            f"too short: {len(passages)} passages of {config.passage_tokens} generator tokens, "
+            f"fewer than two blocks of {config.block}"
+        )
+        return out
+    scored = 0
+    per_model = {}
+    for role in ("target", "reference"):
+        if models.get(role) is not None:
+            real, synthetic, n = passage_scores(models[role], passages, config.batch_size)
+            per_model[role] = contrasts(real, synthetic)
+            scored += n
+    keep = np.all([np.isfinite(a) for pair in per_model.values() for a in pair], axis=0)
+    if keep.sum() < 2 * config.block:
+        out.reasons.append("too few passages with a finite score (empty suffixes)")
+        return out
+    delta, placebo = (a[keep] for a in per_model["target"])
+    out.target_contrast = float(delta.mean())
+    if "reference" in per_model:
+        ref_delta, ref_placebo = (a[keep] for a in per_model["reference"])
+        out.reference_contrast = float(ref_delta.mean())
+        delta, placebo = delta - ref_delta, placebo - ref_placebo
+    out.contrast, out.placebo = block_mean(delta, config.block), block_mean(placebo, config.block)
+    out.cost = {
+        "tokens_generated": len(passages) * config.samples * config.suffix_tokens if generated else 0,
+        "tokens_scored": scored,
+        "cpu_seconds": round(time.process_time() - began, 3),
+        "from_cache": not generated,
+    }
+    return out
+
+
+def judge(books: list[BookControls], library: list[BookControls] | None, config: ControlsConfig) -> list:
+    """p-values (against the library, else against 0), the diagnostics' reasons, and the verdicts of the run's
+    books (Benjamini–Hochberg over those with a p-value)."""
+    usable = [b for b in library or [] if b.contrast is not None]
+    if library is not None and len(usable) < config.min_library:
+        raise DocauditError(
+            f"the null library gave {len(usable)} usable texts, fewer than --min-library {config.min_library}"
+        )
+    null = np.array([b.contrast.mean for b in usable])
+    ref_null = [b.reference_contrast for b in usable if b.reference_contrast is not None]
+    for b in books:
+        if b.contrast is None:
+            continue
+        if library is not None:
+            b.p_value = library_p_value(b.contrast.mean, null)
+        else:
+            b.reasons.append(NO_LIBRARY)
+        placebo_p = b.placebo.t_p_value(two_sided=True)
+        if placebo_p is not None and placebo_p < config.placebo_alpha:
+            b.reasons.append(
+                f"placebo failed: a synthetic suffix in the real one's place gives a contrast of "
+                f"{b.placebo.mean:+.4f} bits/byte (p = {placebo_p:.2g}), not about 0"
+            )
+        if ref_null and b.reference_contrast is not None and not min(ref_null) <= b.reference_contrast <= max(ref_null):
+            b.reasons.append(
+                f"the reference model's real-vs-synthetic contrast ({b.reference_contrast:+.4f} bits/byte) lies "
+                f"outside the range seen on the never-seen library texts ({min(ref_null):+.4f} to "
+                f"{max(ref_null):+.4f})"
+            )
+    return run_verdicts([b.p_value for b in books], [b.reasons for b in books], None, config.alpha)
+
+
+def controls_audit(docs, library_docs, models: dict, config: ControlsConfig, progress: bool = False) -> dict:
+    """Every book of ``docs`` tested (``library_docs``: the never-seen texts of the null, or None for the
+    reference-only test); returns the books, the library's statistics and the verdicts."""
+    from tqdm.auto import tqdm
+
+    if library_docs is None and models.get("reference") is None:
+        raise DocauditError("synthetic controls need a null: give --null-library DIR, --reference MODEL, or both")
+    every = list(docs) + list(library_docs or [])
+    tested = [examine_book(d, models, config) for d in tqdm(every, desc="synthetic controls", disable=not progress)]
+    books, library = tested[: len(docs)], (tested[len(docs) :] if library_docs is not None else None)
+    verdicts = judge(books, library, config)
+    return {"books": books, "library": library, "verdicts": verdicts}
+
+
+def planned_cost(n_texts: int, config: ControlsConfig, scoring_models: int) -> dict:
+    """The most a run can take for ``n_texts`` texts (books and library), before any model loads: passages, tokens
+    generated, and tokens the scoring models run over (a short book has fewer passages; a cached book generates
+    nothing)."""
+    passages = n_texts * config.passages
+    return {
+        "texts": n_texts,
+        "passages": passages,
+        "tokens_generated": passages * config.samples * config.suffix_tokens,
+        "tokens_scored": passages * (config.samples + 1) * (config.passage_tokens + 1) * scoring_models,
+    }

@@ -1,0 +1,64 @@
+"""Paired synthetic controls: the membership test whose controls are written from the judged book itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from docaudit.config.base import check_range, setting
+from docaudit.errors import DocauditError
+
+
+@dataclass(frozen=True)
+class ControlsConfig:
+    """Per book, ``passages`` passages are drawn across the whole book (one at random in each of as many equal
+    stretches), each a context of ``context_tokens``, a prefix of ``prefix_tokens`` and the real suffix of
+    ``suffix_tokens`` generator tokens. The generator writes ``samples`` suffixes for each context and prefix (pure
+    sampling at ``temperature``); the target scores the real and synthetic suffixes after the same context, in
+    bits per byte. The book's statistic is the mean per-passage contrast, its standard error from the means of
+    ``block`` consecutive passages (batch means, so that nearby passages may depend on each other). A null library
+    needs at least ``min_library`` texts; the placebo (a synthetic suffix in place of the real one) turns the
+    verdict "inconclusive" when its contrast differs from 0 at level ``placebo_alpha``; ``alpha`` is the level of
+    the verdict after Benjamini–Hochberg over the run."""
+
+    passages: int = setting(32, "Passages sampled per book, one per equal stretch of it.", "method")
+    context_tokens: int = setting(48, "Context before each prefix, in generator tokens.", "method")
+    prefix_tokens: int = setting(48, "Prefix the generator continues, in generator tokens.", "method")
+    suffix_tokens: int = setting(48, "Suffix length (real and synthetic), in generator tokens.", "method")
+    samples: int = setting(4, "Synthetic suffixes per prefix (at least 2: one serves the placebo).", "method")
+    temperature: float = setting(1.0, "Sampling temperature of the generator.", "method")
+    block: int = setting(4, "Consecutive passages per block of the standard error.", "method")
+    min_library: int = setting(10, "Fewest never-seen texts a null library must give.", "method")
+    placebo_alpha: float = setting(
+        0.01, "Level at which a non-zero placebo contrast makes a book inconclusive.", "method"
+    )
+    alpha: float = setting(0.05, "Level of the verdict (after Benjamini–Hochberg over the run).", "method")
+    seed: int = setting(0, "Seed of the passage choice and the generation.", "method")
+    batch_size: int = 16
+
+    def __post_init__(self):
+        for name in ("passages", "context_tokens", "prefix_tokens", "suffix_tokens", "block", "batch_size"):
+            check_range(f"--{name.replace('_', '-')}", getattr(self, name), 1)
+        check_range("--samples", self.samples, 2)
+        check_range("--min-library", self.min_library, 3)
+        check_range("--placebo-alpha", self.placebo_alpha, 0.0, 1.0)
+        check_range("--alpha", self.alpha, 0.0, 1.0)
+        if not self.temperature > 0:
+            raise DocauditError(f"--temperature {self.temperature} must be positive")
+        if self.passages < 2 * self.block:
+            raise DocauditError(f"--passages {self.passages} must give at least two blocks of --block {self.block}")
+
+    @property
+    def passage_tokens(self) -> int:
+        return self.context_tokens + self.prefix_tokens + self.suffix_tokens
+
+    def generation_key(self) -> dict:
+        """The settings that decide the generated text (with the book and the generator they key its cache)."""
+        return {
+            "passages": self.passages,
+            "context_tokens": self.context_tokens,
+            "prefix_tokens": self.prefix_tokens,
+            "suffix_tokens": self.suffix_tokens,
+            "samples": self.samples,
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }

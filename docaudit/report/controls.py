@@ -1,0 +1,75 @@
+"""What ``docaudit controls`` prints: per book the verdict line first, then the contrast with its interval, the
+placebo and the cost; as rows for JSON and CSV."""
+
+from __future__ import annotations
+
+from docaudit.report.verdicts import _num, verdict_line
+
+
+def _interval(block) -> tuple[float | None, float | None]:
+    """The 95% t interval of a block mean (None without a standard error)."""
+    from scipy.stats import t
+
+    if block is None or not block.se == block.se or block.df < 1:
+        return None, None
+    half = float(t.ppf(0.975, block.df)) * block.se
+    return block.mean - half, block.mean + half
+
+
+def controls_rows(result: dict) -> list[dict]:
+    """One flat row per judged book: verdict, p and q, the contrast (bits per byte) with its 95% interval, the
+    placebo's, the target's and the reference's own contrasts, passages and cost."""
+    rows = []
+    for book, verdict in zip(result["books"], result["verdicts"]):
+        low, high = _interval(book.contrast)
+        rows.append(
+            {
+                "file": book.path,
+                "id": book.id,
+                "sha256": book.sha256,
+                "verdict": verdict.verdict,
+                "reason": verdict.reason,
+                "p_value": verdict.p_value,
+                "q_value": verdict.q_value,
+                "contrast": None if book.contrast is None else book.contrast.mean,
+                "contrast_ci_low": low,
+                "contrast_ci_high": high,
+                "placebo": None if book.placebo is None else book.placebo.mean,
+                "target_contrast": book.target_contrast,
+                "reference_contrast": book.reference_contrast,
+                "passages": book.passages,
+                "tokens_generated": book.cost.get("tokens_generated"),
+                "tokens_scored": book.cost.get("tokens_scored"),
+                "cpu_seconds": book.cost.get("cpu_seconds"),
+            }
+        )
+    return rows
+
+
+def controls_json(result: dict) -> dict:
+    """The JSON output: the null used, the settings, the per-book rows and the library's statistics."""
+    library = result["library"]
+    return {
+        "null": result["null"],
+        "settings": result["settings"],
+        "generator": result["generator"],
+        "reference": result["reference"],
+        "books": controls_rows(result),
+        "library": None if library is None else [b.as_json() for b in library],
+        "skipped": result["skipped"],
+    }
+
+
+def format_controls(result: dict) -> str:
+    """The terminal's view: the null, then per book its file, verdict line and numbers."""
+    lines = [f"null: {result['null']}; alpha {result['settings']['alpha']:g} after Benjamini-Hochberg", ""]
+    for row in controls_rows(result):
+        lines += [row["file"], f"  {verdict_line(row)}"]
+        if row["contrast"] is not None:
+            lines.append(
+                f"  p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  contrast {row['contrast']:+.4f} "
+                f"bits/byte (95% {_num(row['contrast_ci_low'], '+.4f')} to {_num(row['contrast_ci_high'], '+.4f')})  "
+                f"placebo {row['placebo']:+.4f}  passages {row['passages']}"
+            )
+        lines.append("")
+    return "\n".join(lines).rstrip()
