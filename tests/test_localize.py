@@ -195,10 +195,13 @@ def test_the_null_rate_of_a_segment_is_at_most_alpha():
 
 
 def lab_books(n: int, chapters: int, words: int, skip: int = 0) -> list[list[str]]:
-    """``n`` books of ``chapters`` runs of ``words`` words spread over real books, each under its heading."""
+    """``n`` books of ``chapters`` runs of ``words`` words spread over real books (cleaned), each under its
+    heading."""
+    from docaudit.corpus.cleaning import clean_text
+
     out = []
     for path in sorted((CORPUS / "members").glob("*.txt"))[skip : skip + n]:
-        text = path.read_text(encoding="utf-8").split()
+        text = clean_text(path.read_text(encoding="utf-8")).split()
         starts = [k * len(text) // chapters for k in range(chapters)]
         out.append([f"CHAPTER {k + 1}\n\n" + " ".join(text[a : a + words]) for k, a in enumerate(starts)])
     return out
@@ -206,15 +209,15 @@ def lab_books(n: int, chapters: int, words: int, skip: int = 0) -> list[list[str
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, one_thread):
-    """Two books of four chapters, chapters 1 and 3 of each trained into a tiny target beside every chapter of 12
-    other books (so that it learns the corpus's language, not only the judged books); 45 never-trained books of
-    the same kind as calibration."""
+    """Two prose books of four chapters, chapters 1 and 3 of each trained into a tiny target beside every chapter
+    of 12 other books (so that it learns the corpus's language, not only the judged books); 45 never-trained books
+    of the same kind as calibration."""
     from docaudit.config import TargetConfig
     from docaudit.lab.target import train_target
 
     root = tmp_path_factory.mktemp("map")
-    judged, calibration = lab_books(2, 4, 150), lab_books(45, 4, 150, skip=2)
-    background = lab_books(12, 4, 150, skip=47)
+    judged, calibration = lab_books(2, 4, 150, skip=2), lab_books(45, 4, 150, skip=4)
+    background = lab_books(12, 4, 150, skip=49)
     members = [book[k] for book in judged for k in (0, 2)] + [chapter for book in background for chapter in book]
     texts = ["\n\n".join(b) for b in judged + calibration + background]
     target = TargetConfig(
