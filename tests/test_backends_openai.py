@@ -170,7 +170,13 @@ def test_wrong_key_unreachable_server_and_tokenizer_mismatch(server, monkeypatch
     port = _free_port()
     with pytest.raises(DocauditError, match=f"cannot reach http://127.0.0.1:{port}/v1/models"):
         load_model(
-            ModelConfig(backend="openai", api_base=f"http://127.0.0.1:{port}/v1", api_retries=1, api_backoff=0.01)
+            ModelConfig(
+                backend="openai",
+                api_base=f"http://127.0.0.1:{port}/v1",
+                api_retries=1,
+                api_backoff=0.01,
+                api_tokenizer=str(server["gguf"]),
+            )
         )
     with pytest.raises(DocauditError, match="does not tokenize as the server does"):
         load_model(api(server, api_tokenizer=str(tiny_gpt2)))

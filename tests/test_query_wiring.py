@@ -92,10 +92,10 @@ class RecordingPool:
     def __init__(self, local: Querier):
         self.local, self.calls = local, []
 
-    def stats_many(self, querier, texts, total, desc, progress):
+    def stats_many(self, querier, texts, total, desc, progress, names=None, skip_nonfinite=False):
         texts = list(texts)
         self.calls.append(("stats_many", len(texts)))
-        return self.local.stats_many(texts, progress=False)
+        return self.local.stats_many(texts, progress=False, names=names, skip_nonfinite=skip_nonfinite)
 
     def compute(self, querier, texts, keep, desc, progress):
         texts = list(texts)

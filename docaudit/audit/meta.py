@@ -419,7 +419,7 @@ def inconclusive_reasons(
         )
     if conformal is None or retrain:
         reasons.append(RETRAIN)
-    if conformal is None or trained_on:
+    if conformal is None:
         return reasons
     auc, lo, hi = classifier_auc(card)
     if lo <= 0.5 <= hi:
@@ -441,6 +441,8 @@ def inconclusive_reasons(
                 "training",
             )
         )
+    if trained_on:  # its own blind p-value and token count are beside the point
+        return reasons
     if p_blind is not None and p_blind < BLIND_GATE_LEVEL:
         reasons.append(
             Reason(
