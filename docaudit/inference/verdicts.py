@@ -24,13 +24,15 @@ BLIND_GATE_LEVEL = 0.05
 # why a verdict is "inconclusive": a code for machines and the one-line next step printed for people
 NEXT_STEPS = {
     "classifier_at_chance": "train a classifier on your own known members and non-members (docaudit train "
-    "--members DIR --nonmembers DIR) where it separates them, or use synthetic controls (docaudit lab)",
+    "--members DIR --nonmembers DIR) where it separates them, or test the book against synthetic controls "
+    "(docaudit controls BOOK --null-library DIR)",
     "too_few_nonmembers": "train again with more known non-members (docaudit train --nonmembers DIR with at least "
     "the number named)",
     "blind_separates": "compare with known non-members of the same era and kind of text (docaudit train "
-    "--nonmembers DIR), or plant traps before publishing (docaudit traps make)",
-    "distribution_shift": "train on member and non-member sets that differ only by training, e.g. assigned at "
-    "random (docaudit lab), not by era or source",
+    "--nonmembers DIR), test the book against synthetic controls (docaudit controls BOOK --null-library DIR), or "
+    "plant traps before publishing (docaudit traps make)",
+    "distribution_shift": "train on member and non-member sets that differ only by whether the model saw them, not "
+    "by era or source, or test the book against synthetic controls (docaudit controls BOOK --null-library DIR)",
     "too_few_tokens": "give a longer text, or train a classifier on documents as short as this one",
     "training_document": "this document trained the classifier itself; judge it with a classifier trained without "
     "it (docaudit train without this file)",
