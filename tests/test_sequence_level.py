@@ -54,7 +54,7 @@ def test_k_sweep_equals_single_k_runs_from_one_query_pass(gpt2, wikimia, tmp_pat
     result = run(path, gpt2, ["loss", "mink", "minkpp"], config)
     samples = result["samples"]
     # one query pass per text: one cached TokenStats entry each (no method here has an extra pass)
-    cached = [f for _, _, files in os.walk(os.environ["DOCAUDIT_CACHE"]) for f in files]
+    cached = [f for _, _, files in os.walk(os.environ["DOCAUDIT_CACHE"]) for f in files if f.endswith(".npz")]
     assert len(cached) == len(rows)
     texts = [r["input"] for r in rows]
     for k in (0.1, 0.5, 1.0):
