@@ -47,7 +47,7 @@ assert (Path(docaudit.report.__file__).parent / "templates" / "contamination.htm
 assert (Path(docaudit.report.__file__).parent / "templates" / "map.html").is_file(), "map template"
 assert all((Path(docaudit.__file__).parent / "schemas" / f"{k}.schema.json").is_file() for k in ("map", "controls"))
 for r in rows:
-    print(f"{Path(r['file']).name}: {r['verdict']}: {r['reason']} (p {r['p_value']:.3g}, "
-          f"{r['n_tokens']} of {r['n_tokens_total']} tokens)")
+    print(f"{Path(r['file']).name}: {r['verdict']}: {', '.join(r['reason_codes'])} "
+          f"({r['n_tokens']} of {r['n_tokens_total']} tokens)")
 PY
 echo "wheel check passed in $((SECONDS - start)) s"
