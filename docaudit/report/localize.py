@@ -24,7 +24,8 @@ def map_json(result: MapResult) -> dict:
     """The JSON output (``schemas/map.schema.json``), with its envelope."""
     from docaudit.provenance import envelope
 
-    rows = map_frame(result).astype(object).where(pd.notna(map_frame(result)), None).to_dict(orient="records")
+    frame = map_frame(result)
+    rows = frame.astype(object).where(pd.notna(frame), None).to_dict(orient="records")
     body = {"info": result.info, "books": result.books, "rows": rows}
     return envelope("map", body, inputs=result.rows.inputs, model=result.rows.model)
 
