@@ -10,13 +10,12 @@ explicitly rather than kept in module state.
 - :class:`RunContext`: the seed, progress bars, the command line being run (written into provenance) and the
   optional Ray settings with the pool opened from them.
 
-:func:`take` builds one of them from keyword arguments named like its fields, which is how the API turns its
-keywords into these objects."""
+The requests of :mod:`docaudit.api` hold them as typed fields."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from docaudit.config import DetectorConfig, ModelConfig, RayConfig
@@ -27,12 +26,14 @@ class DocumentSpec:
     """How the documents of a run are read: cleaned (boilerplate removed) unless ``raw``; typographic characters,
     emphasis markup and whitespace normalized with ``normalize_chars``; a text in both sets an error unless
     ``drop_duplicates`` leaves it out of both. ``skips`` (a :class:`docaudit.corpus.documents.Skips`, None: a new
-    one per call) records the documents left out."""
+    one per call, an error at the first document that cannot be used with ``strict``) records the documents left
+    out."""
 
     raw: bool = False
     normalize_chars: bool = False
     drop_duplicates: bool = False
     skips: Any = None
+    strict: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,10 +78,3 @@ class RunContext:
     def with_pool(self, pool) -> RunContext:
         """This context with the Ray ``pool`` opened for it."""
         return replace(self, pool=pool)
-
-
-def take(cls, options: dict, base=None):
-    """An instance of the dataclass ``cls`` from the entries of ``options`` named like its fields, which are
-    removed from ``options``; fields not given keep the values of ``base`` (default: ``cls()``)."""
-    given = {f.name: options.pop(f.name) for f in fields(cls) if f.name in options}
-    return replace(cls() if base is None else base, **given)

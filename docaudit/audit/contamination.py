@@ -43,6 +43,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from docaudit.audit.book_verdicts import blind_p_values, book_verdicts
+from docaudit.audit.specs import ReportSpec
 from docaudit.config import (
     BeyondBlindConfig,
     ContaminationConfig,
@@ -53,7 +54,6 @@ from docaudit.config import (
 from docaudit.corpus.documents import Document, Skips, load_documents, separate_sets
 from docaudit.errors import DocauditError
 from docaudit.inference.calibration import calibration_bootstrap
-from docaudit.inference.verdicts import DEFAULT_ALPHA
 from docaudit.methods import beyond_blind
 from docaudit.methods.blind import BlindFeatures, evaluate_blind, shift_warning
 from docaudit.methods.detectors.detector import Detector, build_detector
@@ -227,19 +227,6 @@ def _rates(snippets: pd.DataFrame, tau: float, confidence: float) -> pd.DataFram
             }
         )
     return pd.DataFrame(rows)
-
-
-@dataclass(frozen=True)
-class ReportSpec:
-    """What a contamination report computes: snippets, threshold and intervals (``contamination``), the
-    comparison of the calibration books' mean snippet scores with the blind baseline (``beyond``) and the level of
-    the per-book verdicts (``alpha``, ``audit.book_verdicts``), shared by ``n_methods`` reports of the same books
-    by different methods (each then decides at ``alpha / n_methods``)."""
-
-    contamination: ContaminationConfig = ContaminationConfig()
-    beyond: BeyondBlindConfig = BeyondBlindConfig()
-    alpha: float = DEFAULT_ALPHA
-    n_methods: int = 1
 
 
 def contamination_report(

@@ -25,11 +25,10 @@ import numpy as np
 import pandas as pd
 
 from docaudit import __version__
+from docaudit.audit.specs import EvaluationSpec
 from docaudit.config import (
-    BeyondBlindConfig,
     MetaConfig,
     QueryConfig,
-    ScalingConfig,
 )
 from docaudit.config.rules import MIN_FOLD_DOCUMENTS
 from docaudit.corpus.documents import Skips
@@ -89,24 +88,6 @@ def _rows(method: str, level: str, folds: list[FoldMetrics], n_test: list[int]):
     ]
     title = METHODS[method].title if method in METHODS else {"blind": "Blind (model-free)"}.get(method, method)
     return {"method": method, "title": title, "level": level, **summarize(folds), "n_folds": len(folds)}, fold_rows
-
-
-@dataclass(frozen=True)
-class EvaluationSpec:
-    """What ``evaluate_methods`` computes besides the detectors: the meta-classifier (``meta``; None: not run),
-    the detectors' document-level scaling, the ``levels`` reported, the model-free baselines ``blind_kinds`` (none
-    when empty or None), the number of ``folds``, and ``beyond``: the membership method compared with the blind
-    baseline (``meta_classifier``, a detector at ``doc_avg``, or ``detector:level``; ``auto``: the meta-classifier
-    when it runs, else the first detector at ``doc_avg``; None: no comparison), compared as ``beyond_config``
-    says."""
-
-    meta: MetaConfig | None = MetaConfig()
-    scaling: ScalingConfig = ScalingConfig()
-    folds: int = 5
-    levels: Sequence[str] = tuple(LEVELS)
-    blind_kinds: Sequence[str] | None = BLIND_KINDS
-    beyond: str | None = "auto"
-    beyond_config: BeyondBlindConfig = BeyondBlindConfig()
 
 
 def evaluate_methods(

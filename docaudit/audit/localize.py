@@ -33,11 +33,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from docaudit.config import DetectorConfig, LocalizeConfig, QueryConfig
+from docaudit.audit.specs import MapSpec
+from docaudit.config import DetectorConfig, LocalizeConfig
 from docaudit.corpus.base import Document
 from docaudit.corpus.segments import Segment, headings, split_segments
 from docaudit.inference.conformal import conformal_p
-from docaudit.inference.verdicts import DEFAULT_ALPHA, INCONCLUSIVE, bh_adjust, decide
+from docaudit.inference.verdicts import INCONCLUSIVE, bh_adjust, decide
 from docaudit.methods.segment_level import scored_bounds, segment_score
 from docaudit.provenance import Rows, document_records, model_record
 from docaudit.query.stats import TokenStats
@@ -97,17 +98,6 @@ def calibration_windows(length: int, place: float, calibration: list[BookPass]) 
         if n >= length:
             out.append((book, int(round(place * (n - length)))))
     return out
-
-
-@dataclass(frozen=True)
-class MapSpec:
-    """What a map is computed with: its settings, the detector's own settings, the windows every book is queried
-    with (``max_tokens`` is ignored: a map queries whole books) and the significance level."""
-
-    config: LocalizeConfig = LocalizeConfig()
-    detector: DetectorConfig = DetectorConfig()
-    query: QueryConfig = QueryConfig()
-    alpha: float = DEFAULT_ALPHA
 
 
 def book_map(book: BookPass, calibration: list[BookPass], tokenizer, spec: MapSpec = MapSpec()) -> list[dict]:

@@ -11,6 +11,7 @@ import pandas as pd
 
 from docaudit import __version__
 from docaudit.audit.card_model import card_model
+from docaudit.audit.specs import CardAccess
 from docaudit.config import (
     DEFAULT_CLASSIFIER,
     FEATURES,
@@ -251,17 +252,6 @@ def grid(
                 ev = meta_classifier.evaluate(stats, labels, meta, folds=folds, progress=False)
                 rows.append({"context": context, "norm": norm, "features": feats, **summarize(ev.folds)})
     return pd.DataFrame(rows)
-
-
-@dataclass(frozen=True)
-class CardAccess:
-    """What the user grants the model a classifier's card names, used when no model is given (:func:`card_model`):
-    ``trust_remote_code`` (the user's own flag, never the card's), ``use_card_backend`` (accept a server or hub model
-    the card names) and ``user_settings`` (the user's ModelConfig fields, replacing the card's)."""
-
-    trust_remote_code: bool = False
-    use_card_backend: bool = False
-    user_settings: dict | None = None
 
 
 def predict(

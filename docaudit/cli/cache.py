@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import click
 
-from docaudit.cli.command import friendly_errors, group
-from docaudit.cli.echo import echo_csv, echo_json
+from docaudit.cli.command import friendly_errors, group, run_context
+from docaudit.cli.echo import echo_result
 from docaudit.cli.options import format_option
 from docaudit.query.cache_entries import KINDS
 
@@ -24,18 +24,13 @@ def cache_info(fmt):
     """Size of the cache per kind of entry, and of the token statistics per model."""
     from docaudit import api
 
-    summary = api.cache_info()
-    if fmt == "json":
-        echo_json(summary)
-        return
-    rows = [
-        {"kind": kind, "entries": r["entries"], "MB": round(r["bytes"] / 1e6, 2), "what": r["what"]}
-        for kind, r in summary["kinds"].items()
-    ]
-    if fmt == "csv":
-        echo_csv(rows)
+    result = api.cache_info(api.CacheInfoRequest(run_context()))
+    if fmt != "table":
+        echo_result(result, fmt)
         return
     import pandas as pd
+
+    summary, rows = result.summary, result.rows
 
     click.echo(f"{summary['root']}: {summary['entries']} entries, {summary['bytes'] / 1e6:.1f} MB")
     click.echo(pd.DataFrame(rows).to_string(index=False))
@@ -71,7 +66,7 @@ def cache_clear(kinds, model, yes):
     with --kind); nothing else is touched."""
     from docaudit import api
 
-    summary = api.cache_info()
+    summary = api.cache_info(api.CacheInfoRequest()).summary
     chosen = list(KINDS) if "all" in kinds else list(dict.fromkeys(kinds))
     if model:
         n = summary["models"].get(model, {"entries": 0})["entries"]
@@ -79,5 +74,5 @@ def cache_clear(kinds, model, yes):
         n = sum(summary["kinds"][k]["entries"] for k in chosen)
     if n and not yes:
         click.confirm(f"delete {n} cache entries ({', '.join(chosen)}) under {summary['root']}?", abort=True, err=True)
-    removed = api.cache_clear(model, kinds)
-    click.echo(f"removed {removed['entries']} entries ({removed['bytes'] / 1e6:.1f} MB) from {summary['root']}")
+    removed = api.cache_clear(api.CacheClearRequest(kinds, model))
+    click.echo(f"removed {removed.entries} entries ({removed.bytes / 1e6:.1f} MB) from {summary['root']}")

@@ -13,6 +13,7 @@ import click
 
 from docaudit.cli.config_file import ConfigError, config_defaults, config_path, section_path
 from docaudit.errors import BROKEN_PIPE, DEBUG_KEY, report_error
+from docaudit.run import RunContext
 
 QUIET_KEY = "docaudit.quiet"
 SECTION_TITLES = {
@@ -188,3 +189,10 @@ def command(*args, **kwargs):
 def group(*args, **kwargs):
     """``click.group`` making a ``DocauditGroup``."""
     return click.group(*args, cls=DocauditGroup, **kwargs)
+
+
+def run_context(ray=None, seed: int | None = None) -> RunContext:
+    """The run context of the running command: its progress (none with ``--quiet`` or off a terminal), its
+    command line (written into its outputs' provenance), ``ray`` and ``seed`` (None: the default)."""
+    seeded = {} if seed is None else {"seed": seed}
+    return RunContext(progress=show_progress(), command=click.get_current_context().obj, ray=ray, **seeded)

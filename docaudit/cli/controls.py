@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from docaudit.cli.command import command, friendly_errors, option, show_progress
-from docaudit.cli.echo import echo_csv, echo_json, warn_skipped
+from docaudit.cli.command import command, friendly_errors, option, run_context
+from docaudit.cli.echo import echo_result, warn_skipped
 from docaudit.cli.options import (
     cleaning_options,
     config_from,
@@ -15,8 +15,9 @@ from docaudit.cli.options import (
     model_options,
     strict_option,
 )
-from docaudit.cli.preflight import DRY_RUN_KEY, check_inputs, dry_run_option
+from docaudit.cli.preflight import dry_run, dry_run_option
 from docaudit.config import ControlsConfig, ModelConfig
+from docaudit.run import DocumentSpec
 
 SETTINGS = (
     "passages",
@@ -65,37 +66,33 @@ SETTINGS = (
 def controls(books, library, generator, reference, raw, normalize_chars, strict, fmt, **kw):
     """Test BOOKS for membership against synthetic suffixes a generator writes for each book's own prefixes."""
     from docaudit import api
-    from docaudit.audit.synthetic_controls import planned_cost
-    from docaudit.corpus.documents import Skips
-    from docaudit.report.controls import controls_json, controls_rows, format_controls
-    from docaudit.run import DocumentSpec
+    from docaudit.report.controls import format_controls
 
-    config = config_from(ControlsConfig, kw)
-    files = check_inputs(list(books), list(library) or None, strict, names=("books", "null library"))
-    if click.get_current_context().meta.get(DRY_RUN_KEY, False):
-        cost = planned_cost(len(files or []), config, 2 if reference else 1)
+    target = model_config(kw)
+    device = {"device": target.device, "dtype": target.dtype}
+    request = api.ControlsRequest(
+        list(books),
+        target,
+        ModelConfig(model=generator, **device),
+        None if reference is None else ModelConfig(model=reference, **device),
+        list(library) or None,
+        config_from(ControlsConfig, kw),
+        DocumentSpec(raw=raw, normalize_chars=normalize_chars, strict=strict),
+        run_context(),
+    )
+    if dry_run():
+        [estimate] = api.estimate(request)
+        cost = estimate.cost
         click.echo(
             f"dry run: at most {cost['passages']:,} passages in {cost['texts']} texts; {cost['tokens_generated']:,} "
             f"tokens generated and {cost['tokens_scored']:,} tokens scored (a cached book generates nothing)"
         )
         click.echo("  nothing was loaded or written")
         return
-    target = model_config(kw)
-    device = {"device": target.device, "dtype": target.dtype}
-    result = api.synthetic_controls(
-        list(books),
-        target,
-        ModelConfig(model=generator, **device),
-        None if reference is None else ModelConfig(model=reference, **device),
-        list(library) or None,
-        config,
-        DocumentSpec(raw=raw, normalize_chars=normalize_chars, skips=Skips(strict)),
-        show_progress(),
-    )
-    warn_skipped(result["skipped"])
-    if fmt == "json":
-        echo_json(controls_json(result))
-    elif fmt == "csv":
-        echo_csv(controls_rows(result))
+    api.check(request)
+    result = api.synthetic_controls(request)
+    warn_skipped(result.controls["skipped"])
+    if fmt == "table":
+        click.echo(format_controls(result.controls))
     else:
-        click.echo(format_controls(result))
+        echo_result(result, fmt)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import click
 
-from docaudit.cli.command import command, friendly_errors, group, show_progress
-from docaudit.cli.echo import echo_csv, echo_json, skipped_note, warn_skipped
+from docaudit.cli.command import command, friendly_errors, group, run_context
+from docaudit.cli.echo import echo_result, skipped_note, warn_skipped
 from docaudit.cli.inputs import dataset_options, documents_option
 from docaudit.cli.options import (
     alpha_option,
@@ -25,10 +25,11 @@ from docaudit.cli.options import (
     seed_option,
     strict_option,
 )
-from docaudit.cli.preflight import check_inputs, dry_run_option, preflight
+from docaudit.cli.preflight import dry_run_option, preflight
 from docaudit.config import DatasetTestConfig
 from docaudit.corpus.documents import duplicates_note
 from docaudit.errors import DocauditError
+from docaudit.run import DocumentSpec
 
 
 @command("dataset-test")
@@ -54,43 +55,31 @@ def dataset_test(suspect, former_suspect, nonmembers, methods, splits, blind_kin
     suspect += former_suspect
     if not suspect:
         raise DocauditError("give the suspect documents: docaudit dataset-test SUSPECT... --nonmembers DIR")
-    DatasetTestConfig(splits=splits)  # checked before anything is read
-    if preflight(suspect, nonmembers, strict, query=query_config(kw), backend=kw["backend"], methods=methods):
-        return
-    from dataclasses import asdict
-
     from docaudit import api
-    from docaudit.corpus.documents import Skips
     from docaudit.report.tables import format_dataset_checks, format_query
 
-    query, skips = query_config(kw), Skips(strict)
-    result, scores = api.dataset_test(
+    query = query_config(kw)
+    request = api.DatasetTestRequest(
         suspect,
         nonmembers,
         model_config(kw),
-        methods.split(","),
         query,
-        kw["seed"],
-        splits,
-        kw["raw"],
-        skips=skips,
-        drop_duplicates=kw["drop_duplicates"],
-        normalize_chars=kw["normalize_chars"],
-        blind_kind=blind_kind,
-        ray=ray_config(kw),
-        progress=show_progress(),
-        alpha=alpha,
+        DatasetTestConfig(tuple(methods.split(",")), splits, blind_kind),  # checked before anything is read
+        alpha,
+        DocumentSpec(kw["raw"], kw["normalize_chars"], kw["drop_duplicates"], strict=strict),
+        run_context(ray_config(kw), kw["seed"]),
     )
-    warn_skipped(skips.as_json())
-    if fmt == "json":
-        echo_json({**asdict(result), "query": query.used(), "skipped": skips.as_json(), "scores": scores})
+    if preflight(request):
         return
-    if fmt == "csv":
-        echo_csv(scores)
+    outcome = api.dataset_test(request)
+    result, skipped = outcome.test, outcome.skipped
+    warn_skipped(skipped)
+    if fmt != "table":
+        echo_result(outcome, fmt)
         return
     click.echo(
         f"{result.n_suspect} suspect vs {result.n_nonmember} known non-member documents"
-        f"{skipped_note(skips.as_json())}, {result.n_features} scores combined; query: {format_query(query.used())}"
+        f"{skipped_note(skipped)}, {result.n_features} scores combined; query: {format_query(query.used())}"
         + duplicates_note(result.duplicates_dropped, "; ")
     )
     click.echo(
@@ -119,25 +108,19 @@ def data():
 @friendly_errors
 def data_check(set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates, strict, fmt):
     """Compare two document sets (counts, lengths, years, leftover boilerplate) and run the blind baseline."""
-    check_inputs(set_a, set_b, strict, folds, names=("in set A", "in set B"))
     from docaudit import api
     from docaudit.audit.datacheck import format_check
-    from docaudit.corpus.documents import Skips
 
-    result = api.data_check(
-        set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates, Skips(strict), progress=show_progress()
+    request = api.DataCheckRequest(
+        set_a, set_b, folds, DocumentSpec(raw, normalize_chars, drop_duplicates, strict=strict), run_context(seed=seed)
     )
-    warn_skipped(result["skipped"])
-    if result["warning"]:
-        click.echo(result["warning"], err=True)
-    if fmt == "json":
-        echo_json(result)
-    elif fmt == "csv":
-        echo_csv(
-            [
-                {"set": name} | {k: v for k, v in result[key].items() if not isinstance(v, (dict, list))}
-                for key, name in (("a", set_a), ("b", set_b))
-            ]
-        )
+    api.check(request)
+    result = api.data_check(request)
+    check = result.check
+    warn_skipped(check["skipped"])
+    if check["warning"]:
+        click.echo(check["warning"], err=True)
+    if fmt == "table":
+        click.echo(format_check(check))
     else:
-        click.echo(format_check(result))
+        echo_result(result, fmt)

@@ -27,6 +27,19 @@ def echo_json(value) -> None:
     click.echo(json_text(envelope(command_schema(ctx.command_path), value, command=ctx.obj)))
 
 
+def echo_result(result, fmt: str = "json", table=None) -> None:
+    """Print an API result: its JSON output (``to_json``, the envelope included), its rows as CSV (``to_frame``) or,
+    for people, as ``table(result.rows)`` returns them."""
+    if fmt == "json":
+        from docaudit.io import json_text
+
+        click.echo(json_text(result.to_json()))
+    elif fmt == "csv":
+        echo_csv(result.to_frame())
+    else:
+        click.echo(table(result.rows))
+
+
 def echo_csv(rows) -> None:
     """Print rows (a DataFrame or a list of dicts) as CSV."""
     import pandas as pd

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from docaudit.cli.command import command, friendly_errors, option, show_progress
-from docaudit.cli.echo import echo_csv, echo_json, echo_rows, skipped_note, warn_skipped
+from docaudit.cli.command import command, friendly_errors, option, run_context
+from docaudit.cli.echo import echo_result, skipped_note, warn_skipped
 from docaudit.cli.inputs import dataset_options, labelled_dataset_options, labelled_sets
 from docaudit.cli.options import (
     cleaning_options,
@@ -34,9 +34,10 @@ from docaudit.cli.options import (
     strict_option,
     trees_option,
 )
-from docaudit.cli.preflight import dry_run_option, model_inputs, preflight
+from docaudit.cli.preflight import dry_run_option, preflight
 from docaudit.config import DetectorConfig, MetaConfig, ScalingConfig
 from docaudit.corpus.documents import duplicates_note
+from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec
 
 
 @command()
@@ -83,53 +84,41 @@ def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, 
     Detectors are scaled to documents three ways (paper sec. 6.2): `sequence` (AUC over sampled windows of
     --context tokens), `doc_avg` (mean sequence score) and `doc_threshold` (share of sequences above a threshold
     chosen on the training chunks). Prints mean ± std over folds of AUC and TPR at 10% / 1% FPR."""
-    output = (out, "evaluation", overwrite, (*members, *nonmembers, *model_inputs(kw)))
-    checked = config_from(MetaConfig, kw, skip=("folds", "seed")) if meta and methods != "blind" else None
-    scaling = config_from(ScalingConfig, kw, seed=kw["seed"])  # checked before anything is read
-    if preflight(members, nonmembers, strict, kw["folds"], output, query_config(kw), kw["backend"], methods, checked):
-        return
     from docaudit import api
-    from docaudit.audit.evaluation import evaluation_json
-    from docaudit.corpus.documents import Skips
-    from docaudit.methods.blind import KINDS as BLIND_KINDS
+    from docaudit.audit.specs import BLIND_KINDS, EvaluationSpec
 
-    result = api.evaluate(
+    spec = EvaluationSpec(
+        # the folds reach the meta-classifier as evaluate's own, and the seed as the run's
+        meta=config_from(MetaConfig, kw, skip=("folds", "seed")) if meta else None,
+        scaling=config_from(ScalingConfig, kw, seed=kw["seed"]),  # checked before anything is read
+        folds=kw["folds"],
+        blind_kinds=BLIND_KINDS if blind else None,
+        beyond=None if beyond == "none" else beyond,
+    )
+    request = api.EvaluateRequest(
         members,
         nonmembers,
         Path(out) if out is not None else None,
         overwrite,
-        model=model_config(kw),
-        query=query_config(kw),
-        methods=methods,
-        detector=detector_config(kw),
-        scaling=scaling,
-        # the folds and the seed reach the meta-classifier as evaluate's own arguments
-        meta=config_from(MetaConfig, kw, skip=("folds", "seed")) if meta else None,
-        folds=kw["folds"],
-        seed=kw["seed"],
-        raw=kw["raw"],
-        normalize_chars=kw["normalize_chars"],
-        ref_model=ref_config(kw),
-        neighbor_model=kw["neighbor_model"],
-        blind_kinds=None if not blind else BLIND_KINDS,
-        drop_duplicates=kw["drop_duplicates"],
-        skips=Skips(strict),
-        beyond=None if beyond == "none" else beyond,
-        freq_corpus=list(kw["freq_corpus"]) or None,
-        ray=ray_config(kw),
-        command=click.get_current_context().obj,
-        progress=show_progress(),
+        ModelSpec(model_config(kw), ref_config(kw), kw["neighbor_model"]),
+        query_config(kw),
+        DetectorSpec(methods, detector_config(kw), list(kw["freq_corpus"]) or None),
+        spec,
+        DocumentSpec(kw["raw"], kw["normalize_chars"], kw["drop_duplicates"], strict=strict),
+        run_context(ray_config(kw), kw["seed"]),
     )
-    warn_skipped(result.info["skipped"])
+    if preflight(request):
+        return
+    result = api.evaluate(request)
+    info = result.evaluation.info
+    warn_skipped(info["skipped"])
     for key in ("warning", "small_folds_warning"):
-        if result.info.get(key):
-            click.echo(result.info[key], err=True)
-    if fmt == "json":
-        echo_json(evaluation_json(result))
-    elif fmt == "csv":
-        echo_csv(result.table.drop(columns=["configs"], errors="ignore"))
+        if info.get(key):
+            click.echo(info[key], err=True)
+    if fmt == "table":
+        _echo_evaluation(result.evaluation, kw["sequences"], kw["folds"], out)
     else:
-        _echo_evaluation(result, kw["sequences"], kw["folds"], out)
+        echo_result(result, fmt)
 
 
 def sequence_count(per_document: list[int], context: int, most: int) -> str:
@@ -189,30 +178,21 @@ def score(documents, methods, freq_corpus, raw, normalize_chars, strict, fmt, **
     independent pass; text methods' extra passes likewise over the whole lowercased / augmented text). With
     --max-tokens every method scores the same excerpt of each document. Each row gives the context and stride
     used; a document that cannot be used is a row saying why."""
-    if preflight(documents, strict=strict, query=query_config(kw), backend=kw["backend"], methods=methods):
-        return
     from docaudit import api
-    from docaudit.corpus.documents import Skips
 
-    skips = Skips(strict)
-    rows = api.score(
+    request = api.ScoreRequest(
         documents,
-        model_config(kw),
-        methods,
-        detector_config(kw),
+        ModelSpec(model_config(kw), ref_config(kw), kw["neighbor_model"]),
         query_config(kw),
-        ref_config(kw),
-        kw["neighbor_model"],
-        raw=raw,
-        skips=skips,
-        normalize_chars=normalize_chars,
-        freq_corpus=list(freq_corpus) or None,
-        ray=ray_config(kw),
-        progress=show_progress(),
+        DetectorSpec(methods, detector_config(kw), list(freq_corpus) or None),
+        DocumentSpec(raw, normalize_chars, strict=strict),
+        run_context(ray_config(kw)),
     )
-    warn_skipped(skips.as_json())
-    rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
-    echo_rows(rows, fmt, _score_table)
+    if preflight(request):
+        return
+    result = api.score(request)
+    warn_skipped(result.skipped)
+    echo_result(result, fmt, _score_table)
 
 
 def _score_table(rows) -> str:

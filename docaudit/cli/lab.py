@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from docaudit.cli.command import command, friendly_errors, option, show_progress
-from docaudit.cli.echo import echo_csv, echo_json
+from docaudit.cli.command import command, friendly_errors, option, run_context
+from docaudit.cli.echo import echo_result
 from docaudit.cli.options import (
     config_from,
     field_option,
@@ -86,45 +86,39 @@ def lab(
     corpus, out, overwrite, docs, base_model, methods, folds, quantize_list, dtype_list, normalize_chars, fmt, **kw
 ):
     """Randomized controlled experiment: train a target on a random half of a pool, then evaluate on true labels."""
+    from docaudit import api
+    from docaudit.lab.experiment import LabSpec
+    from docaudit.lab.traps import TrapPlan
+    from docaudit.report.tables import format_methods_table, format_precisions
+
     traps = None
     if kw["trap_copies"] is not None:
-        traps = TrapConfig(
+        config = TrapConfig(
             tokens=kw["trap_tokens"],
             per_document=kw["traps_per_doc"],
             copies=kw["trap_copies"],
             seed=kw["seed"],
             any_text=kw["any_text"],
         )
-    target = config_from(TargetConfig, kw, batch_size=kw["batch_size"], seed=kw["seed"])
-    from docaudit import api
-    from docaudit.report.tables import format_methods_table, format_precisions
-
-    result = api.lab(
-        corpus,
-        Path(out),
-        overwrite,
+        traps = TrapPlan(config, ModelConfig(model=kw["generator"]))
+    spec = LabSpec(
+        config_from(TargetConfig, kw, batch_size=kw["batch_size"], seed=kw["seed"]),
         base_model,
-        target=target,
-        methods=methods.split(",") if methods else None,
-        folds=folds,
-        precisions=[p for p in f"{dtype_list},{quantize_list}".split(",") if p],
-        max_docs=docs,
-        normalize_chars=normalize_chars,
-        traps=traps,
-        generator=ModelConfig(model=kw["generator"]),
-        ray=ray_config(kw),
-        progress=show_progress(),
+        methods.split(",") if methods else None,
+        folds,
+        [p for p in f"{dtype_list},{quantize_list}".split(",") if p],
+        docs,
+        normalize_chars,
     )
-    summary = result.summary()
+    outcome = api.lab(api.LabRequest(corpus, Path(out), spec, traps, overwrite, run_context(ray_config(kw))))
+    result = outcome.lab
     if traps is not None:
-        _echo_trap_lab(result, fmt)
+        _echo_trap_lab(outcome, fmt)
         return
-    if fmt == "json":
-        echo_json(summary)
+    if fmt != "table":
+        echo_result(outcome, fmt)
         return
-    if fmt == "csv":
-        echo_csv(result.evaluation.table.drop(columns=["configs"], errors="ignore"))
-        return
+    summary = result.summary()
     loss = result.loss
     click.echo(
         f"{result.n_members} members, {result.n_nonmembers} non-members, {result.n_tokens:,} tokens; "
@@ -140,19 +134,18 @@ def lab(
         click.echo("\nAUC per query precision:\n" + format_precisions(result.precisions))
 
 
-def _echo_trap_lab(result, fmt) -> None:
+def _echo_trap_lab(outcome, fmt) -> None:
     """What ``lab --trap-copies`` prints: the detection table with a ``trained`` column, and the rates."""
-    from docaudit.report.traps import detection_table, format_detection
+    from docaudit.report.traps import format_detection
 
-    if fmt == "json":
-        echo_json(result.summary())
-    elif fmt == "csv":
-        echo_csv(detection_table(result.detection))
-    else:
-        click.echo(format_detection(result.detection))
-        rates = result.rates()
-        click.echo(
-            f"p < {result.config.alpha}: {rates['members']['p_below_alpha']:.0%} of the {rates['members']['documents']}"
-            f" trained documents, {rates['nonmembers']['p_below_alpha']:.0%} of the "
-            f"{rates['nonmembers']['documents']} never-trained ones (their share is the test's level)"
-        )
+    if fmt != "table":
+        echo_result(outcome, fmt)
+        return
+    result = outcome.lab
+    click.echo(format_detection(result.detection))
+    rates = result.rates()
+    click.echo(
+        f"p < {result.config.alpha}: {rates['members']['p_below_alpha']:.0%} of the {rates['members']['documents']}"
+        f" trained documents, {rates['nonmembers']['p_below_alpha']:.0%} of the "
+        f"{rates['nonmembers']['documents']} never-trained ones (their share is the test's level)"
+    )

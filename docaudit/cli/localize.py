@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from docaudit.cli.command import command, friendly_errors, show_progress
-from docaudit.cli.echo import echo_csv, echo_json, warn_skipped
+from docaudit.cli.command import command, friendly_errors, run_context
+from docaudit.cli.echo import echo_result, warn_skipped
 from docaudit.cli.inputs import documents_option
 from docaudit.cli.options import (
     alpha_option,
@@ -19,8 +19,9 @@ from docaudit.cli.options import (
     overwrite_option,
     strict_option,
 )
-from docaudit.cli.preflight import dry_run_option, model_inputs, preflight
+from docaudit.cli.preflight import dry_run_option, preflight
 from docaudit.config import DetectorConfig, LocalizeConfig, QueryConfig
+from docaudit.run import DocumentSpec
 
 
 @command("map")
@@ -46,35 +47,31 @@ def localize(books, calibrate_nonmembers, alpha, out, overwrite, strict, fmt, **
     """Which chapters of each book score like trained text: the book cut into its chapters (or runs of
     --segment-words words), queried once, each segment's score compared with windows of the same length at the
     same place in the calibration books, Benjamini-Hochberg over the book's segments, and a verdict per segment."""
-    query = config_from(QueryConfig, kw, skip=("max_tokens", "excerpt", "seed"))
-    output = (out, "map", overwrite, (*books, *calibrate_nonmembers, *model_inputs(kw)))
-    if preflight((*books, *calibrate_nonmembers), None, strict, output=output, query=query, backend=kw["backend"]):
-        return
     from docaudit import api
-    from docaudit.audit.localize import MapSpec
-    from docaudit.corpus.documents import Skips
-    from docaudit.report.localize import map_frame, map_json, map_text
-    from docaudit.run import DocumentSpec, RunContext
+    from docaudit.audit.specs import MapSpec
+    from docaudit.report.localize import map_text
 
+    query = config_from(QueryConfig, kw, skip=("max_tokens", "excerpt", "seed"))
     spec = MapSpec(
         config_from(LocalizeConfig, kw), config_from(DetectorConfig, kw, skip=("pac_copies", "seed")), query, alpha
     )
-    result = api.map_books(
+    request = api.MapRequest(
         books,
         calibrate_nonmembers,
         out,
         overwrite,
-        model=model_config(kw),
-        spec=spec,
-        reading=DocumentSpec(kw["raw"], kw["normalize_chars"], skips=Skips(strict)),
-        run=RunContext(progress=show_progress(), command=click.get_current_context().obj),
+        model_config(kw),
+        spec,
+        DocumentSpec(kw["raw"], kw["normalize_chars"], strict=strict),
+        run_context(),
     )
-    warn_skipped(result.info["skipped"])
-    if fmt == "json":
-        echo_json(map_json(result))
-    elif fmt == "csv":
-        echo_csv(map_frame(result).to_dict(orient="records"))
+    if preflight(request):
+        return
+    result = api.map_books(request)
+    warn_skipped(result.map.info["skipped"])
+    if fmt != "table":
+        echo_result(result, fmt)
     else:
-        click.echo(map_text(result))
+        click.echo(map_text(result.map))
         if out:
             click.echo(f"\nwrote {out}")

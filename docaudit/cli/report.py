@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import click
 
-from docaudit.cli.command import command, friendly_errors, option, show_progress
-from docaudit.cli.echo import echo_csv, echo_json, skipped_note, warn_skipped
+from docaudit.cli.command import command, friendly_errors, option, run_context
+from docaudit.cli.echo import echo_result, skipped_note, warn_skipped
 from docaudit.cli.inputs import dataset_options, documents_option
 from docaudit.cli.options import (
     alpha_option,
     cleaning_options,
+    config_from,
     detector_config,
     detector_options,
     field_option,
@@ -28,12 +28,12 @@ from docaudit.cli.options import (
     seed_option,
     strict_option,
 )
-from docaudit.cli.preflight import dry_run_option, model_inputs, preflight_report
+from docaudit.cli.preflight import dry_run_option, preflight
 from docaudit.config import ContaminationConfig, TrainConfig
 from docaudit.corpus.documents import duplicates_note
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors import METHODS
-from docaudit.outputs import prepare_parent
+from docaudit.run import DocumentSpec, ModelSpec
 
 
 @command()
@@ -79,89 +79,43 @@ def report(books, calibrate_members, calibrate_nonmembers, method, method_alias,
     calibrated on known member and non-member books (Min-K% Prob paper, sec. 5), beside the calibration books' own
     rates, with a Wilson interval, a book-level bootstrap interval and the debiased fraction. Several --methods
     write one complete report per method, to OUT/<method>/, each deciding at --alpha divided by their number."""
-    methods = list(dict.fromkeys(m.strip() for m in (method_alias or method).split(",") if m.strip()))
-    if unknown := [m for m in methods if m not in METHODS]:
-        raise DocauditError(f"--methods: unknown method(s) {', '.join(unknown)} (methods: {', '.join(METHODS)})")
-    if not methods:
-        raise DocauditError("--methods: give at least one method")
-    if len(methods) > 1 and fmt != "table":
+    from docaudit import api
+    from docaudit.audit.specs import ReportSpec
+    from docaudit.report.contamination import report_warnings
+
+    spec = ReportSpec(config_from(ContaminationConfig, kw), alpha=kw["alpha"])  # every count checked at once
+    request = api.ReportRequest(
+        books,
+        calibrate_members,
+        calibrate_nonmembers,
+        Path(out),
+        overwrite,
+        method_alias or method,
+        ModelSpec(model_config(kw), ref_config(kw), kw["neighbor_model"]),
+        detector_config(kw),
+        spec,
+        DocumentSpec(kw["raw"], kw["normalize_chars"], kw["drop_duplicates"], strict=strict),
+        run_context(ray_config(kw), kw["seed"]),
+    )
+    folders = request.folders()
+    if len(folders) > 1 and fmt != "table":
         raise DocauditError(
             f"--format {fmt} prints one report: give one method, or read OUT/<method>/report.json of each "
             "(several methods write one complete report per method there)"
         )
-    folders = {name: Path(out) if len(methods) == 1 else Path(out) / name for name in methods}
-    if len(methods) > 1:  # the folder of the reports, checked as an output folder is
-        given = (*books, *calibrate_members, *calibrate_nonmembers, *model_inputs(kw))
-        prepare_parent(out, methods, given)
-    checked = [  # every input and output folder before a model loads; with --dry-run, what each would cost
-        preflight_report(books, calibrate_members, calibrate_nonmembers, (where, overwrite, name), strict, kw)
-        for name, where in folders.items()
-    ]
-    if any(checked):
+    if preflight(request):
         return
-    for i, (name, where) in enumerate(folders.items()):
-        if len(methods) > 1:
-            click.echo(f"{'' if i == 0 else chr(10)}== {name}: {where} ==")
-        result = _run_report(
-            books,
-            calibrate_members,
-            calibrate_nonmembers,
-            name,
-            where,
-            overwrite,
-            strict,
-            kw | {"n_methods": len(methods)},
-        )
-        if fmt == "json":
-            echo_json(json.loads((where / "report.json").read_text(encoding="utf-8")))
-        elif fmt == "csv":
-            from docaudit.report.contamination import verdict_first
-
-            echo_csv(verdict_first(result.books))
+    result = api.report(request)
+    for i, (name, one) in enumerate(result.reports.items()):
+        if len(folders) > 1:
+            click.echo(f"{'' if i == 0 else chr(10)}== {name}: {one.out} ==")
+        warn_skipped(one.report.info["skipped"])
+        for warning in report_warnings(one.report.info):
+            click.echo(warning, err=True)
+        if fmt == "table":
+            _echo_report(one.report, one.out)
         else:
-            _echo_report(result, where)
-
-
-def _run_report(books, calibrate_members, calibrate_nonmembers, method, out: Path, overwrite, strict, kw):
-    """One report scored by ``method``, written to ``out``; its skipped books and warnings on stderr."""
-    from docaudit import api
-    from docaudit.corpus.documents import Skips
-    from docaudit.report.contamination import report_warnings
-
-    result = api.report(
-        books,
-        calibrate_members,
-        calibrate_nonmembers,
-        out,
-        overwrite,
-        model=model_config(kw),
-        method=method,
-        snippets=kw["snippets"],
-        snippet_words=kw["snippet_words"],
-        target_fpr=kw["target_fpr"],
-        detector=detector_config(kw),
-        seed=kw["seed"],
-        max_context=kw["max_context"],
-        confidence=kw["confidence"],
-        min_snippets=kw["min_snippets"],
-        n_methods=kw["n_methods"],
-        raw=kw["raw"],
-        normalize_chars=kw["normalize_chars"],
-        ref_model=ref_config(kw),
-        neighbor_model=kw["neighbor_model"],
-        drop_duplicates=kw["drop_duplicates"],
-        skips=Skips(strict),
-        ray=ray_config(kw),
-        book_bootstrap_samples=kw["resamples"],
-        alpha=kw["alpha"],
-        command=click.get_current_context().obj,
-        progress=show_progress(),
-    )
-    info = result.info
-    warn_skipped(info["skipped"])
-    for warning in report_warnings(info):
-        click.echo(warning, err=True)
-    return result
+            echo_result(one, fmt)
 
 
 def _echo_report(result, out) -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from docaudit.cli.command import command, friendly_errors, option, show_progress
-from docaudit.cli.echo import echo_json, skipped_note, warn_skipped
+from docaudit.cli.command import command, friendly_errors, option, run_context
+from docaudit.cli.echo import echo_result, skipped_note, warn_skipped
 from docaudit.cli.inputs import labelled_sets, sequence_dataset_options
 from docaudit.cli.options import (
     cleaning_options,
@@ -30,9 +30,10 @@ from docaudit.cli.options import (
     seed_option,
     strict_option,
 )
-from docaudit.cli.preflight import dry_run_option, model_inputs, preflight
-from docaudit.config import QueryConfig, SequenceConfig, check_range
+from docaudit.cli.preflight import dry_run_option, preflight
+from docaudit.config import SequenceConfig, check_range
 from docaudit.corpus.documents import duplicates_note
+from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec
 
 
 @command()
@@ -68,43 +69,31 @@ def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict
     bucket (32/64/128/256 words), and the Min-K% / Min-K%++ k sweep (0.1 to 1.0) from the same query pass.
     --format csv prints the metrics as CSV; --out also saves every text's scores (CSV and JSONL, with its id,
     label and group)."""
-    output = (out, "sequence", overwrite, (*members, *nonmembers, recall_prefix, *model_inputs(kw)))
     check_range("--max-context", kw["max_context"], 2)
-    whole = QueryConfig(context=kw["max_context"], max_tokens=kw["max_context"])  # each text in one window
-    config = config_from(SequenceConfig, kw, seed=kw["seed"])
-    if preflight(members, nonmembers, strict, output=output, query=whole, backend=kw["backend"], methods=methods):
-        return
     from docaudit import api
-    from docaudit.audit.sequence_level import sequence_json
-    from docaudit.corpus.documents import Skips
 
-    result = api.sequence(
+    request = api.SequenceRequest(
         members,
         nonmembers,
         Path(out) if out is not None else None,
         overwrite,
+        ModelSpec(model_config(kw), ref_config(kw), kw["neighbor_model"]),
+        DetectorSpec(methods, detector_config(kw), list(kw["freq_corpus"]) or None),
+        config_from(SequenceConfig, kw, seed=kw["seed"]),
         recall_prefix_file=recall_prefix,
-        model=model_config(kw),
-        methods=methods,
-        detector=detector_config(kw),
-        config=config,
-        raw=kw["raw"],
-        normalize_chars=kw["normalize_chars"],
-        ref_model=ref_config(kw),
-        neighbor_model=kw["neighbor_model"],
-        freq_corpus=list(kw["freq_corpus"]) or None,
-        drop_duplicates=kw["drop_duplicates"],
-        skips=Skips(strict),
-        ray=ray_config(kw),
-        command=click.get_current_context().obj,
-        progress=show_progress(),
+        reading=DocumentSpec(kw["raw"], kw["normalize_chars"], kw["drop_duplicates"], strict=strict),
+        run=run_context(ray_config(kw)),
     )
+    if preflight(request):
+        return
+    outcome = api.sequence(request)
+    result = outcome.evaluation
     info = result["info"]
     warn_skipped(info["skipped"])
     if info["warning"]:
         click.echo(info["warning"], err=True)
     if fmt == "json":
-        echo_json(sequence_json(result))
+        echo_result(outcome)
         return
     metrics = result["metrics"]
     if fmt == "csv":

@@ -7,8 +7,8 @@ from pathlib import Path
 import click
 
 from docaudit.audit.card_model import RUN_HERE_FIELDS
-from docaudit.cli.command import command, friendly_errors, option, show_progress
-from docaudit.cli.echo import echo_csv, echo_json, echo_rows, skipped_note, warn_skipped
+from docaudit.cli.command import command, friendly_errors, option, run_context
+from docaudit.cli.echo import echo_csv, echo_result, echo_rows, skipped_note, warn_skipped
 from docaudit.cli.inputs import dataset_options, labelled_dataset_options, labelled_sets
 from docaudit.cli.options import (
     alpha_option,
@@ -32,10 +32,11 @@ from docaudit.cli.options import (
     strict_option,
     trees_option,
 )
-from docaudit.cli.preflight import card_query, dry_run_option, model_inputs, preflight
-from docaudit.config import MetaConfig, ModelConfig, TrainConfig
+from docaudit.cli.preflight import dry_run_option, preflight
+from docaudit.config import MetaConfig, TrainConfig
 from docaudit.corpus.documents import duplicates_note
 from docaudit.errors import DocauditError
+from docaudit.run import DocumentSpec
 
 
 @command()
@@ -65,48 +66,37 @@ def train(members, nonmembers, grid, grid_contexts, out, overwrite, strict, fmt,
     """Evaluate the meta-classifier with k-fold chunks, then fit it on all documents and save it."""
     if not grid and out is None:
         raise DocauditError("--out is required (where to save the classifier, e.g. models/NAME)")
-    output = None if grid else (out, "classifier", overwrite, (*members, *nonmembers, *model_inputs(kw)))
-    meta = None if grid else config_from(MetaConfig, kw)
+    from docaudit import api
+
     config = config_from(
         TrainConfig, kw, model=model_config(kw), query=query_config(kw), meta=config_from(MetaConfig, kw)
     )
-    if preflight(members, nonmembers, strict, kw["folds"], output, query_config(kw), kw["backend"], meta=meta):
-        return
-    from docaudit import api
-    from docaudit.corpus.documents import Skips
-    from docaudit.report.tables import format_grid
-
-    skips = Skips(strict)
+    reading, run = DocumentSpec(strict=strict), run_context(ray_config(kw))
     if grid:
-        contexts = [int(c) for c in grid_contexts.split(",")]
-        table = api.grid(
-            members, nonmembers, config, contexts, skips=skips, ray=ray_config(kw), progress=show_progress()
-        )
-        warn_skipped(skips.as_json())
-        if fmt == "json":
-            echo_json(table.to_dict(orient="records"))
-        else:
-            echo_rows(table, fmt, format_grid)
-        return
-    result = api.train(
-        members,
-        nonmembers,
-        config,
-        Path(out),
-        overwrite=overwrite,
-        skips=skips,
-        ray=ray_config(kw),
-        progress=show_progress(),
-    )
-    warn_skipped(result.skipped)
-    if fmt == "json":
-        echo_json(result.card)
-    elif fmt == "csv":
-        from docaudit.report.classifier import out_of_fold_predictions
-
-        echo_csv(out_of_fold_predictions(result.documents, result.evaluation))
+        contexts = tuple(int(c) for c in grid_contexts.split(","))
+        request = api.GridRequest(members, nonmembers, contexts, config, reading=reading, run=run)
     else:
-        _echo_trained(result, kw["folds"], out)
+        request = api.TrainRequest(members, nonmembers, config, Path(out), overwrite, reading=reading, run=run)
+    if preflight(request):
+        return
+    if grid:
+        from docaudit.report.tables import format_grid
+
+        table = api.grid(request)
+        warn_skipped(table.skipped)
+        if fmt == "json":
+            echo_result(table)
+        else:
+            echo_rows(table.table, fmt, format_grid)
+        return
+    result = api.train(request)
+    warn_skipped(result.trained.skipped)
+    if fmt == "json":
+        echo_result(result)
+    elif fmt == "csv":
+        echo_csv(result.to_frame())
+    else:
+        _echo_trained(result.trained, kw["folds"], out)
 
 
 def _echo_trained(result, folds: int, out) -> None:
@@ -166,26 +156,24 @@ API_SETTINGS = ("api_key_env", "api_timeout", "api_retries", "api_document_timeo
 def predict(documents, classifier, alpha, strict, fmt, use_card_backend, **kw):
     """Verdict for each document: evidence of membership, no evidence, or inconclusive with the reason, from its
     p-value against the classifier's known non-members (a document that cannot be used is a row saying why)."""
-    if preflight(documents, strict=strict, query=card_query(classifier), backend=kw["backend"]):
-        return
     from docaudit import api
-    from docaudit.corpus.documents import Skips
+    from docaudit.audit.specs import CardAccess
     from docaudit.report.verdicts import format_predictions
 
-    model = model_config(kw) if kw["model"] or kw["backend"] != ModelConfig.backend else None
-    skips = Skips(strict)
-    rows = api.predict(
+    access = CardAccess(
+        kw["trust_remote_code"], use_card_backend, given_settings(kw, (*API_SETTINGS, *RUN_HERE_FIELDS))
+    )
+    request = api.PredictRequest(
         documents,
         Path(classifier) if classifier else None,
-        model,
-        skips=skips,
-        trust_remote_code=kw["trust_remote_code"],
-        use_card_backend=use_card_backend,
-        user_settings=given_settings(kw, (*API_SETTINGS, *RUN_HERE_FIELDS)),
-        alpha=alpha,
-        ray=ray_config(kw),
-        progress=show_progress(),
+        model_config(kw),
+        access,
+        alpha,
+        DocumentSpec(strict=strict),
+        run_context(ray_config(kw)),
     )
-    warn_skipped(skips.as_json())
-    rows += [{"file": s["file"], "skipped": s["reason"]} for s in skips.as_json()]
-    echo_rows(rows, fmt, format_predictions)
+    if preflight(request):
+        return
+    result = api.predict(request)
+    warn_skipped(result.skipped)
+    echo_result(result, fmt, format_predictions)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
-from docaudit.cli.command import friendly_errors, group, option, show_progress
-from docaudit.cli.echo import echo_csv, echo_json
+from docaudit.cli.command import friendly_errors, group, option, run_context
+from docaudit.cli.echo import echo_result
 from docaudit.cli.options import (
     config_from,
     field_option,
@@ -20,9 +20,8 @@ from docaudit.cli.options import (
     overwrite_option,
     ref_config,
 )
-from docaudit.cli.preflight import DRY_RUN_KEY, check_inputs, dry_run_option
+from docaudit.cli.preflight import dry_run, dry_run_option
 from docaudit.config import ModelConfig, TrapConfig
-from docaudit.errors import DocauditError
 
 
 @group()
@@ -60,50 +59,39 @@ def traps_make(documents, out, registry, generator, device, overwrite, fmt, **kw
     """Generate traps and controls, plant the traps at random paragraph boundaries inside the body of copies of
     DOCUMENTS (never in a Project Gutenberg header or licence)."""
     from docaudit import api
-    from docaudit.report.traps import planted_rows
 
     config = config_from(TrapConfig, kw)
-    if click.get_current_context().meta.get(DRY_RUN_KEY, False):
-        _dry_run(documents, out, registry, generator, overwrite, config)
-        return
-    plan = api.traps_make(
+    request = api.TrapsMakeRequest(
         list(documents),
         Path(out),
-        Path(registry),
+        registry,
         ModelConfig(model=generator, device=device),
         config,
         overwrite,
-        show_progress(),
+        run_context(),
     )
-    rows = planted_rows(plan, Path(out))
-    if fmt == "json":
-        echo_json(
-            {"registry": str(registry), "documents": rows, "candidates": plan.candidates, "rejected": plan.rejected}
-        )
-    elif fmt == "csv":
-        echo_csv(rows)
+    if dry_run():
+        [estimate] = api.estimate(request)
+        _echo_dry_run(estimate, generator is None, config)
+        return
+    result = api.traps_make(request)
+    if fmt != "table":
+        echo_result(result, fmt)
     else:
         click.echo(
             f"planted {config.per_document} traps x {config.copies} copies of {config.tokens} tokens in each of "
-            f"{len(rows)} documents, written to {out} (originals untouched); {plan.candidates} candidates generated, "
-            f"rejected: {plan.rejected or 'none'}"
+            f"{len(result.rows)} documents, written to {out} (originals untouched); {result.plan.candidates} "
+            f"candidates generated, rejected: {result.plan.rejected or 'none'}"
         )
         click.echo(f"registry: {registry} -- PRIVATE, do not publish it (it names the traps and the controls)")
 
 
-def _dry_run(documents, out, registry, generator, overwrite, config) -> None:
-    """The checks ``traps make`` makes before generating, then what it would plant and write: no model loaded."""
-    from docaudit.audit.traps import planting_estimate
-    from docaudit.report.traps import check_registry_path
-
-    files = check_inputs(list(documents), output=(out, "traps", overwrite, [*documents, generator]))
-    if files is None:
-        raise DocauditError("traps make takes text files, not datasets")
-    check_registry_path(Path(registry), Path(out), overwrite)
-    plan = planting_estimate({f.name: f.stat().st_size for f in files}, config)
+def _echo_dry_run(estimate, embedded: bool, config: TrapConfig) -> None:
+    """What ``traps make --dry-run`` prints: what it would plant and write, after the checks; no model loaded."""
+    plan = estimate.cost
     click.echo(
         f"dry run: {plan['traps']} traps ({config.per_document} per document, and as many controls kept private) of "
-        f"{config.tokens} tokens, {config.copies} copies each, in {len(files)} documents"
+        f"{config.tokens} tokens, {config.copies} copies each, in {len(estimate.files)} documents"
     )
     for row in plan["documents"]:
         click.echo(f"  {row['document']}: +{row['added_bytes']:,} bytes ({row['growth']:+.1%})")
@@ -111,7 +99,7 @@ def _dry_run(documents, out, registry, generator, overwrite, config) -> None:
     took = (
         f"at least ~{minutes:.0f} min of sampling were every candidate kept, at the embedded Gemma's measured rate on "
         "a 2-core CPU (the prose check rejects most of its samples: docs/traps.md)"
-        if generator is None
+        if embedded
         else "not estimated (a rate is measured for the embedded generator only)"
     )
     click.echo(f"  {plan['sequences']} sequences to generate; time {took}; sizes at 4 characters per token")
@@ -129,20 +117,13 @@ def _dry_run(documents, out, registry, generator, overwrite, config) -> None:
 def traps_detect(registry, alpha, fmt, **kw):
     """Test a model for the traps of a registry: AUC traps vs controls and an exact one-sided p-value per document."""
     from docaudit import api
-    from docaudit.report.traps import detection_table, format_detection
+    from docaudit.report.traps import format_detection
 
-    result = api.traps_detect(
-        Path(registry),
-        model_config(kw),
-        ref_config(kw),
-        alpha=alpha,
-        progress=show_progress(),
-    )
-    if result.warning:
-        click.echo(result.warning, err=True)
-    if fmt == "json":
-        echo_json(result.as_json())
-    elif fmt == "csv":
-        echo_csv(detection_table(result))
+    request = api.TrapsDetectRequest(Path(registry), model_config(kw), ref_config(kw), alpha=alpha, run=run_context())
+    result = api.traps_detect(request)
+    if result.detection.warning:
+        click.echo(result.detection.warning, err=True)
+    if fmt != "table":
+        echo_result(result, fmt)
     else:
-        click.echo(format_detection(result))
+        click.echo(format_detection(result.detection))

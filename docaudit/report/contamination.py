@@ -9,11 +9,24 @@ from docaudit.audit.contamination import ContaminationReport
 from docaudit.corpus.metadata import display_name
 
 
-def write_contamination_report(report: ContaminationReport, out: Path, overwrite: bool = False) -> None:
-    """``report.csv``, ``calibration.csv``, ``snippets.csv``, ``report.json``, ``rates.png`` (the audited books
-    beside the calibration books), ``calibration_roc.png``, ``calibration_scores.png`` and a self-contained
-    ``report.html`` (PNGs embedded) into ``out`` (a new or empty folder, or an earlier report with ``overwrite``),
-    written whole or not at all."""
+def report_document(report: ContaminationReport) -> dict:
+    """What ``report.json`` holds after its envelope: the run's information (the threshold as text when not
+    finite), the audited books (verdict first) and the calibration books."""
+    tau = report.threshold
+    return {
+        "info": report.info | {"threshold": tau if math.isfinite(tau) else str(tau)},
+        "books": verdict_first(report.books).to_dict(orient="records"),
+        "calibration": report.calibration.to_dict(orient="records"),
+    }
+
+
+def write_contamination_report(
+    report: ContaminationReport, out: Path, overwrite: bool = False, document: dict | None = None
+) -> None:
+    """``report.csv``, ``calibration.csv``, ``snippets.csv``, ``report.json`` (``document``, the report's JSON
+    output; None: made here), ``rates.png`` (the audited books beside the calibration books),
+    ``calibration_roc.png``, ``calibration_scores.png`` and a self-contained ``report.html`` (PNGs embedded) into
+    ``out`` (a new or empty folder, or an earlier report with ``overwrite``), written whole or not at all."""
     from docaudit.io import json_text
     from docaudit.outputs import staged_dir
     from docaudit.provenance import envelope
@@ -21,23 +34,13 @@ def write_contamination_report(report: ContaminationReport, out: Path, overwrite
 
     info = report.info
     books = verdict_first(report.books)
+    document = envelope("report", report_document(report)) if document is None else document
     with staged_dir(Path(out), "report", overwrite) as tmp:
         books.to_csv(tmp / "report.csv", index=False)
         report.calibration.to_csv(tmp / "calibration.csv", index=False)
         report.snippets.to_csv(tmp / "snippets.csv", index=False)
         tau = report.threshold
-        (tmp / "report.json").write_text(
-            json_text(
-                envelope(
-                    "report",
-                    {
-                        "info": info | {"threshold": tau if math.isfinite(tau) else str(tau)},
-                        "books": books.to_dict(orient="records"),
-                        "calibration": report.calibration.to_dict(orient="records"),
-                    },
-                )
-            )
-        )
+        (tmp / "report.json").write_text(json_text(document))
         plot_rate_strip(report.books, report.calibration, tmp / "rates.png", info["method_title"])
         cal = report.snippets[report.snippets.role != "audited"]
         y = (cal.role == "member").to_numpy().astype(int)

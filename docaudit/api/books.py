@@ -1,0 +1,166 @@
+"""``map`` (which chapters of a book score like trained text) and ``controls`` (each book tested against synthetic
+suffixes a generator writes for its own prefixes)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from docaudit.api.common import Result, envelope_of, local_inputs, recorded, scaled
+from docaudit.audit.specs import MapSpec
+from docaudit.config import ControlsConfig, ModelConfig
+from docaudit.query.loaded import LoadedModel
+from docaudit.run import DocumentSpec, RunContext
+
+if TYPE_CHECKING:
+    from docaudit.audit.localize import MapResult
+
+
+@dataclass(frozen=True)
+class MapRequest:
+    """The map of ``books`` against the calibration books ``nonmembers`` (known non-members) under ``model``, as
+    ``spec`` says; with ``out``, ``map.csv``/``.json``/``.png``/``.html`` written there (a new or empty folder, or an
+    earlier map with ``overwrite``)."""
+
+    books: Sequence[object]
+    nonmembers: Sequence[object]
+    out: Path | None = None
+    overwrite: bool = False
+    model: ModelConfig | LoadedModel = field(default_factory=ModelConfig)
+    spec: MapSpec = field(default_factory=MapSpec)
+    reading: DocumentSpec = field(default_factory=DocumentSpec)
+    run: RunContext = field(default_factory=RunContext)
+
+
+@dataclass
+class MapOutcome(Result):
+    """``map``: a row per segment of every book, a summary per book and the run's information; ``rows``: the
+    segments' rows as ``map.csv`` holds them."""
+
+    schema: ClassVar[str] = "map"
+    map: MapResult
+    rows: list[dict]
+    envelope: dict
+
+    def write(self, out: Path, overwrite: bool = False) -> None:
+        """``map.csv``, ``map.json``, ``map.png`` and ``map.html`` into ``out``."""
+        from docaudit.report.localize import write_map
+
+        write_map(self.map, Path(out), overwrite)
+
+
+def map_books(request: MapRequest) -> MapOutcome:
+    """Which parts of each book score like trained text (``audit.localize``): every book cut into its chapters,
+    each segment's p-value against windows of the calibration books at the same place and of the same length,
+    Benjamini–Hochberg over the book's segments, a verdict per segment."""
+    from docaudit.audit.localize import map_documents
+    from docaudit.corpus.documents import load_documents
+    from docaudit.outputs import prepare_output
+    from docaudit.query.models import load_model
+    from docaudit.report.localize import map_frame, map_json
+
+    r = request
+    if r.out is not None:
+        prepare_output(r.out, "map", r.overwrite, local_inputs(r.books, r.nonmembers, r.model))
+    reading = recorded(r.reading)
+    read = {"raw": reading.raw, "normalize_chars": reading.normalize_chars, "skips": reading.skips}
+    judged = load_documents(r.books, **read, progress=r.run.progress)
+    calibration = load_documents(r.nonmembers, **read, progress=r.run.progress)
+    with scaled(r.run) as run:
+        lm = r.model if isinstance(r.model, LoadedModel) else load_model(r.model)
+        result = map_documents(judged, calibration, lm, r.spec, run.progress)
+    result.info["skipped"] = reading.skips.as_json()
+    if r.run.command is not None:
+        result.info["command"] = list(r.run.command)
+    rows = map_frame(result).to_dict(orient="records")
+    outcome = MapOutcome(result, rows, envelope_of("map", map_json(result), r.run))
+    if r.out is not None:
+        outcome.write(r.out, r.overwrite)
+    return outcome
+
+
+@dataclass(frozen=True)
+class ControlsRequest:
+    """Test each of ``books`` for membership in ``model`` against synthetic suffixes ``generator`` writes for the
+    books' own prefixes: the null from the never-seen texts ``library``, a ``reference`` model that cannot have
+    seen the books, or both (one at least)."""
+
+    books: Sequence[object]
+    model: ModelConfig | LoadedModel = field(default_factory=ModelConfig)
+    generator: ModelConfig | LoadedModel = field(default_factory=ModelConfig)
+    reference: ModelConfig | LoadedModel | None = None
+    library: Sequence[object] | None = None
+    config: ControlsConfig = field(default_factory=ControlsConfig)
+    reading: DocumentSpec = field(default_factory=DocumentSpec)
+    run: RunContext = field(default_factory=RunContext)
+
+
+@dataclass
+class ControlsResult(Result):
+    """``controls``: the books' tests and verdicts, the library's, the null in words, the settings, the models'
+    records and the skipped documents; ``rows``: one per book."""
+
+    schema: ClassVar[str] = "controls"
+    controls: dict
+    rows: list[dict]
+    envelope: dict
+
+
+def _loaded_models(request: ControlsRequest) -> dict[str, LoadedModel]:
+    """The target, generator and reference (when given) loaded, each run in this process and the generator and
+    reference other than the target."""
+    from docaudit.errors import DocauditError
+    from docaudit.query.generate import require_in_process
+    from docaudit.query.models import load_model
+
+    given = {"target": request.model, "generator": request.generator, "reference": request.reference}
+    given = {role: m for role, m in given.items() if m is not None}
+    for role, m in given.items():
+        require_in_process(m, f"the {role}")
+    loaded = {role: m if isinstance(m, LoadedModel) else load_model(m) for role, m in given.items()}
+    for role, m in loaded.items():
+        require_in_process(m, f"the {role}")
+    for role in ("generator", "reference"):
+        if role in loaded and loaded[role].identity == loaded["target"].identity:
+            raise DocauditError(f"the {role} is the target model itself: give --{role} another model")
+    return loaded
+
+
+def synthetic_controls(request: ControlsRequest) -> ControlsResult:
+    """The paired synthetic-control test of each book (``audit.synthetic_controls.controls_audit``)."""
+    from docaudit.audit.synthetic_controls import controls_audit
+    from docaudit.corpus.documents import load_documents
+    from docaudit.errors import DocauditError
+    from docaudit.provenance import document_records, model_record
+    from docaudit.query.progress import showing
+    from docaudit.report.controls import controls_json, controls_rows
+
+    r = request
+    if r.library is None and r.reference is None:
+        raise DocauditError("synthetic controls need a null: give --null-library DIR, --reference MODEL, or both")
+    reading = recorded(r.reading)
+    read = (reading.raw, r.run.progress, reading.skips, reading.normalize_chars)
+    docs = load_documents(r.books, *read)
+    library_docs = None if r.library is None else load_documents(r.library, *read)
+    loaded = _loaded_models(r)
+    with showing(r.run.progress):
+        result = controls_audit(docs, library_docs, loaded, r.config, r.run.progress)
+    null = (
+        "t prediction interval against the null library"
+        if r.library is not None
+        else "t-test of the contrast against 0"
+    )
+    if r.reference is not None:
+        null += ", contrasts net of the reference model's"
+    result.update(
+        null=null,
+        settings=asdict(r.config),
+        generator=model_record(loaded["generator"]),
+        reference=model_record(loaded["reference"]) if "reference" in loaded else None,
+        skipped=reading.skips.as_json(),
+        inputs=document_records(docs, "judged") + document_records(library_docs or [], "library"),
+        model=model_record(loaded["target"]),
+    )
+    return ControlsResult(result, controls_rows(result), envelope_of("controls", controls_json(result), r.run))
