@@ -142,7 +142,8 @@ def estimates(lm, sets: dict, scale_snippets: int, work: Path) -> dict:
 
 def run_commands(lm, work: Path, scale: float, commands) -> dict:
     from docaudit import api
-    from docaudit.config import MetaConfig, QueryConfig
+    from docaudit.audit.specs import EvaluationSpec, ReportSpec
+    from docaudit.config import ContaminationConfig, MetaConfig, QueryConfig
     from docaudit.query import rates
 
     def n(x: int) -> int:
@@ -159,12 +160,28 @@ def run_commands(lm, work: Path, scale: float, commands) -> dict:
         "ev_n": write_excerpts(work / "ev_n", "nonmembers", n(20), n(1500)),
     }
     runs = {
-        "score": lambda: api.score([sets["score"]], lm),
-        "sequence": lambda: api.sequence([sets["seq_m"]], [sets["seq_n"]], model=lm),
-        "report": lambda: api.report(
-            [sets["books"]], [sets["cal_m"]], [sets["cal_n"]], work / "report-out", model=lm, snippets=n(10)
+        "score": lambda: api.score(api.ScoreRequest([sets["score"]], api.ModelSpec(lm))),
+        "sequence": lambda: api.sequence(
+            api.SequenceRequest([sets["seq_m"]], [sets["seq_n"]], models=api.ModelSpec(lm))
         ),
-        "evaluate": lambda: api.evaluate([sets["ev_m"]], [sets["ev_n"]], model=lm, folds=2, meta=MetaConfig(folds=2)),
+        "report": lambda: api.report(
+            api.ReportRequest(
+                [sets["books"]],
+                [sets["cal_m"]],
+                [sets["cal_n"]],
+                work / "report-out",
+                models=api.ModelSpec(lm),
+                spec=ReportSpec(ContaminationConfig(snippets=n(10))),
+            )
+        ),
+        "evaluate": lambda: api.evaluate(
+            api.EvaluateRequest(
+                [sets["ev_m"]],
+                [sets["ev_n"]],
+                models=api.ModelSpec(lm),
+                spec=EvaluationSpec(MetaConfig(folds=2), folds=2),
+            )
+        ),
     }
     counter = Forwards(getattr(lm.model, "base_model", lm.model))  # the trunk: every pass goes through it
     timer = PassTimer()

@@ -61,9 +61,9 @@ def judge(model_dir, members, nonmembers, held_members, held_nonmembers, tmp: Pa
         meta=MetaConfig(norm="max_tf", features="hist", bins=20, folds=5, seed=seed, n_estimators=trees),
     )
     out = tmp / f"classifier-{seed}-{max_tokens}"
-    api.train(write(members, tmp / f"m{seed}"), write(nonmembers, tmp / f"n{seed}"), config, out)
+    api.train(api.TrainRequest(write(members, tmp / f"m{seed}"), write(nonmembers, tmp / f"n{seed}"), config, out))
     paths = write(held_members + held_nonmembers, tmp / f"h{seed}-{max_tokens}")
-    rows = api.predict(paths, out)
+    rows = api.predict(api.PredictRequest(paths, out)).rows
     for row, p in zip(rows, cross_conformal_before(out, paths, model_dir)):
         row["p_value_cross_x2"] = p
     return rows[: len(held_members)], rows[len(held_members) :]

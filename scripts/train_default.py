@@ -43,7 +43,7 @@ def main() -> None:
         meta=MetaConfig(seed=args.seed),
         normalize_chars=True,
     )
-    result = api.train(members, nonmembers, config, args.out, overwrite=args.overwrite)
+    result = api.train(api.TrainRequest(members, nonmembers, config, args.out, args.overwrite)).trained
     print(f"{result.final_config}: {format_summary(result.summary)}")
     if result.card.get("warning"):
         print(f"WARNING: {result.card['warning']}")

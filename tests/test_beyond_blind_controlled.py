@@ -21,6 +21,7 @@ from conftest import CORPUS
 from labtarget import TINY, book_excerpt, single_thread
 
 from docaudit import api
+from docaudit.audit.specs import EvaluationSpec
 from docaudit.cli import main
 from docaudit.config import MetaConfig, ModelConfig, QueryConfig
 from docaudit.inference.comparison import ADDS, NO_EVIDENCE_BEYOND, NOTHING, reading
@@ -62,17 +63,18 @@ def shifted(tmp_path_factory):
 
 def _evaluate(members, nonmembers, model):
     with single_thread():
-        result = api.evaluate(
+        request = api.EvaluateRequest(
             members,
             nonmembers,
-            model=ModelConfig(model=str(model)),
+            models=api.ModelSpec(ModelConfig(model=str(model))),
             query=QueryConfig(context=63, max_tokens=TOKENS, excerpt="leading"),
-            methods="loss",
-            meta=MetaConfig(norm="none", features="hist", n_estimators=100, bins=50),
-            levels=("doc_avg",),
-            progress=False,
+            detectors=api.DetectorSpec("loss"),
+            spec=EvaluationSpec(
+                meta=MetaConfig(norm="none", features="hist", n_estimators=100, bins=50), levels=("doc_avg",)
+            ),
         )
-    return result.beyond_blind
+        result = api.evaluate(request)
+    return result.evaluation.beyond_blind
 
 
 def test_a_random_split_blind_near_chance_model_adds(shifted):

@@ -110,13 +110,14 @@ def trained_run(tmp_path_factory, one_thread):
             (root / name / f"{name}{i:02d}.txt").write_text(t)
     with pytest.MonkeyPatch.context() as env:
         env.setenv("DOCAUDIT_CACHE", str(root / "cache"))
-        result = api.synthetic_controls(
+        request = api.ControlsRequest(
             [root / "books"],
             ModelConfig(model=str(target)),
             ModelConfig(model=str(generator)),
             library=[root / "library"],
             config=replace(SMALL, passages=16),
         )
+        result = api.synthetic_controls(request).controls
     return result, len(members)
 
 

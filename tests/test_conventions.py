@@ -114,7 +114,8 @@ def test_no_progress_bars_off_a_terminal_nor_from_the_api(sets, tiny_gpt2, capfd
     assert result.exit_code == 0, result.output
     assert "%|" not in result.stderr and json.loads(result.stdout)["docaudit_version"] == __version__
     capfd.readouterr()
-    rows = api.score([sets["non"]], ModelConfig(model=str(tiny_gpt2)), "loss", query=QueryConfig(context=32))
+    models, detectors = api.ModelSpec(ModelConfig(model=str(tiny_gpt2))), api.DetectorSpec("loss")
+    rows = api.score(api.ScoreRequest([sets["non"]], models, QueryConfig(context=32), detectors)).rows
     assert len(rows) == 4 and "%|" not in capfd.readouterr().err
 
 

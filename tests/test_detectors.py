@@ -25,6 +25,7 @@ from docaudit.methods.document_level import (
     sequence_scores,
 )
 from docaudit.query.models import load_model
+from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -48,9 +49,14 @@ def test_scores_equal_direct_computations(gpt2, llama, tmp_path):
     doc = tmp_path / "doc.txt"
     doc.write_text(text)
     names = ["loss", "zlib", "lowercase", "ref", "mink", "minkpp", "pac"]
-    [row] = api.score(
-        [doc], gpt2, names, DetectorConfig(k=0.2), QueryConfig(context=250), ref_model=llama, raw=True, progress=False
+    request = api.ScoreRequest(
+        [doc],
+        ModelSpec(gpt2, llama),
+        QueryConfig(context=250),
+        DetectorSpec(names, DetectorConfig(k=0.2)),
+        DocumentSpec(raw=True),
     )
+    [row] = api.score(request).rows
     model, tok = gpt2.model, gpt2.tokenizer
     ids = ref.token_ids(tok, text)
     assert row["n_tokens"] == len(ids) < 200
@@ -73,7 +79,8 @@ def test_score_on_a_snippet_equals_the_direct_computation_on_its_raw_text(gpt2, 
 
     doc = tmp_path / "snippet.txt"
     doc.write_text(SNIPPET, encoding="utf-8")
-    [row] = api.score([doc], gpt2, ["loss", "zlib", "mink", "minkpp"], query=QueryConfig(context=250), progress=False)
+    detectors = DetectorSpec(["loss", "zlib", "mink", "minkpp"])
+    [row] = api.score(api.ScoreRequest([doc], ModelSpec(gpt2), QueryConfig(context=250), detectors)).rows
     model, ids = gpt2.model, ref.token_ids(gpt2.tokenizer, SNIPPET)
     loss = ref.loss_by_labels(model, ids)
     assert row["n_tokens"] == len(ids)

@@ -4,6 +4,7 @@ for the folds; ``--dry-run`` says what a run would query and loads nothing; the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -16,10 +17,12 @@ from conftest import corpus_ids, corpus_text, document_sets
 from test_gguf import write_gguf
 
 from docaudit import api
+from docaudit.audit.specs import EvaluationSpec
 from docaudit.config import MetaConfig, ModelConfig, QueryConfig
 from docaudit.config.rules import check_folds, check_inner_folds
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
+from docaudit.run import DetectorSpec, ModelSpec, RunContext
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "transformers", "sklearn", "skops", "scipy.stats")
@@ -232,7 +235,8 @@ def test_quiet_run_prints_only_warnings_and_errors(sets, tiny_gguf, tmp_path, ba
 
 def test_api_without_progress_prints_nothing(sets, tiny_gguf, capfd):
     doc = sorted(sets["mem"].glob("*.txt"))[0]
-    rows = api.score([doc], model=ModelConfig(model=str(tiny_gguf)), methods="loss", query=QueryConfig(context=16))
+    models, detectors = ModelSpec(ModelConfig(model=str(tiny_gguf))), DetectorSpec("loss")
+    rows = api.score(api.ScoreRequest([doc], models, QueryConfig(context=16), detectors)).rows
     assert rows[0]["loss"] < 0
     captured = capfd.readouterr()
     assert captured.err == "" and captured.out == ""
@@ -240,9 +244,8 @@ def test_api_without_progress_prints_nothing(sets, tiny_gguf, capfd):
 
 def test_api_with_progress_shows_the_loading_step_and_the_conversion(sets, tiny_gguf, capfd):
     doc = sorted(sets["mem"].glob("*.txt"))[0]
-    api.score(
-        [doc], model=ModelConfig(model=str(tiny_gguf)), methods="loss", query=QueryConfig(context=16), progress=True
-    )
+    models, detectors = ModelSpec(ModelConfig(model=str(tiny_gguf))), DetectorSpec("loss")
+    api.score(api.ScoreRequest([doc], models, QueryConfig(context=16), detectors, run=RunContext(progress=True)))
     err = capfd.readouterr().err
     assert f"loading model {tiny_gguf} ..." in err
     assert f"loaded model {tiny_gguf} in " in err
@@ -258,16 +261,23 @@ def test_every_long_step_reports_with_progress_and_none_without(tiny_gpt2, tmp_p
 
     sets = document_sets(tmp_path, n=6, n_chars=600)
     meta = MetaConfig(n_estimators=10, select_trees=10, bins=10, features="hist", n_jobs=1)
-    options = dict(model=ModelConfig(model=str(tiny_gpt2)), query=QueryConfig(context=16), folds=2, meta=meta)
-    options |= dict(methods="loss,lowercase", scaling=ScalingConfig(n_sequences=4))
-    api.evaluate([sets["mem"]], [sets["non"]], progress=True, **options)
+    request = api.EvaluateRequest(
+        [sets["mem"]],
+        [sets["non"]],
+        models=ModelSpec(ModelConfig(model=str(tiny_gpt2))),
+        query=QueryConfig(context=16),
+        detectors=DetectorSpec("loss,lowercase"),
+        spec=EvaluationSpec(meta=meta, scaling=ScalingConfig(n_sequences=4), folds=2),
+        run=RunContext(progress=True),
+    )
+    api.evaluate(request)
     err = capfd.readouterr().err
     steps = ("loading model", "querying", "scoring sequences", "meta-classifier folds", "blind baselines")
     for step in (*steps, "beyond-blind refits"):
         assert step in err, step
     fits = 2 * (1 + 5 * 3)  # two folds, each five normalizations x three inner folds and the chosen pair's fit
     assert f"{fits}/{fits}" in err
-    api.evaluate([sets["mem"]], [sets["non"]], progress=False, **options)
+    api.evaluate(dataclasses.replace(request, run=RunContext()))
     captured = capfd.readouterr()
     assert captured.err == "" and captured.out == ""
 
@@ -308,8 +318,11 @@ def test_api_evaluate_and_train_without_progress_print_nothing(sets, tiny_gpt2, 
     members, nonmembers = [sets["mem"]], [sets["non"]]
     meta = MetaConfig(norm="ratio_tf", features="hist", folds=2, n_estimators=5, bins=10)
     query = QueryConfig(context=16)
-    result = api.evaluate(members, nonmembers, model=model, methods="loss", query=query, meta=meta, folds=2)
-    assert len(result.table)
-    api.train(members, nonmembers, TrainConfig(model=model, query=query, meta=meta), tmp_path / "c")
+    spec = EvaluationSpec(meta=meta, folds=2)
+    request = api.EvaluateRequest(
+        members, nonmembers, models=ModelSpec(model), query=query, detectors=DetectorSpec("loss"), spec=spec
+    )
+    assert len(api.evaluate(request).evaluation.table)
+    api.train(api.TrainRequest(members, nonmembers, TrainConfig(model=model, query=query, meta=meta), tmp_path / "c"))
     captured = capfd.readouterr()
     assert captured.err == "" and captured.out == ""

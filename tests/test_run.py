@@ -1,8 +1,9 @@
-"""The typed run objects: the API builds them from its keywords or takes them as given, and the command line
-travels in the run context to where provenance is written."""
+"""The typed run objects: the API's requests hold them with their defaults, the run context's seed reaches the
+audit, and the command line travels in the run context to where provenance is written."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -13,10 +14,11 @@ from click.testing import CliRunner
 from conftest import corpus_ids, corpus_text
 
 from docaudit import api
+from docaudit.audit.specs import EvaluationSpec, ReportSpec
 from docaudit.cli import main
-from docaudit.config import ModelConfig
+from docaudit.config import ContaminationConfig, ModelConfig
 from docaudit.outputs import provenance
-from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext, take
+from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +32,12 @@ def sets(tmp_path_factory):
     return str(root / "members"), str(root / "nonmembers")
 
 
-def test_take_replaces_the_given_fields_and_removes_their_keywords():
-    options = {"raw": True, "seed": 3}
-    assert take(DocumentSpec, options, DocumentSpec(normalize_chars=True)) == DocumentSpec(True, True)
-    assert options == {"seed": 3}
-    assert take(RunContext, options) == RunContext(seed=3) and options == {}
-    assert take(DetectorSpec, {"methods": "loss"}).methods == "loss"
-    assert ModelSpec().model == ModelConfig()
+def test_a_request_holds_the_typed_groups_with_their_own_defaults():
+    request = api.ScoreRequest(["book.txt"])
+    assert request.models == ModelSpec() and request.models.model == ModelConfig()
+    assert request.detectors == DetectorSpec() and request.reading == DocumentSpec() and request.run == RunContext()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.documents = ["other.txt"]
 
 
 def test_run_context_keeps_its_command_as_strings():
@@ -49,32 +50,31 @@ def _same(a, b):
     assert {k: v for k, v in a.info.items() if k not in drop} == {k: v for k, v in b.info.items() if k not in drop}
 
 
-def test_evaluate_takes_objects_and_keywords_alike(sets):
+def test_evaluate_is_seeded_by_its_run_context(sets):
     members, nonmembers = sets
-    by_keywords = api.evaluate([members], [nonmembers], methods="blind", folds=3, seed=2, raw=True)
-    by_objects = api.evaluate(
-        [members], [nonmembers], methods="blind", folds=3, reading=DocumentSpec(raw=True), run=RunContext(seed=2)
-    )
-    replaced = api.evaluate(
-        [members], [nonmembers], methods="blind", folds=3, raw=True, reading=DocumentSpec(), run=RunContext(seed=2)
-    )
-    _same(by_keywords, by_objects)
-    _same(by_keywords, replaced)
-    other_seed = api.evaluate([members], [nonmembers], methods="blind", folds=3, raw=True, run=RunContext(seed=7))
-    assert other_seed.info["seed"] == 7 and by_objects.info["seed"] == 2
-    assert other_seed.info["fold_test_documents"] != by_objects.info["fold_test_documents"]
+
+    def evaluate(seed: int):
+        request = api.EvaluateRequest(
+            [members],
+            [nonmembers],
+            detectors=DetectorSpec("blind"),
+            spec=EvaluationSpec(folds=3),
+            reading=DocumentSpec(raw=True),
+            run=RunContext(seed=seed),
+        )
+        return api.evaluate(request).evaluation
+
+    first, again, other_seed = evaluate(2), evaluate(2), evaluate(7)
+    _same(first, again)
+    assert other_seed.info["seed"] == 7 and first.info["seed"] == 2
+    assert other_seed.info["fold_test_documents"] != first.info["fold_test_documents"]
 
 
-def test_positional_arguments_keep_their_order_and_wrong_calls_are_refused(sets):
+def test_data_check_takes_its_folds_and_seed_from_its_request(sets):
     members, nonmembers = sets
-    by_position = api.data_check(members, nonmembers, True, False, 3, 1, False)
-    assert by_position == api.data_check(members, nonmembers, raw=True, folds=3, seed=1)
-    with pytest.raises(TypeError, match="at most 7"):
-        api.data_check(members, nonmembers, True, False, 3, 1, False, None, False, "one too many")
-    with pytest.raises(TypeError, match="multiple values for raw"):
-        api.data_check(members, nonmembers, True, raw=False)
-    with pytest.raises(TypeError, match="unexpected keyword arguments: bogus"):
-        api.evaluate([members], [nonmembers], methods="blind", bogus=1)
+    result = api.data_check(api.DataCheckRequest(members, nonmembers, 3, DocumentSpec(raw=True), RunContext(seed=1)))
+    assert (result.check["n_a"], result.check["n_b"], result.check["folds"], result.check["seed"]) == (6, 6, 3, 1)
+    assert [row["set"] for row in result.rows] == [members, nonmembers]
 
 
 def test_a_command_line_does_not_outlive_its_command():
@@ -88,16 +88,15 @@ def test_a_command_line_does_not_outlive_its_command():
 def test_report_writes_the_command_line_of_its_run_context(sets, tiny_gpt2, tmp_path):
     members, nonmembers = sets
     books = sorted(Path(members).glob("*.txt"))[:2]
-    api.report(
+    request = api.ReportRequest(
         books,
         sorted(Path(members).glob("*.txt"))[2:],
         [nonmembers],
         tmp_path / "report",
-        model=ModelConfig(model=str(tiny_gpt2)),
-        snippets=2,
-        snippet_words=20,
-        book_bootstrap_samples=20,
+        models=ModelSpec(ModelConfig(model=str(tiny_gpt2))),
+        spec=ReportSpec(ContaminationConfig(snippets=2, snippet_words=20, book_bootstrap=20)),
         run=RunContext(command=("docaudit", "report", "my books")),
     )
+    api.report(request)
     info = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))["info"]
     assert info["provenance"]["command"] == "docaudit report 'my books'"

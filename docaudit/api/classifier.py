@@ -112,6 +112,8 @@ class GridResult(Result):
 def grid(request: GridRequest) -> GridResult:
     """Every configuration of the meta-classifier on the same folds (``audit.meta.grid``): a look at all of them on
     the test folds (``train`` makes the honest choice)."""
+    from docaudit.audit import meta
+
     r = request
     reading = recorded(r.reading)
     with scaled(r.run) as run:
@@ -166,5 +168,5 @@ def predict(request: PredictRequest) -> PredictResult:
     model = card_or_user_model(r.model)
     with scaled(r.run) as run:
         rows = meta.predict(r.documents, r.classifier, model, r.access, r.alpha, reading.skips, run)
-    rows = rows + skipped_rows(reading)
+    rows.extend(skipped_rows(reading))  # the rows keep what they carry for the envelope (model, inputs)
     return PredictResult(rows, reading.skips.as_json(), envelope_of("predict", rows, r.run))

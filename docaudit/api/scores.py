@@ -50,7 +50,7 @@ def score(request: ScoreRequest) -> ScoreResult:
     reading = recorded(r.reading)
     with scaled(r.run) as run:
         rows = score_documents(r.documents, r.models, r.query, r.detectors, reading, run)
-    rows = rows + skipped_rows(reading)
+    rows.extend(skipped_rows(reading))  # the rows keep what they carry for the envelope (model, inputs)
     return ScoreResult(rows, reading.skips.as_json(), envelope_of("score", rows, r.run))
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from docaudit import api
 from docaudit.audit.evaluation import META
+from docaudit.audit.specs import EvaluationSpec
 from docaudit.config import BeyondBlindConfig, MetaConfig, QueryConfig
 from docaudit.corpus.documents import Document
 from docaudit.inference.conformal import conformal_p
@@ -75,18 +76,17 @@ def evaluate_cell(
     """``(rows, scores, summary)``: one row per method (AUC pooled over the out-of-fold scores with its 95%
     bootstrap interval), each document's out-of-fold scores with its verdict, and the cell's beyond-blind and
     verdict summary. ``meta``/``beyond``: docaudit's defaults unless a smaller run asks for fewer trees/resamples."""
-    ev = api.evaluate(
+    request = api.EvaluateRequest(
         members,
         nonmembers,
-        model=lm,
+        models=api.ModelSpec(lm),
         query=query,
-        methods=list(DETECTORS),
-        folds=folds,
-        seed=seed,
-        raw=True,
-        meta=meta,
-        beyond_config=beyond,
+        detectors=api.DetectorSpec(list(DETECTORS)),
+        spec=EvaluationSpec(meta=meta, folds=folds, beyond_config=beyond),
+        reading=api.DocumentSpec(raw=True),
+        run=api.RunContext(seed=seed),
     )
+    ev = api.evaluate(request).evaluation
     scores = ev.documents.copy()
     meta_column = f"{META}:document"
     labels = scores.label.to_numpy()
