@@ -6,6 +6,10 @@
 - A module is long when it has more than ``MAX_LINES`` lines (the package and ``scripts/``).
 - A function's parameter list is long when it has more than ``MAX_PARAMETERS`` parameters (``self``/``cls`` not
   counted, ``*args`` and ``**kwargs`` one each), in the package outside its command-line layer.
+- The Python API (``docaudit/api.py`` or the package ``docaudit/api/``) is typed: no function there takes
+  ``*args`` or ``**kwargs`` (a reader, an IDE or a type checker can follow each setting to the code that reads it),
+  and every public function and public method of a public class annotates each parameter and its return.
+- One seed: at most ``MAX_SEEDS`` field named ``seed`` across the package's dataclasses (``RunContext.seed``).
 
 Prints each offence on one line and exits 1 when there is any, 0 otherwise.
 
@@ -22,6 +26,7 @@ from pathlib import Path
 
 MAX_LINES = 500
 MAX_PARAMETERS = 8
+MAX_SEEDS = 1
 PACKAGE = "docaudit"
 SCRIPTS = "scripts"
 # the command line's functions mirror its options; their parameters are checked where the options are declared
@@ -178,10 +183,96 @@ def long_signatures(package_dir: Path, exempt: tuple[str, ...] = PARAMETERS_EXEM
     return lines
 
 
+def _parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def api_modules(package_dir: Path) -> dict[str, Path]:
+    """The modules of the Python API: ``<package>/api.py`` or every module of ``<package>/api/``."""
+    prefix = f"{package_dir.name}.api"
+    return {n: p for n, p in module_names(package_dir).items() if n == prefix or n.startswith(prefix + ".")}
+
+
+def _public_functions(tree: ast.Module) -> list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, bool]]:
+    """The module's public functions and the public methods of its public classes: (function, is a method)."""
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("_"):
+            found.append((node, False))
+        elif isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            found += [
+                (f, True)
+                for f in node.body
+                if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef) and not f.name.startswith("_")
+            ]
+    return found
+
+
+def untyped_api(package_dir: Path) -> list[str]:
+    """One line per function of the API taking ``*args`` or ``**kwargs``, and per public function or method of it
+    with a parameter or its return not annotated."""
+    lines = []
+    for path in api_modules(package_dir).values():
+        tree = _parsed(path)
+        where = path.relative_to(package_dir.parent)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for star, arg in (("*", node.args.vararg), ("**", node.args.kwarg)):
+                    if arg is not None:
+                        lines.append(f"untyped API: {where}:{node.lineno} {node.name} takes {star}{arg.arg}")
+        for function, method in _public_functions(tree):
+            a = function.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs]
+            if method and params and params[0].arg in ("self", "cls"):
+                params = params[1:]
+            missing = [p.arg for p in params if p.annotation is None]
+            missing += ["return"] if function.returns is None else []
+            if missing:
+                lines.append(
+                    f"untyped API: {where}:{function.lineno} {function.name} does not annotate {', '.join(missing)}"
+                )
+    return lines
+
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    for decorator in node.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", None)
+        if name == "dataclass":
+            return True
+    return False
+
+
+def seed_fields(package_dir: Path) -> list[str]:
+    """Every field named ``seed`` of a dataclass in the package, as ``path:line Class.seed``."""
+    found = []
+    for path in module_names(package_dir).values():
+        for node in ast.walk(_parsed(path)):
+            if isinstance(node, ast.ClassDef) and _is_dataclass(node):
+                for item in node.body:
+                    if isinstance(item, ast.AnnAssign) and getattr(item.target, "id", None) == "seed":
+                        found.append(f"{path.relative_to(package_dir.parent)}:{item.lineno} {node.name}.seed")
+    return found
+
+
+def extra_seeds(package_dir: Path) -> list[str]:
+    """One line per seed field when the package's dataclasses have more than ``MAX_SEEDS`` of them."""
+    found = seed_fields(package_dir)
+    if len(found) <= MAX_SEEDS:
+        return []
+    return [f"seed field: {f} ({len(found)} dataclass fields named seed, at most {MAX_SEEDS})" for f in found]
+
+
 def offences(root: Path) -> list[str]:
     """Every offence in the checkout at ``root``."""
     package_dir = root / PACKAGE
-    return circles(package_dir) + long_modules(root) + long_signatures(package_dir)
+    return (
+        circles(package_dir)
+        + long_modules(root)
+        + long_signatures(package_dir)
+        + untyped_api(package_dir)
+        + extra_seeds(package_dir)
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in found:
         print(line)
     if not found:
-        print("architecture: no import circles, long modules or long parameter lists")
+        print("architecture: no import circles, long modules, long parameter lists, untyped API or second seed")
     return 1 if found else 0
 
 

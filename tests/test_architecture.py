@@ -153,3 +153,51 @@ def test_the_script_lists_each_offence_and_fails(tmp_path):
         "long module",
         "long parameter list",
     ]
+
+
+TYPED = "from pathlib import Path\n\n\ndef run(request: Path, *, quiet: bool = False) -> int:\n    return 0\n"
+
+
+@pytest.mark.parametrize("api_path", ["docaudit/api.py", "docaudit/api/commands.py"])
+def test_a_typed_api_has_no_offence(tmp_path, api_path):
+    """Annotated public functions and methods (``self`` need not be), private helpers free, ``*`` alone allowed."""
+    text = (
+        TYPED + "\n\nclass Result:\n    def to_json(self) -> dict:\n        return {}\n\n\ndef _helper(x):\n    pass\n"
+    )
+    root = make_tree(tmp_path, {api_path: text, "docaudit/other.py": "def f(*args, **kwargs):\n    pass\n"})
+    assert checker.offences(root) == []
+
+
+@pytest.mark.parametrize(
+    "text, offence",
+    [
+        ("def score(*paths: str) -> list:\n    pass\n", "score takes *paths"),
+        ("def score(paths: list, **options: object) -> list:\n    pass\n", "score takes **options"),
+        ("def _take(options, *args):\n    pass\n", "_take takes *args"),  # a private helper too
+        ("def score(paths, model: str) -> list:\n    pass\n", "score does not annotate paths"),
+        ("def score(paths: list):\n    pass\n", "score does not annotate return"),
+        ("class R:\n    def write(self, out) -> None:\n        pass\n", "write does not annotate out"),
+        ("class R:\n    def to_frame(self):\n        pass\n", "to_frame does not annotate return"),
+    ],
+)
+def test_an_untyped_api_function(tmp_path, text, offence):
+    root = make_tree(tmp_path, {"docaudit/api/commands.py": text})
+    (line,) = checker.offences(root)
+    assert line.startswith("untyped API: docaudit/api/commands.py:") and line.endswith(offence)
+
+
+def test_one_seed_field_across_the_dataclasses(tmp_path):
+    """One dataclass field named ``seed`` is the rule; a second one, in any module and whatever the decorator's
+    form, is an offence naming both; a seed outside a dataclass is not a field."""
+    one = "from dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass RunContext:\n    seed: int = 0\n"
+    other = "class Plain:\n    seed: int = 0\n\n\ndef f(seed: int = 0):\n    pass\n"
+    root = make_tree(tmp_path, {"docaudit/run.py": one, "docaudit/plain.py": other})
+    assert checker.offences(root) == []
+    second = (
+        "import dataclasses\n\n\n@dataclasses.dataclass\nclass MetaConfig:\n    trees: int = 5\n    seed: int = 1\n"
+    )
+    (root / "docaudit" / "config.py").write_text(second)
+    assert checker.offences(root) == [
+        "seed field: docaudit/config.py:7 MetaConfig.seed (2 dataclass fields named seed, at most 1)",
+        "seed field: docaudit/run.py:6 RunContext.seed (2 dataclass fields named seed, at most 1)",
+    ]

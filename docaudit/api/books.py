@@ -33,6 +33,10 @@ class MapRequest:
     reading: DocumentSpec = field(default_factory=DocumentSpec)
     run: RunContext = field(default_factory=RunContext)
 
+    def inputs(self) -> list:
+        """Every local input: what the output folder must not be or contain."""
+        return local_inputs((self.books, self.nonmembers, self.model))
+
 
 @dataclass
 class MapOutcome(Result):
@@ -63,7 +67,7 @@ def map_books(request: MapRequest) -> MapOutcome:
 
     r = request
     if r.out is not None:
-        prepare_output(r.out, "map", r.overwrite, local_inputs(r.books, r.nonmembers, r.model))
+        prepare_output(r.out, "map", r.overwrite, r.inputs())
     reading = recorded(r.reading)
     read = {"raw": reading.raw, "normalize_chars": reading.normalize_chars, "skips": reading.skips}
     judged = load_documents(r.books, **read, progress=r.run.progress)

@@ -36,6 +36,10 @@ class TrainRequest:
     reading: DocumentSpec = field(default_factory=DocumentSpec)
     run: RunContext = field(default_factory=RunContext)
 
+    def inputs(self) -> list:
+        """Every local input: what the output folder must not be or contain."""
+        return local_inputs((self.members, self.nonmembers, self.config.model))
+
 
 @dataclass
 class TrainResult(Result):
@@ -64,7 +68,7 @@ def train(request: TrainRequest) -> TrainResult:
     reading = recorded(r.reading)
     with scaled(r.run) as run:
         if r.out is not None:
-            prepare_output(r.out, "classifier", r.overwrite, local_inputs(r.members, r.nonmembers, r.config.model))
+            prepare_output(r.out, "classifier", r.overwrite, r.inputs())
         result = meta.train(r.members, r.nonmembers, r.config, r.model, run.progress, reading.skips, pool=run.pool)
     if r.out is not None:
         extras = result.extras

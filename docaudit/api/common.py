@@ -5,7 +5,7 @@ envelope, its rows as a pandas frame)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
@@ -45,7 +45,7 @@ def skipped_rows(reading: DocumentSpec) -> list[dict]:
     return [{"file": s["file"], "skipped": s["reason"]} for s in reading.skips.as_json()]
 
 
-def local_inputs(*groups: object) -> list:
+def local_inputs(groups: Sequence[object]) -> list:
     """Every local path among ``groups`` (path lists, single paths, model configs; None and loaded models
     skipped): what an output folder must not be or contain."""
     paths = []

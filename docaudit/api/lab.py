@@ -85,7 +85,8 @@ class TrapsMakeRequest:
     run: RunContext = field(default_factory=RunContext)
 
     def inputs(self) -> list:
-        return local_inputs(self.documents, self.generator)
+        """Every local input: what the output folder must not be or contain."""
+        return local_inputs((self.documents, self.generator))
 
 
 @dataclass

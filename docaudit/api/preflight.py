@@ -13,7 +13,6 @@ from pathlib import Path
 
 from docaudit.api.books import ControlsRequest, MapRequest
 from docaudit.api.classifier import GridRequest, PredictRequest, TrainRequest, card_or_user_model
-from docaudit.api.common import local_inputs, model_inputs
 from docaudit.api.data import DataCheckRequest, DatasetTestRequest
 from docaudit.api.lab import TrapsMakeRequest, check_traps_outputs
 from docaudit.api.report import ReportRequest
@@ -185,7 +184,7 @@ def _model(model: object) -> ModelConfig:
 
 
 def _train(r: TrainRequest) -> list[Checks]:
-    output = (r.out, "classifier", r.overwrite, local_inputs(r.members, r.nonmembers, r.config.model))
+    output = (r.out, "classifier", r.overwrite, r.inputs())
     c = r.config
     return [
         Checks("train", r.members, r.nonmembers, folds=c.meta.folds, meta=c.meta, output=output, reading=r.reading,
@@ -224,7 +223,7 @@ def _evaluate(r: EvaluateRequest) -> list[Checks]:
     methods = _methods(d.methods)
     meta = s.meta if methods != "blind" else None
     names = [] if methods is None else [m.strip() for m in methods.split(",")]
-    output = (r.out, "evaluation", r.overwrite, local_inputs(r.members, r.nonmembers, *model_inputs(r.models, d)))
+    output = (r.out, "evaluation", r.overwrite, r.inputs())
     return [
         Checks("evaluate", r.members, r.nonmembers, folds=s.folds, meta=meta, output=output, reading=r.reading,
                query=r.query, model=_model(r.models.model), methods=methods, detector=d.detector, plan_meta=meta,
@@ -236,9 +235,8 @@ def _evaluate(r: EvaluateRequest) -> list[Checks]:
 def _sequence(r: SequenceRequest) -> list[Checks]:
     d = r.detectors
     whole = QueryConfig(context=r.config.max_context, max_tokens=r.config.max_context)  # each text in one window
-    inputs = local_inputs(r.members, r.nonmembers, r.recall_prefix_file, *model_inputs(r.models, d))
     return [
-        Checks("sequence", r.members, r.nonmembers, output=(r.out, "sequence", r.overwrite, inputs),
+        Checks("sequence", r.members, r.nonmembers, output=(r.out, "sequence", r.overwrite, r.inputs()),
                reading=r.reading, query=whole, model=_model(r.models.model), methods=_methods(d.methods),
                detector=d.detector, no_model=_blind_only(d.methods))
     ]  # fmt: skip
@@ -272,7 +270,7 @@ def _report(r: ReportRequest) -> list[Checks]:
 
 
 def _map(r: MapRequest) -> list[Checks]:
-    output = (r.out, "map", r.overwrite, local_inputs(r.books, r.nonmembers, r.model))
+    output = (r.out, "map", r.overwrite, r.inputs())
     books = (*r.books, *r.nonmembers)
     return [Checks("map", books, output=output, reading=r.reading, query=r.spec.query, model=_model(r.model))]
 

@@ -60,7 +60,8 @@ class ReportRequest:
 
     def inputs(self) -> list:
         """Every local input: what an output folder must not be or contain."""
-        return local_inputs(self.books, self.calibrate_members, self.calibrate_nonmembers, *model_inputs(self.models))
+        groups = (self.books, self.calibrate_members, self.calibrate_nonmembers, *model_inputs(self.models))
+        return local_inputs(groups)
 
     def of_method(self, method: str) -> ReportSpec:
         """The report's spec for ``method``, one of ``len(self.method_names())`` methods."""

@@ -71,6 +71,10 @@ class EvaluateRequest:
     reading: DocumentSpec = field(default_factory=DocumentSpec)
     run: RunContext = field(default_factory=RunContext)
 
+    def inputs(self) -> list:
+        """Every local input: what the output folder must not be or contain."""
+        return local_inputs((self.members, self.nonmembers, *model_inputs(self.models, self.detectors)))
+
 
 @dataclass
 class EvaluateResult(Result):
@@ -100,8 +104,7 @@ def evaluate(request: EvaluateRequest) -> EvaluateResult:
     reading = recorded(r.reading)
     with scaled(r.run) as run:
         if r.out is not None:
-            inputs = local_inputs(r.members, r.nonmembers, *model_inputs(r.models, r.detectors))
-            prepare_output(r.out, "evaluation", r.overwrite, inputs)
+            prepare_output(r.out, "evaluation", r.overwrite, r.inputs())
         evaluation = evaluate_methods(r.members, r.nonmembers, r.models, r.query, r.detectors, r.spec, reading, run)
     result = EvaluateResult(evaluation, envelope_of("evaluation", evaluation_json(evaluation), r.run))
     if r.out is not None:
@@ -126,6 +129,11 @@ class SequenceRequest:
     recall_prefix_file: Path | None = None
     reading: DocumentSpec = field(default_factory=DocumentSpec)
     run: RunContext = field(default_factory=RunContext)
+
+    def inputs(self) -> list:
+        """Every local input: what the output folder must not be or contain."""
+        groups = (self.members, self.nonmembers, self.recall_prefix_file, *model_inputs(self.models, self.detectors))
+        return local_inputs(groups)
 
 
 @dataclass
@@ -157,8 +165,7 @@ def sequence(request: SequenceRequest) -> SequenceResult:
     reading = recorded(r.reading)
     with scaled(r.run) as run:
         if r.out is not None:
-            inputs = local_inputs(r.members, r.nonmembers, r.recall_prefix_file, *model_inputs(r.models, r.detectors))
-            prepare_output(r.out, "sequence", r.overwrite, inputs)
+            prepare_output(r.out, "sequence", r.overwrite, r.inputs())
         prefix = r.recall_prefix if r.recall_prefix_file is None else read_text(r.recall_prefix_file)
         evaluation = evaluate_sequences(r.members, r.nonmembers, r.models, r.detectors, r.config, prefix, reading, run)
     result = SequenceResult(evaluation, envelope_of("sequence", sequence_json(evaluation), r.run))
