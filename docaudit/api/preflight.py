@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from docaudit.api.books import ControlsRequest, MapRequest
-from docaudit.api.classifier import GridRequest, PredictRequest, TrainRequest, card_or_user_model
+from docaudit.api.classifier import GridRequest, PredictRequest, TrainRequest
 from docaudit.api.data import DataCheckRequest, DatasetTestRequest
 from docaudit.api.lab import TrapsMakeRequest, check_traps_outputs
 from docaudit.api.report import ReportRequest
@@ -201,8 +201,8 @@ def _grid(r: GridRequest) -> list[Checks]:
 
 
 def _predict(r: PredictRequest) -> list[Checks]:
-    model = card_or_user_model(r.model)
-    return [Checks("predict", r.documents, reading=r.reading, query=card_query(r.classifier), model=_model(model))]
+    query = card_query(r.classifier)  # the card's query; the estimate's rates are those of the user's settings
+    return [Checks("predict", r.documents, reading=r.reading, query=query, model=_model(r.model))]
 
 
 def _score(r: ScoreRequest) -> list[Checks]:
