@@ -41,9 +41,9 @@ def as_printed(result) -> dict:
     return without_times(json.loads(json_text(result.to_json())))
 
 
-def command(*args) -> RunContext:
+def command(*args, seed: int = 0) -> RunContext:
     """The run context of ``docaudit ARGS``, as the command line makes it."""
-    return RunContext(command=("docaudit", *map(str, args)))
+    return RunContext(seed=seed, command=("docaudit", *map(str, args)))
 
 
 @pytest.fixture(scope="module")
@@ -59,10 +59,9 @@ def test_score_gives_the_rows_the_command_line_prints_skipped_documents_included
     (docs / "empty.txt").write_text("")
     args = ("score", docs, "--model", tiny_gpt2, "--context", "16", "--methods", "loss,zlib")
     printed = json.loads(cli(*args, "--format", "json"))
-    request = api.ScoreRequest(
-        [docs], ModelSpec(ModelConfig(model=str(tiny_gpt2))), QueryConfig(context=16), DetectorSpec("loss,zlib")
-    )
-    result = api.score(api.ScoreRequest(**{**request.__dict__, "run": command(*args, "--format", "json")}))
+    models, detectors = ModelSpec(ModelConfig(model=str(tiny_gpt2))), DetectorSpec("loss,zlib")
+    run = command(*args, "--format", "json")
+    result = api.score(api.ScoreRequest([docs], models, QueryConfig(context=16), detectors, run=run))
     assert as_printed(result) == without_times(printed)
     assert [r["skipped"] for r in result.rows if "skipped" in r] == [s["reason"] for s in result.skipped]
     assert len(result.skipped) == 1 and result.rows[-1]["file"].endswith("empty.txt")
@@ -71,8 +70,9 @@ def test_score_gives_the_rows_the_command_line_prints_skipped_documents_included
 
 def test_data_check_gives_the_json_and_csv_the_command_line_prints(sets):
     args = ("data", "check", sets["mem"], sets["non"], "--folds", "3", "--seed", "4")
-    request = api.DataCheckRequest(sets["mem"], sets["non"], 3, run=RunContext(seed=4, command=None))
-    result = api.data_check(api.DataCheckRequest(**{**request.__dict__, "run": command(*args, "--format", "json")}))
+    result = api.data_check(
+        api.DataCheckRequest(sets["mem"], sets["non"], 3, run=command(*args, "--format", "json", seed=4))
+    )
     assert as_printed(result) == without_times(json.loads(cli(*args, "--format", "json")))
     assert result.to_frame().to_csv(index=False) == cli(*args, "--format", "csv")
 
