@@ -68,6 +68,7 @@ def test_score_gives_the_rows_the_command_line_prints_skipped_documents_included
     assert result.to_frame().to_csv(index=False) == cli(*args, "--format", "csv")
 
 
+@pytest.mark.slow
 def test_data_check_gives_the_json_and_csv_the_command_line_prints(sets):
     args = ("data", "check", sets["mem"], sets["non"], "--folds", "3", "--seed", "4")
     result = api.data_check(
@@ -77,6 +78,7 @@ def test_data_check_gives_the_json_and_csv_the_command_line_prints(sets):
     assert result.to_frame().to_csv(index=False) == cli(*args, "--format", "csv")
 
 
+@pytest.mark.slow
 def test_evaluate_writes_what_its_result_holds(sets, tmp_path):
     """A model-free evaluation: its JSON is what the command line prints and what ``evaluation.json`` holds."""
     args = ("evaluate", "--members", sets["mem"], "--nonmembers", sets["non"], "--methods", "blind", "--folds", "3")
@@ -95,6 +97,7 @@ def test_evaluate_writes_what_its_result_holds(sets, tmp_path):
     assert result.to_frame().to_csv(index=False) == cli(*args, "--format", "csv")
 
 
+@pytest.mark.slow
 def test_a_python_user_gets_one_report_per_method_in_its_folder(sets, tiny_gpt2, tmp_path):
     members = sorted(sets["mem"].glob("*.txt"))
     books, calibration = members[:2], members[2:]
