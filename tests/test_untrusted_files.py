@@ -3,9 +3,9 @@
 
 import os
 import pathlib
-import threading
 
 import pytest
+from conftest import within
 
 from docaudit.corpus.base import DocumentError, Skips
 from docaudit.corpus.documents import OUTSIDE_LINK, expand_paths, load_documents, read_text
@@ -13,25 +13,6 @@ from docaudit.corpus.documents import OUTSIDE_LINK, expand_paths, load_documents
 HANG_GUARD = 20  # seconds: a guard that turns a hang into a failure; every read here takes milliseconds
 
 SECRET = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n"
-
-
-def within(seconds: float, fn, *args):
-    """``fn(*args)`` in a thread, failing the test if it is still running after ``seconds``."""
-    box = {}
-
-    def target():
-        try:
-            box["value"] = fn(*args)
-        except BaseException as e:
-            box["error"] = e
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"still running after {seconds} s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 @pytest.fixture
