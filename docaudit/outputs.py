@@ -295,11 +295,12 @@ def remove_stale_staging(out: Path) -> None:
             pid, host = staging["pid"], staging["host"]
         except (OSError, ValueError, RecursionError, TypeError, KeyError):
             continue
-        if isinstance(pid, int) and host == socket.gethostname() and not _alive(pid):
+        if isinstance(pid, int) and host == socket.gethostname() and not process_alive(pid):
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether the process ``pid`` of this machine still runs."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -329,13 +330,20 @@ def publish_dir(new: Path, final: Path, kind: str, overwrite: bool = False) -> N
         ) from None
 
 
+def aside_path(final: Path) -> Path:
+    """Where :func:`replace_dir` keeps the previous ``final`` while the new one moves in: the complete copy a
+    reader falls back to if a run was killed between the two renames."""
+    return final.with_name(f".{final.name}.old")
+
+
 def replace_dir(new: Path, final: Path) -> None:
-    """Move the finished folder ``new`` to ``final``; a previous ``final`` is moved aside under a fresh name, then
-    deleted."""
-    old = None
+    """Move the finished folder ``new`` to ``final``; a previous ``final`` is moved aside (:func:`aside_path`) first
+    and deleted once ``new`` is in place. After a run killed between the renames, the aside copy is the last
+    complete one: it stays until the next replacement succeeds."""
+    old = aside_path(final)
     if final.exists():
-        old = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.old."))
+        if old.exists():
+            shutil.rmtree(old)
         os.replace(final, old)
     os.replace(new, final)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    shutil.rmtree(old, ignore_errors=True)

@@ -30,13 +30,17 @@ def open_regular(path: Path) -> IO[bytes]:
         raise
 
 
+class TooLarge(OSError):
+    """A file holds more bytes than its reader accepts."""
+
+
 def read_regular(path: Path, limit: int | None = None) -> bytes:
-    """The bytes of the regular file ``path`` (see :func:`open_regular`); an ``OSError`` when it holds more than
+    """The bytes of the regular file ``path`` (see :func:`open_regular`); :class:`TooLarge` when it holds more than
     ``limit`` bytes."""
     with open_regular(path) as f:
         data = f.read(-1 if limit is None else limit + 1)
     if limit is not None and len(data) > limit:
-        raise OSError(f"{path} holds more than {limit} bytes")
+        raise TooLarge(f"{path} holds more than {limit} bytes")
     return data
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,42 @@ def tiny_gpt2(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory) -> Path:
     return make_model(tmp_path_factory.mktemp("llama"), "llama")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_gpt2):
+    """The tiny GPT-2's tokenizer (what a test server answers with)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_gpt2)
+
+
+@pytest.fixture
+def doc(tmp_path) -> Path:
+    """One short book excerpt in its own file."""
+    path = tmp_path / "book.txt"
+    path.write_text(corpus_text("members", corpus_ids("members", 1)[0], n_chars=600))
+    return path
+
+
+def within(seconds: float, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` in a thread, failing the test (instead of hanging it) if it is still running after
+    ``seconds``."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as e:
+            box["error"] = e
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"still running after {seconds} s"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 @pytest.fixture(scope="session")

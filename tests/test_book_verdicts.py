@@ -12,7 +12,7 @@ import pytest
 from docaudit.audit.book_verdicts import book_verdicts, debiased_fraction, rate_p_values
 from docaudit.config import ContaminationConfig
 from docaudit.inference.calibration import threshold
-from docaudit.inference.rates import debiased_interval
+from docaudit.inference.snippet_rates import debiased_interval
 from docaudit.inference.verdicts import EVIDENCE, INCONCLUSIVE
 
 

@@ -12,7 +12,7 @@ import threading
 import urllib.parse
 
 import pytest
-from conftest import CORPUS
+from conftest import CORPUS, within
 
 from docaudit.config import FetchConfig
 from docaudit.corpus.fetch import (
@@ -163,25 +163,6 @@ def server(mirror):
 HANG_GUARD = 120  # seconds: a hang guard, far above any deadline tested here, not a speed claim
 
 
-def _within(seconds: float, fn, *args, **kwargs):
-    """``fn(*args, **kwargs)``, failing the test (instead of hanging it) if it takes more than ``seconds``."""
-    box = {}
-
-    def run():
-        try:
-            box["value"] = fn(*args, **kwargs)
-        except BaseException as e:
-            box["error"] = e
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"still running after {seconds} s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 def _run_script(tmp_path, rows, url, *options):
     manifest = tmp_path / "m.csv"
     write_manifest(rows, manifest)
@@ -328,7 +309,7 @@ def test_timeout_bounds_a_whole_download(mirror, server, tmp_path, capsys, how):
     _, rows = mirror
     url, handler = server
     handler.misbehave["/cache/epub/2719/pg2719.txt"] = how  # the first layout tried; the others are absent
-    rc = _within(HANG_GUARD, _run_script, tmp_path, rows[:1], url, "--timeout", 1, "--retries", 0)
+    rc = within(HANG_GUARD, _run_script, tmp_path, rows[:1], url, "--timeout", 1, "--retries", 0)
     assert rc == 1
     err = capsys.readouterr().err
     assert "FAILED 2719: " in err and "pg2719.txt: timed out (a download may take 1 s)" in err
@@ -339,7 +320,7 @@ def test_download_cut_short_is_retried(mirror, server, tmp_path, capsys):
     _, rows = mirror
     url, handler = server
     handler.misbehave["/cache/epub/2719/pg2719.txt"] = "cut"  # on the first request only
-    rc = _within(HANG_GUARD, _run_script, tmp_path, rows[:1], url, "--retries", 1, "--backoff", 0.01)
+    rc = within(HANG_GUARD, _run_script, tmp_path, rows[:1], url, "--retries", 1, "--backoff", 0.01)
     assert rc == 0, capsys.readouterr().err
     assert "1 books: 1 downloaded" in capsys.readouterr().out
     assert (tmp_path / "out" / rows[0].path).read_bytes() == _book("2719")
@@ -352,7 +333,7 @@ def test_without_a_hash_an_html_page_is_refused(mirror, server, tmp_path, capsys
     url, handler = server
     handler.misbehave["/cache/epub/2719/pg2719.txt"] = how
     plain = _plain(rows, "2719", "53516")
-    rc = _within(HANG_GUARD, _run_script, tmp_path, plain, url, "--retries", 0)
+    rc = within(HANG_GUARD, _run_script, tmp_path, plain, url, "--retries", 0)
     err = capsys.readouterr().err
     assert rc == 1
     assert "2 books: 1 downloaded, 0 already present, 1 failed" in err
@@ -384,7 +365,7 @@ def test_a_silent_server_costs_at_most_the_book_budget(mirror, server, tmp_path,
     for rel in candidate_paths("2719"):  # every layout accepts the connection and never answers
         handler.misbehave[f"/{rel}"] = "silent"
     caplog.set_level(logging.INFO, logger="docaudit.corpus.fetch")
-    rc = _within(
+    rc = within(
         HANG_GUARD,
         _run_script,
         tmp_path,

@@ -126,6 +126,42 @@ def test_interrupted_run_resumes_and_matches_uninterrupted(tmp_path, micro_texts
     assert read_target_metadata(resumed)["history"] == read_target_metadata(straight)["history"]
 
 
+def test_a_run_killed_while_replacing_its_checkpoint_resumes_from_the_copy_aside(tmp_path, micro_texts, monkeypatch):
+    """Killed between moving the old checkpoint aside and moving the new one in: the next run resumes from the
+    copy kept aside, trains to the same weights as an uninterrupted run, and leaves no staging folders behind."""
+    import os
+
+    members, pool = micro_texts
+    real_replace = os.replace
+
+    def killed_between_renames(src, dst):
+        if os.path.basename(src).startswith("checkpoint.tmp-"):  # the earlier checkpoint is already moved aside
+            raise KeyboardInterrupt
+        real_replace(src, dst)
+
+    def stop_after_first(epoch, loss):
+        if epoch == 1:
+            raise KeyboardInterrupt
+
+    with single_thread():
+        with pytest.raises(KeyboardInterrupt):
+            train_target(members, pool, tmp_path / "a", MICRO, progress=False, on_epoch_end=stop_after_first)
+        monkeypatch.setattr(os, "replace", killed_between_renames)
+        with pytest.raises(KeyboardInterrupt):
+            train_target(members, pool, tmp_path / "a", MICRO, progress=False)
+        monkeypatch.setattr(os, "replace", real_replace)
+        assert not (tmp_path / "a" / "checkpoint").exists()
+        assert json.loads((tmp_path / "a" / ".checkpoint.old" / "state.json").read_text())["epochs_done"] == 1
+        epochs_seen = []
+        resumed = train_target(
+            members, pool, tmp_path / "a", MICRO, progress=False, on_epoch_end=lambda e, _: epochs_seen.append(e)
+        )
+        straight = train_target(members, pool, tmp_path / "b", MICRO, progress=False)
+    assert epochs_seen == [2, 3, 4]
+    assert _same_weights(resumed, straight)
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted(p.name for p in (tmp_path / "b").iterdir())
+
+
 def test_checkpoint_with_the_former_field_names_resumes(tmp_path, micro_texts):
     """A checkpoint saved when ``positions`` and ``doc_tokens`` were called ``context`` and ``max_tokens``."""
     members, pool = micro_texts

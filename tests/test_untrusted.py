@@ -22,20 +22,6 @@ SECRET_ENV, SECRET = "MY_PRIVATE_TOKEN", "card-chosen-secret"
 MINE_ENV, MINE = "DOCAUDIT_TEST_MY_KEY", "the-users-own-key"
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_gpt2):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_gpt2)
-
-
-@pytest.fixture
-def doc(tmp_path):
-    path = tmp_path / "book.txt"
-    path.write_text(corpus_text("members", corpus_ids("members", 1)[0], n_chars=600))
-    return path
-
-
 def api_options(server, tiny_gpt2, *extra):
     return (
         "--backend", "openai", "--api-base", server.base, "--api-tokenizer", tiny_gpt2, "--api-logprobs", "echo",

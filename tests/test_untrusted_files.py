@@ -3,9 +3,9 @@
 
 import os
 import pathlib
-import threading
 
 import pytest
+from conftest import within
 
 from docaudit.corpus.base import DocumentError, Skips
 from docaudit.corpus.documents import OUTSIDE_LINK, expand_paths, load_documents, read_text
@@ -13,25 +13,6 @@ from docaudit.corpus.documents import OUTSIDE_LINK, expand_paths, load_documents
 HANG_GUARD = 20  # seconds: a guard that turns a hang into a failure; every read here takes milliseconds
 
 SECRET = "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n"
-
-
-def within(seconds: float, fn, *args):
-    """``fn(*args)`` in a thread, failing the test if it is still running after ``seconds``."""
-    box = {}
-
-    def target():
-        try:
-            box["value"] = fn(*args)
-        except BaseException as e:
-            box["error"] = e
-
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    thread.join(seconds)
-    assert not thread.is_alive(), f"still running after {seconds} s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 @pytest.fixture
@@ -159,3 +140,44 @@ def test_a_file_name_that_is_not_utf8_is_shown_escaped(latin1_sets, tiny_gpt2, t
                   "--out", tmp_path / "clf")  # fmt: skip
     assert trained.exit_code == 0, trained.output
     assert shown in (tmp_path / "clf" / "predictions.csv").read_text(encoding="utf-8")
+
+
+# --- datasets, manifests and config files: the check and the read are one operation -------------------------------
+
+
+@pytest.mark.parametrize("name", ["rows.jsonl", "rows.csv", "manifest.csv", "settings.toml"])
+def test_a_fifo_where_a_regular_file_was_checked_is_refused_without_blocking(tmp_path, monkeypatch, name):
+    """Every ``is_file`` check says yes (as when the file is swapped after the check): the read itself refuses a
+    FIFO without a writer, on one line, instead of waiting for it."""
+    from docaudit.cli.config_file import ConfigError, read_config_file
+    from docaudit.corpus.datasets import DatasetSource, read_dataset
+    from docaudit.corpus.manifest import read_manifest
+    from docaudit.errors import DocauditError
+
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    monkeypatch.setattr(pathlib.Path, "is_file", lambda self: True)
+    reader = {"manifest.csv": read_manifest, "settings.toml": read_config_file}.get(
+        name, lambda p: read_dataset(DatasetSource(str(p)))
+    )
+    with pytest.raises((DocauditError, ConfigError), match="not a regular file"):
+        within(HANG_GUARD, reader, fifo)
+
+
+def test_an_oversized_config_or_dataset_is_refused_by_size(tmp_path, monkeypatch):
+    from docaudit.cli import config_file
+    from docaudit.cli.config_file import ConfigError, read_config_file
+    from docaudit.corpus import datasets
+    from docaudit.corpus.datasets import DatasetSource, read_dataset
+    from docaudit.errors import DocauditError
+
+    big = tmp_path / "settings.toml"
+    big.write_text("# " + "x" * 200 + "\n")
+    monkeypatch.setattr(config_file, "CONFIG_MAX_BYTES", 100)
+    with pytest.raises(ConfigError, match="over 100 bytes"):
+        read_config_file(big)
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text('{"text": "' + "word " * 100 + '", "label": 1}\n')
+    monkeypatch.setattr(datasets, "MAX_DOCUMENT_BYTES", 100)
+    with pytest.raises(DocauditError, match="over the limit of 100 bytes"):
+        read_dataset(DatasetSource(str(rows)))

@@ -168,22 +168,6 @@ def test_the_fetcher_refuses_a_nested_gzip_bomb_in_bounded_memory(tmp_path):
 # --- Retry-After and requests in flight ----------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tiny_gpt2):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_gpt2)
-
-
-@pytest.fixture
-def doc(tmp_path):
-    from conftest import corpus_ids, corpus_text
-
-    path = tmp_path / "book.txt"
-    path.write_text(corpus_text("members", corpus_ids("members", 1)[0], n_chars=600))
-    return path
-
-
 def timed_score(doc, server, tiny_gpt2, *extra):
     options = ("--backend", "openai", "--api-base", server.base, "--api-tokenizer", tiny_gpt2)
     options += ("--api-logprobs", "echo", "--context", "16", "--max-tokens", "40", "--methods", "loss")

@@ -8,10 +8,10 @@ and "Per-book verdicts in report"); the statistics themselves are in ``docaudit.
   ``modules/duci/module_duci.py`` computes it): a raw snippet rate ``m`` mixes the detector's false positives into
   the number; with the detector's TPR and FPR at the report's threshold, measured on the calibration members' and
   non-members' snippets, ``(m - FPR) / (TPR - FPR)`` estimates the share of the book's snippets that were trained
-  on, clipped to [0, 1]. Its interval is a prediction interval (``inference.rates.debiased_interval``) that counts
-  the book's own false-positive rate, drawn like a calibration non-member book's, among its unknowns.
-- p-value: full conformal at a matched snippet count (``inference.rates.matched_rate_p``), H0 "the book is like the
-  calibration non-member books"; a book with fewer than ``min_snippets`` snippets is "inconclusive".
+  on, clipped to [0, 1]. Its interval is a prediction interval (``inference.snippet_rates.debiased_interval``)
+  that counts the book's own false-positive rate, drawn like a calibration non-member book's, among its unknowns.
+- p-value: full conformal at a matched snippet count (``inference.snippet_rates.matched_rate_p``), H0 "the book is
+  like the calibration non-member books"; a book with fewer than ``min_snippets`` snippets is "inconclusive".
 - Blind p-value: cross-conformal, from the blind baseline of the calibration books (the kind that separated them
   best), each fold's model scoring the book against the non-members it held out.
 - Several methods (``n_methods``, ``report --methods a,b``): each method's verdicts are at level ``alpha /
@@ -28,7 +28,7 @@ from docaudit.config import ContaminationConfig
 from docaudit.corpus.documents import Document
 from docaudit.inference.calibration import calibration_problems, detection_rates, snippet_auc, threshold
 from docaudit.inference.conformal import cross_conformal_p
-from docaudit.inference.rates import compared_count, debiased_interval, matched_rate_p, subsample
+from docaudit.inference.snippet_rates import compared_count, debiased_interval, matched_rate_p, subsample
 from docaudit.inference.verdicts import DEFAULT_ALPHA, run_verdicts
 from docaudit.methods.blind import BlindFeatures, fit_fold, fold_scores
 from docaudit.metrics import chunk_folds

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import click
 
+from docaudit.untrusted import TooLarge, read_regular
+
 CONFIG_MAX_BYTES = 1 << 20  # a config file longer than this is refused (it is read whole)
 GRANTS = ("trust_remote_code", "use_card_backend")  # confirmations a config file cannot give (only the command line)
 BACKEND_SECTION = "openai"  # the section of the options only the OpenAI-compatible backend reads
@@ -58,13 +60,11 @@ def read_config_file(path) -> dict:
     if suffix not in (".toml", ".yaml", ".yml"):
         raise ConfigError(f"--config {path}: use a .toml, .yaml or .yml file")
     try:
-        if not path.is_file():
-            raise ConfigError(f"--config {path}: cannot read it (no such file)")
-        with path.open("rb") as f:
-            raw = f.read(CONFIG_MAX_BYTES + 1)
-        if len(raw) > CONFIG_MAX_BYTES:
-            raise ConfigError(f"--config {path}: larger than {CONFIG_MAX_BYTES} bytes; a config file is a few lines")
-        text = raw.decode("utf-8-sig")
+        text = read_regular(path, CONFIG_MAX_BYTES).decode("utf-8-sig")
+    except FileNotFoundError:
+        raise ConfigError(f"--config {path}: cannot read it (no such file)") from None
+    except TooLarge:
+        raise ConfigError(f"--config {path}: over {CONFIG_MAX_BYTES} bytes; a config file is a few lines") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"--config {path}: cannot read it ({e})") from None
     try:

@@ -16,6 +16,7 @@ labels is a counted, named skip (``file#row``).
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -36,6 +37,7 @@ from docaudit.config import (
 from docaudit.corpus.base import Document, DocumentError, Skips, skip_warnings
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
+from docaudit.untrusted import TooLarge, read_regular
 
 SUFFIXES = (".jsonl", ".csv", ".parquet")
 HUB_PREFIX = "hf:"
@@ -207,20 +209,24 @@ def _read_rows(source: DatasetSource, skips: Skips | None) -> tuple[list[dict], 
     if where.startswith(HUB_PREFIX) or pathlib.Path(where).is_dir():
         return _read_hf(source)
     p = pathlib.Path(where)
-    if not p.is_file():
-        raise DocauditError(f"{where}: no such file")
-    if p.stat().st_size > MAX_DOCUMENT_BYTES:
-        raise DocauditError(f"{where}: over the limit of {MAX_DOCUMENT_BYTES:,} bytes for one dataset file")
+    try:
+        data = read_regular(p, MAX_DOCUMENT_BYTES)
+    except FileNotFoundError:
+        raise DocauditError(f"{where}: no such file") from None
+    except TooLarge:
+        raise DocauditError(f"{where}: over the limit of {MAX_DOCUMENT_BYTES:,} bytes for one dataset file") from None
+    except OSError as e:
+        raise DocauditError(f"{where}: cannot read it ({e})") from None
     suffix = p.suffix.lower()
     if suffix == ".jsonl":
-        return _read_jsonl(p, skips)
+        return _read_jsonl(where, data, skips)
     import pandas as pd
 
     try:
         if suffix == ".csv":
-            frame = pd.read_csv(p, dtype=object, keep_default_na=False, na_values=[])
+            frame = pd.read_csv(io.BytesIO(data), dtype=object, keep_default_na=False, na_values=[])
         else:
-            frame = pd.read_parquet(p)
+            frame = pd.read_parquet(io.BytesIO(data))
     except ImportError as e:
         raise DocauditError(f"{where}: reading Parquet needs pyarrow (pip install 'docaudit[datasets]'): {e}") from None
     except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as e:
@@ -229,10 +235,11 @@ def _read_rows(source: DatasetSource, skips: Skips | None) -> tuple[list[dict], 
     return frame.to_dict(orient="records"), [str(c) for c in frame.columns]
 
 
-def _read_jsonl(path: pathlib.Path, skips: Skips | None) -> tuple[list[dict], list[str]]:
+def _read_jsonl(path: str, data: bytes, skips: Skips | None) -> tuple[list[dict], list[str]]:
+    """The rows of a JSON Lines file ``path`` read as ``data``."""
     rows, columns = [], {}
     try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
+        lines = data.decode("utf-8-sig").splitlines()
     except UnicodeDecodeError as e:
         raise DocauditError(f"{path}: not valid UTF-8 (byte offset {e.start})") from None
     for n, line in enumerate(lines, 1):

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 
 from docaudit.errors import DocauditError
 from docaudit.io import atomic_write_text, sha256_file
+from docaudit.untrusted import open_regular
 
 COLUMNS = (
     "id",
@@ -120,10 +121,14 @@ def validate_rows(rows: list[ManifestRow], where: str = "manifest") -> None:
 
 def _read_csv(path: pathlib.Path, required, what: str) -> list[dict]:
     """The records of a CSV file that must exist and have the ``required`` columns."""
-    if not path.is_file():
-        raise DocauditError(f"{path}: no such {what}")
     try:
-        with open(path, newline="", encoding="utf-8") as fh:
+        raw = open_regular(path)
+    except FileNotFoundError:
+        raise DocauditError(f"{path}: no such {what}") from None
+    except OSError as e:
+        raise DocauditError(f"{path}: cannot read the {what} ({e})") from None
+    try:
+        with io.TextIOWrapper(raw, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             missing = [c for c in required if c not in (reader.fieldnames or [])]
             if missing:

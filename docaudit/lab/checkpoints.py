@@ -15,7 +15,7 @@ import torch
 
 from docaudit.config import TargetConfig
 from docaudit.errors import DocauditError
-from docaudit.outputs import replace_dir
+from docaudit.outputs import aside_path, process_alive, replace_dir
 
 METADATA_FILE = "docaudit_target.json"
 
@@ -72,16 +72,19 @@ def identity_diff(saved: dict, wanted: dict) -> list[str]:
 
 
 def fresh_tmp(path: pathlib.Path) -> pathlib.Path:
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    return tmp
+    """An empty place to write ``path``'s next version, ``NAME.tmp-PID``; the ones of this process and of runs
+    that were killed (their process is gone) are removed."""
+    for tmp in path.parent.glob(f"{path.name}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[1]
+        if pid.isdigit() and (int(pid) == os.getpid() or not process_alive(int(pid))) and not tmp.is_symlink():
+            shutil.rmtree(tmp)
+    return path.with_name(f"{path.name}.tmp-{os.getpid()}")
 
 
 def checkpoint_dir(out_dir: pathlib.Path) -> pathlib.Path | None:
-    """The latest complete checkpoint (``checkpoint``, or ``checkpoint.old`` after a crash between renames)."""
-    for name in ("checkpoint", "checkpoint.old"):
-        path = out_dir / name
+    """The latest complete checkpoint: ``checkpoint``, or the previous one kept aside when a run was killed while
+    replacing it (``outputs.aside_path``)."""
+    for path in (out_dir / "checkpoint", aside_path(out_dir / "checkpoint")):
         if (path / STATE_FILE).is_file() and (path / TENSORS_FILE).is_file():
             return path
     return None
