@@ -52,7 +52,7 @@ from docaudit.api.lab import (
     traps_detect,
     traps_make,
 )
-from docaudit.api.preflight import Checks, Estimate, check, estimate
+from docaudit.api.preflight import Checked, Checks, Estimate, check, estimate
 from docaudit.api.report import MethodReport, ReportRequest, ReportResult, report
 from docaudit.api.scores import (
     EvaluateRequest,
@@ -72,6 +72,7 @@ __all__ = [
     "CacheClearResult",
     "CacheInfoRequest",
     "CacheInfoResult",
+    "Checked",
     "Checks",
     "ControlsRequest",
     "ControlsResult",

@@ -26,6 +26,22 @@ from docaudit.corpus.documents import expand_paths
 from docaudit.errors import DocauditError
 from docaudit.run import DocumentSpec
 
+Checked = (
+    TrainRequest
+    | GridRequest
+    | PredictRequest
+    | ScoreRequest
+    | EvaluateRequest
+    | SequenceRequest
+    | DatasetTestRequest
+    | ReportRequest
+    | MapRequest
+    | DataCheckRequest
+    | TrapsMakeRequest
+    | ControlsRequest
+)
+"""The requests whose commands check their inputs before a model loads."""
+
 
 @dataclass(frozen=True)
 class Checks:
@@ -306,14 +322,14 @@ CHECKS: dict[type, Callable[[object], list[Checks]]] = {
 }
 
 
-def _checks(request: object) -> list[Checks]:
+def _checks(request: Checked) -> list[Checks]:
     try:
         return CHECKS[type(request)](request)
     except KeyError:
         raise TypeError(f"{type(request).__name__} has no checks before its run") from None
 
 
-def check(request: object) -> list[Estimate]:
+def check(request: Checked) -> list[Estimate]:
     """Check ``request`` before anything is loaded (every document path, the output folders, the folds against the
     files given), raising the error a run would; one :class:`Estimate` per run (one per method of a report), from
     the files' sizes."""
@@ -328,7 +344,7 @@ def check(request: object) -> list[Estimate]:
     return estimates
 
 
-def estimate(request: object) -> list[Estimate]:
+def estimate(request: Checked) -> list[Estimate]:
     """What ``request`` would take, nothing loaded or written (``--dry-run``): :func:`check`, then the documents
     read as the run reads them (every check it makes on them: unreadable files, documents in both sets, the folds
     after skips), with the plan of each run (:meth:`Estimate.plan`); for ``traps make`` what it would plant, for
