@@ -33,6 +33,7 @@ from docaudit.metrics import bootstrap_ci, chunk_folds
 from docaudit.provenance import document_records, model_record, queried_tokens
 from docaudit.query.models import LoadedModel
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
+from docaudit.seeds import stream
 
 SWEPT = ("mink", "minkpp")  # the detectors whose share k is swept
 ALL = "all"
@@ -218,7 +219,7 @@ def _take_prefix(
             f"ReCaLL takes {config.recall_shots} non-members as its prefix but only {len(nonmembers)} are given: "
             "give more, or a prefix file (--recall-prefix)"
         )
-    shots = np.random.default_rng(config.seed).choice(nonmembers, config.recall_shots, replace=False)
+    shots = stream(config.seed, "recall_shots").choice(nonmembers, config.recall_shots, replace=False)
     rest = np.setdiff1d(np.arange(len(docs)), shots)
     return [docs[i] for i in rest], labels[rest], [docs[i] for i in sorted(shots)]
 

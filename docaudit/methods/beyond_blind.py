@@ -137,14 +137,14 @@ def combined_scores(
     return combined, baseline, model_weights
 
 
-def nonnegative_logistic(X: np.ndarray, y: np.ndarray, C: float = 1.0) -> tuple[np.ndarray, float]:
+def nonnegative_logistic(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     """Weights and intercept of a logistic regression whose weights are all >= 0: a score with a negative weight
     is dropped and the rest refit (every score is oriented higher = member, so a negative weight can only be
     small-sample noise, and it would let the combined score reward a score for pointing the wrong way). With every
-    weight dropped, the first column alone is kept with weight 1. ``C``: the inverse L2 regularisation strength."""
+    weight dropped, the first column alone is kept with weight 1. Scikit-learn's default L2 penalty (``C=1``)."""
     keep = np.arange(X.shape[1])
     while len(keep):
-        fit = LogisticRegression(C=C).fit(X[:, keep], y)
+        fit = LogisticRegression().fit(X[:, keep], y)
         coef = fit.coef_[0]
         if (coef >= 0).all():
             weights = np.zeros(X.shape[1])

@@ -37,6 +37,7 @@ from docaudit.errors import DocauditError
 from docaudit.inference.calibration import accuracy_threshold
 from docaudit.methods.detectors.detector import Detector
 from docaudit.query.stats import TokenStats, scored_spans
+from docaudit.seeds import stream
 
 
 @dataclass
@@ -56,7 +57,7 @@ def sample_windows(stats: TokenStats, n: int, seed: int, text_sha256: str) -> np
     full = [i for i, (start, _, end) in enumerate(spans) if end - start == stats.context] or list(range(len(spans)))
     if len(full) <= n:
         return np.array(full)
-    rng = np.random.default_rng([seed, int(text_sha256[:12], 16)])
+    rng = stream(seed, "sequences", int(text_sha256[:12], 16))
     return np.sort(rng.choice(full, size=n, replace=False))
 
 
