@@ -194,11 +194,17 @@ def blind_p_value(blind, n_s: int, n_n: int, kind: str, seed: int, n_splits: int
     """The split test with a model-free classifier of kind ``kind`` fit on half A of the texts in place of the
     detector scores. ``blind``: a :class:`docaudit.methods.blind.BlindFeatures` of the suspect texts followed by
     the non-member texts."""
+    from sklearn.base import clone
+
+    from docaudit.methods.blind import BlindClassifier
+
     labels = np.r_[np.ones(n_s, int), np.zeros(n_n, int)]
+    estimator = BlindClassifier(kind, blind.max_chars, random_state=seed)
     ps = []
     for sa, sb, na, nb in _splits(n_s, n_n, n_splits, seed):
-        train = np.r_[sa, n_s + na]
-        z = np.asarray(blind.scores(kind, labels, train, np.r_[sb, n_s + nb], seed), dtype=np.float64)
+        train, test = np.r_[sa, n_s + na], np.r_[sb, n_s + nb]
+        model = clone(estimator).fit(blind[train], labels[train])
+        z = np.asarray(model.decision_function(blind[test]), dtype=np.float64)
         ps.append(_one_split(z[: len(sb)], z[len(sb) :])[0])
     return _combine(ps)
 

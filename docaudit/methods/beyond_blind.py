@@ -39,13 +39,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from tqdm.auto import tqdm
 
 from docaudit.config import BeyondBlindConfig, MetaConfig
 from docaudit.errors import DocauditError
 from docaudit.inference.comparison import comparison_verdict, reading
-from docaudit.methods.blind import BlindFeatures
+from docaudit.methods.blind import BlindClassifier, BlindFeatures
 from docaudit.methods.document_level import LEVELS
 from docaudit.methods.meta import classifier
 from docaudit.metrics import chunk_folds, delong_test, paired_auc_difference_ci
@@ -64,7 +65,8 @@ COMBINER = (
 
 def blind_scorer(features: BlindFeatures, kind: str, labels, seed: int = 0) -> FoldScorer:
     """The blind classifier ``kind`` refit on any training indices."""
-    return lambda fold, train, test: features.scores(kind, labels, train, test, seed)
+    estimator, y = BlindClassifier(kind, features.max_chars, random_state=seed), np.asarray(labels).astype(int)
+    return lambda fold, train, test: clone(estimator).fit(features[train], y[train]).decision_function(features[test])
 
 
 def meta_scorer(stats, labels, meta: MetaConfig, configs: Sequence[str]) -> FoldScorer:
