@@ -67,16 +67,15 @@ def sequence_scores(
     detector: Detector,
     config: ScalingConfig = ScalingConfig(),
     progress: bool = True,
+    seed: int = 0,
 ) -> SequenceScores:
     """Score the sampled sequences of every document with the detector's methods. ``stats`` must come from the
-    detector's target model (its tokenizer decodes the windows)."""
+    detector's target model (its tokenizer decodes the windows); ``seed``: the run's, for the windows sampled."""
     if config.n_sequences < 1:
         raise DocauditError(f"need at least one sequence per document, got {config.n_sequences}")
     tokenizer = detector.target.lm.tokenizer
     plan = [
-        (d, w)
-        for d, (s, sha) in enumerate(zip(stats, shas))
-        for w in sample_windows(s, config.n_sequences, config.seed, sha)
+        (d, w) for d, (s, sha) in enumerate(zip(stats, shas)) for w in sample_windows(s, config.n_sequences, seed, sha)
     ]
     spans = [scored_spans(s.n_tokens, s.context, s.stride) for s in stats]
 
