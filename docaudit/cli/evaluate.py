@@ -85,7 +85,7 @@ def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, 
     chosen on the training chunks). Prints mean ± std over folds of AUC and TPR at 10% / 1% FPR."""
     output = (out, "evaluation", overwrite, (*members, *nonmembers, *model_inputs(kw)))
     checked = config_from(MetaConfig, kw, skip=("folds", "seed")) if meta and methods != "blind" else None
-    scaling = config_from(ScalingConfig, kw, seed=kw["seed"])  # checked before anything is read
+    scaling = config_from(ScalingConfig, kw)  # checked before anything is read
     if preflight(members, nonmembers, strict, kw["folds"], output, query_config(kw), kw["backend"], methods, checked):
         return
     from docaudit import api

@@ -71,7 +71,7 @@ def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict
     output = (out, "sequence", overwrite, (*members, *nonmembers, recall_prefix, *model_inputs(kw)))
     check_range("--max-context", kw["max_context"], 2)
     whole = QueryConfig(context=kw["max_context"], max_tokens=kw["max_context"])  # each text in one window
-    config = config_from(SequenceConfig, kw, seed=kw["seed"])
+    config = config_from(SequenceConfig, kw)
     if preflight(members, nonmembers, strict, output=output, query=whole, backend=kw["backend"], methods=methods):
         return
     from docaudit import api
@@ -88,6 +88,7 @@ def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict
         methods=methods,
         detector=detector_config(kw),
         config=config,
+        seed=kw["seed"],
         raw=kw["raw"],
         normalize_chars=kw["normalize_chars"],
         ref_model=ref_config(kw),
