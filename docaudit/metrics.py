@@ -12,6 +12,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from docaudit.config.rules import check_folds
 from docaudit.errors import DocauditError
+from docaudit.seeds import stream
 
 LOW_FPRS = (0.10, 0.01)
 
@@ -129,18 +130,23 @@ def _bootstrap_tpr(pos: np.ndarray, neg: np.ndarray, target_fpr: float) -> np.nd
     return (pos > v[:, None]).mean(axis=1)
 
 
-def stratified_resamples(n_pos: int, n_neg: int, n_boot: int = 1000, alpha: float = 0.05, seed: int = 0):
+def stratified_resamples(n_pos: int, n_neg: int, n_boot: int = 1000, seed: int = 0):
     """Index batches ``(members [b, n_pos], non-members [b, n_neg])`` of ``n_boot`` stratified bootstrap resamples
     (each class drawn with replacement, its size kept), from one seeded generator; batches bound the memory for
-    large document sets. Checks the sizes and settings every bootstrap here needs."""
+    large document sets. Checks the sizes every bootstrap here needs."""
     if n_pos < 2 or n_neg < 2:
         raise DocauditError(f"a bootstrap interval needs at least 2 members and 2 non-members, got {n_pos} and {n_neg}")
-    if n_boot < 1 or not 0.0 < alpha < 1.0:
-        raise DocauditError(f"need n_boot >= 1 and 0 < alpha < 1, got n_boot={n_boot}, alpha={alpha}")
-    rng = np.random.default_rng(seed)
+    if n_boot < 1:
+        raise DocauditError(f"need n_boot >= 1, got {n_boot}")
+    rng = stream(seed, "bootstrap")
     batch = max(1, min(n_boot, int(2e7 // (n_pos + n_neg))))
     sizes = [min(batch, n_boot - start) for start in range(0, n_boot, batch)]
     return ((rng.integers(0, n_pos, size=(b, n_pos)), rng.integers(0, n_neg, size=(b, n_neg))) for b in sizes)
+
+
+def _check_level(alpha: float) -> None:
+    if not 0.0 < alpha < 1.0:
+        raise DocauditError(f"need 0 < alpha < 1, got alpha={alpha}")
 
 
 def bootstrap_ci(
@@ -165,7 +171,8 @@ def bootstrap_ci(
     if not np.isfinite(scores).all():
         raise DocauditError("scores contain NaN or infinite values; cannot bootstrap")
     pos, neg = scores[labels == 1], scores[labels == 0]
-    resamples = stratified_resamples(len(pos), len(neg), n_boot, alpha, seed)
+    _check_level(alpha)
+    resamples = stratified_resamples(len(pos), len(neg), n_boot, seed)
     point_auc = float(_bootstrap_auc(pos[None], neg[None])[0])
     estimable = [f for f in fprs if tpr_estimable(len(neg), f)]
     point_tpr = {f: float(_bootstrap_tpr(pos[None], neg[None], f)[0]) for f in estimable}
@@ -221,7 +228,8 @@ def paired_auc_difference_ci(labels, base, other, n_boot: int = 1000, alpha: flo
     that same draw, so the interval carries the correlation of the two scores over documents."""
     labels, base, other = _paired_scores(labels, base, other)
     pos, neg = labels == 1, labels == 0
-    resamples = stratified_resamples(int(pos.sum()), int(neg.sum()), n_boot, alpha, seed)
+    _check_level(alpha)
+    resamples = stratified_resamples(int(pos.sum()), int(neg.sum()), n_boot, seed)
 
     def delta(ip, ineg):
         return _bootstrap_auc(other[pos][ip], other[neg][ineg]) - _bootstrap_auc(base[pos][ip], base[neg][ineg])

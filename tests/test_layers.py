@@ -25,6 +25,7 @@ LAYERS = {
     "metrics": 0,
     "inference": 0,
     "run": 0,
+    "seeds": 0,
     "corpus": 1,
     "query": 2,
     "methods": 3,

@@ -18,7 +18,7 @@ from docaudit.config import DetectorConfig, QueryConfig, SequenceConfig
 from docaudit.corpus.datasets import DatasetSource
 from docaudit.methods.detectors.detector import build_detector
 from docaudit.metrics import min_nonmembers, tpr_at_fpr
-from docaudit.run import DetectorSpec, ModelSpec
+from docaudit.run import DetectorSpec, ModelSpec, RunContext
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -144,7 +144,7 @@ def test_blind_baseline_beside_the_detectors(gpt2, wikimia):
     from docaudit.metrics import chunk_folds
 
     texts = [r["input"] for r in rows]
-    train, test = chunk_folds(labels, 4, config.seed)[0]
+    train, test = chunk_folds(labels, 4, RunContext().seed)[0]
     direct = blind_scores([texts[i] for i in train], labels[train], [texts[i] for i in test], "tfidf")
     assert samples["blind:tfidf"].to_numpy()[test] == pytest.approx(direct)
     assert info["blind_auc"] == pytest.approx(overall.loc[blind, "auc"].max())

@@ -81,7 +81,7 @@ def test_bootstrap_ci_matches_a_slow_reference():
     scores = np.round(scores, 1)  # ties, where rank and ROC conventions could part
     pos, neg = scores[labels == 1], scores[labels == 0]
     aucs, tprs = [], []
-    for ip, ineg in stratified_resamples(len(pos), len(neg), 100, 0.1, 4):
+    for ip, ineg in stratified_resamples(len(pos), len(neg), 100, seed=4):
         for a, b in zip(ip, ineg):
             y = np.r_[np.ones(len(a)), np.zeros(len(b))]
             s = np.r_[pos[a], neg[b]]

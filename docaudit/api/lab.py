@@ -127,15 +127,14 @@ def traps_make(request: TrapsMakeRequest) -> TrapsMakeResult:
 
 @dataclass(frozen=True)
 class TrapsDetectRequest:
-    """Test ``model`` for the traps of ``registry`` (of the ``documents`` ids; None: all), with the reference
-    model ``ref_model`` for the ratio score, the verdicts at level ``alpha``."""
+    """Test ``model`` for the traps of ``registry``, with the reference model ``ref_model`` for the ratio score,
+    the verdicts at level ``alpha``."""
 
     registry: Path
     model: ModelConfig | LoadedModel = field(default_factory=ModelConfig)
     ref_model: ModelConfig | LoadedModel | None = None
     detector: DetectorConfig = field(default_factory=DetectorConfig)
     alpha: float = TrapConfig.alpha
-    documents: Sequence[str] | None = None
     run: RunContext = field(default_factory=RunContext)
 
 
@@ -163,5 +162,5 @@ def traps_detect(request: TrapsDetectRequest) -> TrapsDetectResult:
 
     r = request
     registry = read_registry(r.registry)
-    detection = detect_traps(registry, r.model, r.ref_model, r.detector, r.alpha, r.run.progress, r.documents)
+    detection = detect_traps(registry, r.model, r.ref_model, r.detector, r.alpha, r.run.progress)
     return TrapsDetectResult(detection, envelope_of("traps-detect", detection.as_json(), r.run))

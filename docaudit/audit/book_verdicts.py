@@ -32,6 +32,7 @@ from docaudit.inference.snippet_rates import compared_count, debiased_interval, 
 from docaudit.inference.verdicts import DEFAULT_ALPHA, run_verdicts
 from docaudit.methods.blind import BlindFeatures, fit_fold, fold_scores
 from docaudit.metrics import chunk_folds
+from docaudit.seeds import stream
 
 
 def debiased_fraction(rate: float, tpr: float, fpr: float) -> float | None:
@@ -76,9 +77,9 @@ def rate_p_values(
             p_values.append(None)
             continue
         if k not in shared:
-            rng = np.random.default_rng([seed, 33, k])
+            rng = stream(seed, "rate_reference", k)
             shared[k] = [subsample(nonmembers[i], k, rng) for i in reference]
-        book = subsample(scores, k, np.random.default_rng([seed, 34, k, j]))
+        book = subsample(scores, k, stream(seed, "rate_subsample", k, j))
         p_values.append(matched_rate_p(book, members, shared[k], config.target_fpr))
     return p_values, ks, why, len(reference)
 

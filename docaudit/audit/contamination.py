@@ -63,6 +63,7 @@ from docaudit.outputs import provenance
 from docaudit.provenance import document_records, model_record
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.run import DocumentSpec, ModelSpec, RunContext
+from docaudit.seeds import stream
 
 _WORD = re.compile(r"\S+")
 
@@ -88,7 +89,7 @@ def book_snippets(doc: Document, n: int, words: int, seed: int = 0) -> list[tupl
     spans = [m.span() for m in _WORD.finditer(doc.text)]
     if len(spans) < words:
         raise DocauditError(f"{doc.path}: {too_short(doc, words)}")
-    rng = np.random.default_rng([seed, int(doc.sha256[:12], 16)])
+    rng = stream(seed, "snippets", int(doc.sha256[:12], 16))
     starts = snippet_starts(len(spans), n, words, rng)
     return [(int(s), doc.text[spans[s][0] : spans[s + words - 1][1]]) for s in starts]
 

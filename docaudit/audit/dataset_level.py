@@ -62,6 +62,7 @@ from docaudit.errors import DocauditError
 from docaudit.inference.permutation import rank_sum_test
 from docaudit.inference.verdicts import DEFAULT_ALPHA, decide
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
+from docaudit.seeds import stream
 
 MIN_DOCS = 4
 
@@ -163,7 +164,7 @@ def _one_split(zs: np.ndarray, zn: np.ndarray) -> tuple[float, float, float, flo
 
 def _splits(n_s: int, n_n: int, n_splits: int, seed: int) -> list[tuple[np.ndarray, ...]]:
     """``n_splits`` random ``(suspect A, suspect B, non-member A, non-member B)`` index halves."""
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "dataset_splits")
     return [(*_halves(n_s, rng), *_halves(n_n, rng)) for _ in range(n_splits)]
 
 
@@ -171,7 +172,7 @@ def _combine(ps: list[float]) -> float:
     return float(min(1.0, 2.0 * np.median(ps))) if len(ps) > 1 else float(ps[0])
 
 
-def _feature_split(s: np.ndarray, n: np.ndarray, split, C: float) -> tuple[float, float, float, float]:
+def _feature_split(s: np.ndarray, n: np.ndarray, split) -> tuple[float, float, float, float]:
     """One split of the detector-score test: non-negative logistic weights fit on half A, tested on half B."""
     from sklearn.preprocessing import StandardScaler
 
@@ -181,23 +182,29 @@ def _feature_split(s: np.ndarray, n: np.ndarray, split, C: float) -> tuple[float
     x_fit = np.concatenate([s[sa], n[na]])
     y_fit = np.r_[np.ones(len(sa)), np.zeros(len(na))]
     scaler = StandardScaler().fit(x_fit)
-    weights, bias = nonnegative_logistic(scaler.transform(x_fit), y_fit, C)
+    weights, bias = nonnegative_logistic(scaler.transform(x_fit), y_fit)
     return _one_split(scaler.transform(s[sb]) @ weights + bias, scaler.transform(n[nb]) @ weights + bias)
 
 
-def _feature_test(s: np.ndarray, n: np.ndarray, seed: int, n_splits: int, C: float) -> list[tuple]:
-    return [_feature_split(s, n, split, C) for split in _splits(len(s), len(n), n_splits, seed)]
+def _feature_test(s: np.ndarray, n: np.ndarray, seed: int, n_splits: int) -> list[tuple]:
+    return [_feature_split(s, n, split) for split in _splits(len(s), len(n), n_splits, seed)]
 
 
 def blind_p_value(blind, n_s: int, n_n: int, kind: str, seed: int, n_splits: int) -> float:
     """The split test with a model-free classifier of kind ``kind`` fit on half A of the texts in place of the
     detector scores. ``blind``: a :class:`docaudit.methods.blind.BlindFeatures` of the suspect texts followed by
     the non-member texts."""
+    from sklearn.base import clone
+
+    from docaudit.methods.blind import BlindClassifier
+
     labels = np.r_[np.ones(n_s, int), np.zeros(n_n, int)]
+    estimator = BlindClassifier(kind, blind.max_chars, random_state=seed)
     ps = []
     for sa, sb, na, nb in _splits(n_s, n_n, n_splits, seed):
-        train = np.r_[sa, n_s + na]
-        z = np.asarray(blind.scores(kind, labels, train, np.r_[sb, n_s + nb], seed), dtype=np.float64)
+        train, test = np.r_[sa, n_s + na], np.r_[sb, n_s + nb]
+        model = clone(estimator).fit(blind[train], labels[train])
+        z = np.asarray(model.decision_function(blind[test]), dtype=np.float64)
         ps.append(_one_split(z[: len(sb)], z[len(sb) :])[0])
     return _combine(ps)
 
@@ -226,7 +233,6 @@ def dataset_test(
     nonmember: np.ndarray,
     seed: int = 0,
     n_splits: int = DatasetTestConfig.splits,
-    C: float = 1.0,
     blind=None,
     blind_kind: str = DatasetTestConfig.blind_kind,
     alpha: float = DEFAULT_ALPHA,
@@ -249,15 +255,15 @@ def dataset_test(
         raise DocauditError(f"n_splits must be at least 1, got {n_splits}")
     if blind is not None and len(blind) != len(s) + len(n):
         raise DocauditError(f"{len(blind)} texts for {len(s)} suspect and {len(n)} non-member score rows")
-    ps, aucs, effects, ds = (list(v) for v in zip(*_feature_test(s, n, seed, n_splits, C)))
+    ps, aucs, effects, ds = (list(v) for v in zip(*_feature_test(s, n, seed, n_splits)))
     p_value = _combine(ps)
 
-    rng = np.random.default_rng([seed, 1])
+    rng = stream(seed, "dataset_sizes")
     sizes = [k for k in SIZES if MIN_DOCS <= k < len(s)] + [len(s)]
     by_size = []
     for k in sizes:
         chosen = rng.choice(len(s), size=k, replace=False)
-        p_k = p_value if k == len(s) else _combine([r[0] for r in _feature_test(s[chosen], n, seed, n_splits, C)])
+        p_k = p_value if k == len(s) else _combine([r[0] for r in _feature_test(s[chosen], n, seed, n_splits)])
         by_size.append({"n_suspect": k, "p_value": p_k})
 
     p_blind, blind_reason = None, "no texts were given for the model-free (blind) test"

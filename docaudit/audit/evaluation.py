@@ -166,7 +166,7 @@ def evaluate_methods(
                 model_scorer = beyond_blind.meta_scorer(stats, labels, meta, ev.configs)
                 model_oof = ev.scores
 
-        seq = sequence_scores(stats, [d.sha256 for d in docs], scorer, spec.scaling, progress)
+        seq = sequence_scores(stats, [d.sha256 for d in docs], scorer, spec.scaling, progress, seed)
         for method in scorer.methods:
             values = seq.scores[method]
             if compared is not None and compared[0] == method:

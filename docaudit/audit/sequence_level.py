@@ -33,6 +33,7 @@ from docaudit.metrics import bootstrap_ci, chunk_folds
 from docaudit.provenance import document_records, model_record, queried_tokens
 from docaudit.query.models import LoadedModel
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
+from docaudit.seeds import stream
 
 SWEPT = ("mink", "minkpp")  # the detectors whose share k is swept
 ALL = "all"
@@ -57,7 +58,7 @@ def swept_scores(logp, mu, sigma, config: DetectorConfig, ks: Sequence[float], m
 
 
 def metric_rows(
-    samples: pd.DataFrame, columns: Sequence[str], config: SequenceConfig, buckets: bool = True
+    samples: pd.DataFrame, columns: Sequence[str], config: SequenceConfig, seed: int, buckets: bool = True
 ) -> list[dict]:
     """AUC and TPR at ``config.fprs`` with bootstrap intervals of each score column, over all samples and (with
     ``buckets``) per length bucket holding at least two texts of each class."""
@@ -72,7 +73,7 @@ def metric_rows(
             continue
         for column in columns:
             method, _, k = column.partition("@")
-            ci = bootstrap_ci(labels, part[column].to_numpy(), config.n_boot, seed=config.seed, fprs=config.fprs)
+            ci = bootstrap_ci(labels, part[column].to_numpy(), config.n_boot, seed=seed, fprs=config.fprs)
             row = {"method": method, "k": float(k) if k else None, "bucket": name, "n_members": n_pos}
             row["n_nonmembers"] = n_neg
             for key, interval in ci.items():  # a TPR is None where the non-members are too few to estimate it
@@ -96,7 +97,7 @@ def evaluate_sequences(
 
     ``detectors.freq_corpus``: documents whose token frequencies DC-PDD uses (None: the evaluated texts themselves,
     without their labels). ``recall_prefix``: ReCaLL's non-member prefix (None: ``config.recall_shots`` non-member
-    texts, chosen with ``config.seed`` and left out of the evaluation). Returns ``{"metrics": DataFrame, "samples":
+    texts, chosen with ``run.seed`` and left out of the evaluation). Returns ``{"metrics": DataFrame, "samples":
     DataFrame, "info": dict}``: one metrics row per method (and swept ``k``) and bucket; one sample row per text
     with ``id``, ``label``, ``group``, ``file``, ``n_words``, ``n_tokens``, ``bucket`` and one column per score."""
 
@@ -128,7 +129,7 @@ def evaluate_sequences(
     docs, labels = [docs[i] for i in keep], labels[keep]
     prefix_ids: list[str] = []
     if "recall" in scorer.methods and not detector.recall_prefix:
-        docs, labels, prefix_docs = _take_prefix(docs, labels, recall_prefix, config)
+        docs, labels, prefix_docs = _take_prefix(docs, labels, recall_prefix, config, run.seed)
         prefix_ids = [d.id for d in prefix_docs]
         text = recall_prefix if recall_prefix is not None else PREFIX_SEPARATOR.join(d.text for d in prefix_docs)
         scorer.config = detector = replace(detector, recall_prefix=text)
@@ -162,9 +163,10 @@ def evaluate_sequences(
         )
     samples = pd.DataFrame(rows)
     swept = [c for c in samples.columns if "@" in c]
-    blind = blind_columns(samples, [d.text for d in docs], labels, config)
+    blind = blind_columns(samples, [d.text for d in docs], labels, config, run.seed)
     metrics = pd.DataFrame(
-        metric_rows(samples, [*scorer.methods, *blind], config) + metric_rows(samples, swept, config, buckets=False)
+        metric_rows(samples, [*scorer.methods, *blind], config, run.seed)
+        + metric_rows(samples, swept, config, run.seed, buckets=False)
     )
     overall = metrics[(metrics["bucket"] == ALL) & metrics["k"].isna()].set_index("method")["auc"]
     blind_auc = float(overall[blind].max()) if blind else None
@@ -172,7 +174,7 @@ def evaluate_sequences(
         "model_identity": lm.identity,
         "model": model_record(lm),
         "inputs": document_records(docs, labels, queried_tokens(docs, queried, whole=False)),
-        "seed": config.seed,
+        "seed": run.seed,
         "command": run.command,
         "context": scorer.target.query.context,
         "methods": scorer.methods,
@@ -192,24 +194,26 @@ def evaluate_sequences(
     return {"metrics": metrics, "samples": samples, "info": info}
 
 
-def blind_columns(samples: pd.DataFrame, texts: list[str], labels: np.ndarray, config: SequenceConfig) -> list[str]:
+def blind_columns(
+    samples: pd.DataFrame, texts: list[str], labels: np.ndarray, config: SequenceConfig, seed: int
+) -> list[str]:
     """Add each blind-baseline kind's out-of-fold scores to ``samples`` as a column ``blind:KIND`` (texts split in
     ``config.blind_folds`` stratified chunks, each kind fit on the other chunks' texts and labels, no model) and
     return those columns; none when the baseline is off or a class has fewer texts than folds."""
     k = config.blind_folds
     if not k or min(int(labels.sum()), int((labels == 0).sum())) < k:
         return []
-    result = evaluate_blind(texts, labels, chunk_folds(labels, k, config.seed), seed=config.seed)
+    result = evaluate_blind(texts, labels, chunk_folds(labels, k, seed), seed=seed)
     for kind, entry in result["kinds"].items():
         samples[f"blind:{kind}"] = entry["scores"]
     return [f"blind:{kind}" for kind in result["kinds"]]
 
 
 def _take_prefix(
-    docs: list[Document], labels: np.ndarray, given: str | None, config: SequenceConfig
+    docs: list[Document], labels: np.ndarray, given: str | None, config: SequenceConfig, seed: int
 ) -> tuple[list[Document], np.ndarray, list[Document]]:
     """ReCaLL's prefix shots: none when a prefix is given, else ``recall_shots`` non-members chosen with
-    ``config.seed``, taken out of the evaluated texts (they would otherwise be scored after themselves)."""
+    ``seed``, taken out of the evaluated texts (they would otherwise be scored after themselves)."""
     if given is not None:
         return docs, labels, []
     nonmembers = np.flatnonzero(labels == 0)
@@ -218,7 +222,7 @@ def _take_prefix(
             f"ReCaLL takes {config.recall_shots} non-members as its prefix but only {len(nonmembers)} are given: "
             "give more, or a prefix file (--recall-prefix)"
         )
-    shots = np.random.default_rng(config.seed).choice(nonmembers, config.recall_shots, replace=False)
+    shots = stream(seed, "recall_shots").choice(nonmembers, config.recall_shots, replace=False)
     rest = np.setdiff1d(np.arange(len(docs)), shots)
     return [docs[i] for i in rest], labels[rest], [docs[i] for i in sorted(shots)]
 

@@ -31,6 +31,7 @@ from docaudit.query.cache_entries import FOLDERS
 from docaudit.query.conditional import bits_per_byte, scored_tokens
 from docaudit.query.generate import continuations
 from docaudit.query.loaded import LoadedModel
+from docaudit.seeds import stream
 
 CACHE_FORMAT = 1
 NO_LIBRARY = (
@@ -122,7 +123,7 @@ def book_passages(text: str, sha256: str, generator: LoadedModel, config: Contro
     tok = generator.tokenizer
     ids = list(tok(text, add_special_tokens=False).input_ids)
     seed = _book_seed(config, sha256)
-    starts = passage_starts(len(ids), config, np.random.default_rng(seed))
+    starts = passage_starts(len(ids), config, stream(seed, "controls_passages"))
     c, p = config.context_tokens, config.prefix_tokens
     prompts = [ids[s : s + c + p] for s in starts]
     options = {"temperature": config.temperature, "seed": seed, "batch_size": config.batch_size}

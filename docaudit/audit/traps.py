@@ -27,8 +27,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, TrapConfig
 from docaudit.corpus.traps import TrappedDocument, TrapRegistry, TrapSequence, plant
 from docaudit.errors import DocauditError
@@ -36,6 +34,7 @@ from docaudit.inference.permutation import RankTest, rank_sum_test, smallest_p
 from docaudit.inference.verdicts import Verdict, bh_adjust, decide
 from docaudit.provenance import model_record
 from docaudit.query.models import LoadedModel, load_model
+from docaudit.seeds import stream
 
 
 def mann_whitney(traps: Sequence[float], controls: Sequence[float]) -> RankTest:
@@ -85,7 +84,7 @@ def make_traps(
         raise DocauditError(f"{k * len(docs)} sequences needed for {len(docs)} documents, {len(sequences)} given")
     else:
         made = Generated(list(sequences[: k * len(docs)]))
-    rng = np.random.default_rng(config.seed)
+    rng = stream(config.seed, "traps")
     names = [Path(d.path).name or f"{d.id}.txt" for d in docs]
     if len(set(names)) < len(names):
         names = [f"{d.id}.txt" for d in docs]
@@ -190,9 +189,8 @@ def detect_traps(
     detector: DetectorConfig = DetectorConfig(),
     alpha: float = TrapConfig.alpha,
     progress: bool = False,
-    documents: Sequence[str] | None = None,
 ) -> TrapDetection:
-    """Score every trap and control of ``registry`` (of the ``documents`` ids, default all) under ``model`` and test,
+    """Score every trap and control of ``registry`` under ``model`` and test,
     per document and pooled, whether traps score higher than controls (see the module docstring)."""
     from tqdm.auto import tqdm
 
@@ -202,7 +200,7 @@ def detect_traps(
     methods = ["loss", "minkpp"] + (["ref"] if ref_model is not None else [])
     primary = "ref" if ref_model is not None else "loss"
     det = build_detector(lm, QueryConfig(), methods, detector, ref_model, single_pass=lm.max_positions or 2048)
-    entries: list[TrappedDocument] = [d for d in registry.documents if documents is None or d.id in set(documents)]
+    entries: list[TrappedDocument] = list(registry.documents)
     if not entries:
         raise DocauditError("no registry document to test")
     scores, rows = [], []

@@ -90,7 +90,7 @@ def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, 
     spec = EvaluationSpec(
         # the folds reach the meta-classifier as evaluate's own, and the seed as the run's
         meta=config_from(MetaConfig, kw, skip=("folds", "seed")) if meta else None,
-        scaling=config_from(ScalingConfig, kw, seed=kw["seed"]),  # checked before anything is read
+        scaling=config_from(ScalingConfig, kw),  # checked before anything is read
         folds=kw["folds"],
         blind_kinds=BLIND_KINDS if blind else None,
         beyond=None if beyond == "none" else beyond,

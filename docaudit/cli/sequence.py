@@ -79,10 +79,10 @@ def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict
         overwrite,
         ModelSpec(model_config(kw), ref_config(kw), kw["neighbor_model"]),
         DetectorSpec(methods, detector_config(kw), list(kw["freq_corpus"]) or None),
-        config_from(SequenceConfig, kw, seed=kw["seed"]),
+        config_from(SequenceConfig, kw),
         recall_prefix_file=recall_prefix,
         reading=DocumentSpec(kw["raw"], kw["normalize_chars"], kw["drop_duplicates"], strict=strict),
-        run=run_context(ray_config(kw)),
+        run=run_context(ray_config(kw), kw["seed"]),
     )
     if preflight(request):
         return

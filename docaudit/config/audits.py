@@ -78,7 +78,6 @@ class SequenceConfig:
     n_boot: int = setting(
         1000, "Bootstrap resamples behind each interval.", "method", flag="--resamples", aliases=("--n-boot",)
     )
-    seed: int = 0
     recall_shots: int = setting(5, "ReCaLL without --recall-prefix: non-member texts taken as the prefix.", "method")
     blind_folds: int = setting(
         5,

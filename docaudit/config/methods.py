@@ -141,7 +141,6 @@ class ScalingConfig:
     n_sequences: int = setting(
         40, "Sequences (windows of --context tokens) sampled per document.", "method", flag="--sequences"
     )
-    seed: int = 0
 
     def __post_init__(self):
         check_count("--sequences", self.n_sequences, 1, MAX_SEQUENCES)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from docaudit.errors import DocauditError
+from docaudit.seeds import stream
 
 # A calibration below either bound cannot support a verdict: every book is "inconclusive" and the debiased fraction
 # "n/a". AUC: below this the calibration snippets barely separate (0.5 is chance) and a rate reflects where the
@@ -110,7 +111,7 @@ def calibration_bootstrap(
     ``n_boot`` resamples, each drawing the calibration books of each class with replacement (the threshold chosen
     again on their snippets) and the audited book's snippets with replacement. Arguments: snippet scores per book.
     Returns ``(low, high)`` per audited book."""
-    rng = np.random.default_rng([seed, 7])
+    rng = stream(seed, "calibration_bootstrap")
     rates = np.empty((n_boot, len(audited)))
     for b in range(n_boot):
         pos = np.concatenate([members[i] for i in rng.integers(len(members), size=len(members))])

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from docaudit.errors import DocauditError
+from docaudit.seeds import stream
 
 EXACT_WORK = 100_000_000
 """The most work (values × subset sizes × doubled rank sums) of an exact count, about a quarter of a second: 50
@@ -97,7 +98,7 @@ def rank_sum_test(x, y, *, exact_work: int = EXACT_WORK, resamples: int = RESAMP
     if _work(n, k) <= exact_work:
         tail, total = _upper_tail_count(weights, k, target)
         return RankTest(auc, min(1.0, tail / total), EXACT)
-    rng = np.random.default_rng(seed)
+    rng = stream(seed, "permutation")
     at_least, done = 0, 0
     while done < resamples:
         batch = min(resamples - done, max(1, 2_000_000 // n))

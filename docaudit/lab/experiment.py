@@ -20,6 +20,7 @@ from docaudit.provenance import envelope
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.query.querier import open_querier, single_pass_context
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
+from docaudit.seeds import stream
 
 if TYPE_CHECKING:
     from docaudit.audit.evaluation import MethodsEvaluation
@@ -38,7 +39,7 @@ def split_members(ids: list[str], seed: int, member_fraction: float = 0.5) -> di
         raise DocauditError(f"member_fraction must be strictly between 0 and 1, got {member_fraction}")
     ordered = sorted(ids)
     n_members = int(round(member_fraction * len(ordered)))
-    order = np.random.default_rng(seed).permutation(len(ordered))
+    order = stream(seed, "lab_split").permutation(len(ordered))
     members = {ordered[i] for i in order[:n_members]}
     return {i: int(i in members) for i in ids}
 
@@ -178,7 +179,7 @@ def run_lab(
     out.mkdir(parents=True, exist_ok=True)
     write_marker(out, "lab", LAB_ENTRIES, (read_marker(out) or {}).get("files") or [])
     if spec.max_docs is not None:
-        rng = np.random.default_rng(target.seed)
+        rng = stream(target.seed, "lab_subset")
         docs = [docs[i] for i in sorted(rng.choice(len(docs), size=min(spec.max_docs, len(docs)), replace=False))]
     texts = {d.id: d.text for d in docs}
     split = split_members(list(texts), seed=target.seed)

@@ -39,13 +39,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from tqdm.auto import tqdm
 
 from docaudit.config import BeyondBlindConfig, MetaConfig
 from docaudit.errors import DocauditError
 from docaudit.inference.comparison import comparison_verdict, reading
-from docaudit.methods.blind import BlindFeatures
+from docaudit.methods.blind import BlindClassifier, BlindFeatures
 from docaudit.methods.document_level import LEVELS
 from docaudit.methods.meta import classifier
 from docaudit.metrics import chunk_folds, delong_test, paired_auc_difference_ci
@@ -64,7 +65,8 @@ COMBINER = (
 
 def blind_scorer(features: BlindFeatures, kind: str, labels, seed: int = 0) -> FoldScorer:
     """The blind classifier ``kind`` refit on any training indices."""
-    return lambda fold, train, test: features.scores(kind, labels, train, test, seed)
+    estimator, y = BlindClassifier(kind, features.max_chars, random_state=seed), np.asarray(labels).astype(int)
+    return lambda fold, train, test: clone(estimator).fit(features[train], y[train]).decision_function(features[test])
 
 
 def meta_scorer(stats, labels, meta: MetaConfig, configs: Sequence[str]) -> FoldScorer:
@@ -137,14 +139,14 @@ def combined_scores(
     return combined, baseline, model_weights
 
 
-def nonnegative_logistic(X: np.ndarray, y: np.ndarray, C: float = 1.0) -> tuple[np.ndarray, float]:
+def nonnegative_logistic(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, float]:
     """Weights and intercept of a logistic regression whose weights are all >= 0: a score with a negative weight
     is dropped and the rest refit (every score is oriented higher = member, so a negative weight can only be
     small-sample noise, and it would let the combined score reward a score for pointing the wrong way). With every
-    weight dropped, the first column alone is kept with weight 1. ``C``: the inverse L2 regularisation strength."""
+    weight dropped, the first column alone is kept with weight 1. Scikit-learn's default L2 penalty (``C=1``)."""
     keep = np.arange(X.shape[1])
     while len(keep):
-        fit = LogisticRegression(C=C).fit(X[:, keep], y)
+        fit = LogisticRegression().fit(X[:, keep], y)
         coef = fit.coef_[0]
         if (coef >= 0).all():
             weights = np.zeros(X.shape[1])

@@ -7,8 +7,9 @@ topic, formatting), and a membership-inference AUC on them says little about tra
 baseline"). Every kind is evaluated on the same k-fold chunks as the membership methods
 (:func:`docaudit.metrics.chunk_folds`), fitting only on the training chunks.
 
-Kinds (scikit-learn Pipelines; the first step is stateless, so it is computed once for all documents and the
-rest of the pipeline is fit per fold):
+Each kind is a scikit-learn estimator of texts, :class:`BlindClassifier` (``fit(texts, y)``, ``predict_proba``,
+``decision_function``), over a Pipeline whose first step is stateless, so it is computed once for all documents
+(:class:`BlindFeatures`) and the rest of the pipeline is fit per fold:
 
 - ``"tfidf"``: word unigrams and bigrams (lowercased) -> the ``max_features`` (50,000) most frequent n-grams among
   those in at least ``min_df`` (2) training documents -> TF-IDF with sublinear tf -> logistic regression.
@@ -31,7 +32,7 @@ import re
 
 import numpy as np
 from scipy import sparse
-from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
 from sklearn.ensemble import RandomForestClassifier
 from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer
 from sklearn.linear_model import LogisticRegression
@@ -207,44 +208,73 @@ def blind_scores(
 ) -> np.ndarray:
     """Member-likeness scores of ``test_texts`` from a model-free classifier of ``kind`` fit on the training texts
     only (labels: 1 = member, 0 = non-member)."""
-    y = _check_labels(train_labels)
-    train_texts = truncate(train_texts, max_chars)
-    if len(train_texts) != len(y):
-        raise DocauditError(f"{len(train_texts)} training texts but {len(y)} labels")
-    pipe = make_pipeline(kind, seed)
-    pipe.fit(train_texts, y)
-    return _member_scores(pipe, truncate(test_texts, max_chars))
+    model = BlindClassifier(kind, max_chars, random_state=seed).fit(train_texts, train_labels)
+    return model.decision_function(test_texts)
 
 
 class BlindFeatures:
     """Texts (cut to ``max_chars``) with the stateless first step of each kind's pipeline computed once, on first
     use (the word n-gram counts are shared by ``tfidf`` and ``nb``), so that any number of fits on index subsets
-    (the folds, and the inner folds of :mod:`docaudit.methods.beyond_blind`) count nothing twice."""
+    (the folds, and the inner folds of :mod:`docaudit.methods.beyond_blind`) count nothing twice. ``features[rows]``
+    is the view of those texts, sharing the computed steps: what a :class:`BlindClassifier` fits and scores."""
 
     def __init__(self, texts, max_chars: int | None = DEFAULT_MAX_CHARS):
         self.texts = truncate(texts, max_chars)
         self.max_chars = max_chars
         self._matrices: dict[str, object] = {}
+        self._rows: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return len(self.texts)
+        return len(self.texts) if self._rows is None else len(self._rows)
+
+    def __getitem__(self, rows) -> BlindFeatures:
+        view = object.__new__(BlindFeatures)
+        view.texts, view.max_chars, view._matrices = self.texts, self.max_chars, self._matrices
+        index = np.arange(len(self.texts)) if self._rows is None else self._rows
+        view._rows = index[np.asarray(rows, dtype=np.intp)]
+        return view
 
     def matrix(self, kind: str):
-        """The first step's output for every text (CSR for the n-gram kinds)."""
+        """The first step's output for these texts (CSR for the n-gram kinds)."""
         step = make_pipeline(kind).steps[0][1]
         key = "ngrams" if isinstance(step, HashingVectorizer) else kind
         if key not in self._matrices:
             X = step.transform(self.texts)
             self._matrices[key] = sparse.csr_matrix(X) if sparse.issparse(X) else np.asarray(X)
-        return self._matrices[key]
+        whole = self._matrices[key]
+        return whole if self._rows is None else whole[self._rows]
 
-    def scores(self, kind: str, labels, train, test, seed: int = 0) -> np.ndarray:
-        """Member-likeness of the texts ``test`` from the rest of the ``kind`` pipeline fit on the texts ``train``
-        (indices) with their ``labels`` (all texts' labels, indexed alike)."""
-        X, y = self.matrix(kind), np.asarray(labels).astype(int)
-        model = make_pipeline(kind, seed)[1:]
-        model.fit(X[train], _check_labels(y[train]))
-        return _member_scores(model, X[test])
+
+class BlindClassifier(ClassifierMixin, BaseEstimator):
+    """A model-free classifier of texts, one ``kind`` (module docstring): ``fit(texts, y)``, ``predict_proba(texts)``
+    and ``decision_function(texts)``, the member-likeness docaudit scores with (log-odds where the classifier has
+    them). ``texts`` is a list of strings (cut to ``max_chars``) or a :class:`BlindFeatures` view, whose stateless
+    first step is computed once for every fit. ``random_state`` seeds the logistic regression and the forest."""
+
+    def __init__(self, kind: str = "tfidf", max_chars: int | None = DEFAULT_MAX_CHARS, random_state: int = 0):
+        self.kind = kind
+        self.max_chars = max_chars
+        self.random_state = random_state
+
+    def _matrix(self, texts):
+        if isinstance(texts, BlindFeatures):
+            return texts.matrix(self.kind)
+        return BlindFeatures(texts, self.max_chars).matrix(self.kind)
+
+    def fit(self, texts, y):
+        y = _check_labels(y)
+        X = self._matrix(texts)
+        if X.shape[0] != len(y):
+            raise DocauditError(f"{X.shape[0]} training texts but {len(y)} labels")
+        self.model_ = make_pipeline(self.kind, self.random_state)[1:].fit(X, y)
+        self.classes_ = self.model_.classes_
+        return self
+
+    def predict_proba(self, texts) -> np.ndarray:
+        return self.model_.predict_proba(self._matrix(texts))
+
+    def decision_function(self, texts) -> np.ndarray:
+        return _member_scores(self.model_, self._matrix(texts))
 
 
 def evaluate_blind(
@@ -281,8 +311,9 @@ def evaluate_blind(
     for kind in kinds:
         scores = np.full(len(y), np.nan)
         fold_results = []
+        estimator = BlindClassifier(kind, features.max_chars, random_state=seed)
         for train, test in folds:
-            s = features.scores(kind, y, train, test, seed)
+            s = clone(estimator).fit(features[train], y[train]).decision_function(features[test])
             scores[test] = s
             fold_results.append(fold_metrics(y[test], s))
             if bar is not None:
@@ -327,10 +358,10 @@ def shift_warning(blind_auc: float | None, best_membership_auc: float | None = N
 
 
 def fit_fold(features: BlindFeatures, kind: str, labels, train, seed: int = 0) -> Pipeline:
-    """The ``kind`` pipeline without its stateless first step, fit on the texts ``train`` (the model
-    ``BlindFeatures.scores`` fits), kept to score other texts later with :func:`fold_scores`."""
+    """The ``kind`` pipeline without its stateless first step (``BlindClassifier.model_``), fit on the texts
+    ``train``, kept (saved as data beside a classifier) to score other texts later with :func:`fold_scores`."""
     y = np.asarray(labels).astype(int)
-    return make_pipeline(kind, seed)[1:].fit(features.matrix(kind)[train], _check_labels(y[train]))
+    return BlindClassifier(kind, features.max_chars, random_state=seed).fit(features[train], y[train]).model_
 
 
 def fold_scores(model: Pipeline, features: BlindFeatures, kind: str, rows=None) -> np.ndarray:

@@ -37,6 +37,7 @@ from docaudit.errors import DocauditError
 from docaudit.inference.calibration import accuracy_threshold
 from docaudit.methods.detectors.detector import Detector
 from docaudit.query.stats import TokenStats, scored_spans
+from docaudit.seeds import stream
 
 
 @dataclass
@@ -56,7 +57,7 @@ def sample_windows(stats: TokenStats, n: int, seed: int, text_sha256: str) -> np
     full = [i for i, (start, _, end) in enumerate(spans) if end - start == stats.context] or list(range(len(spans)))
     if len(full) <= n:
         return np.array(full)
-    rng = np.random.default_rng([seed, int(text_sha256[:12], 16)])
+    rng = stream(seed, "sequences", int(text_sha256[:12], 16))
     return np.sort(rng.choice(full, size=n, replace=False))
 
 
@@ -66,16 +67,15 @@ def sequence_scores(
     detector: Detector,
     config: ScalingConfig = ScalingConfig(),
     progress: bool = True,
+    seed: int = 0,
 ) -> SequenceScores:
     """Score the sampled sequences of every document with the detector's methods. ``stats`` must come from the
-    detector's target model (its tokenizer decodes the windows)."""
+    detector's target model (its tokenizer decodes the windows); ``seed``: the run's, for the windows sampled."""
     if config.n_sequences < 1:
         raise DocauditError(f"need at least one sequence per document, got {config.n_sequences}")
     tokenizer = detector.target.lm.tokenizer
     plan = [
-        (d, w)
-        for d, (s, sha) in enumerate(zip(stats, shas))
-        for w in sample_windows(s, config.n_sequences, config.seed, sha)
+        (d, w) for d, (s, sha) in enumerate(zip(stats, shas)) for w in sample_windows(s, config.n_sequences, seed, sha)
     ]
     spans = [scored_spans(s.n_tokens, s.context, s.stride) for s in stats]
 

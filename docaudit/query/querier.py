@@ -34,6 +34,7 @@ from docaudit.query.cache import StatsCache, stats_key
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.query.progress import counting
 from docaudit.query.stats import NonFiniteStats, TokenStats, bos_per_window
+from docaudit.seeds import stream
 
 if TYPE_CHECKING:
     import torch
@@ -257,7 +258,7 @@ def excerpt(
         return Excerpt(np.asarray(ids, dtype=np.int32), 0, len(text))
     start = 0
     if mode == "random":
-        rng = np.random.default_rng([seed, int(text_sha256[:12], 16)])
+        rng = stream(seed, "excerpt", int(text_sha256[:12], 16))
         start = _word_start(text, int(rng.integers(0, _tail_start(tokenizer, text, max_tokens) + 1)))
         ids, offsets = _tokens_from(tokenizer, text, start, max_tokens)
     return Excerpt(np.asarray(ids[:max_tokens], dtype=np.int32), start, offsets[min(len(ids), max_tokens) - 1][1])

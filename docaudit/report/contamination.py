@@ -155,7 +155,7 @@ def debiased_cell(row) -> str:
     return f"{percent(value)} ({interval(row.debiased_ci_low, row.debiased_ci_high)})"
 
 
-def verdict_items(books, info: dict) -> list[dict]:
+def verdict_items(books) -> list[dict]:
     """Per audited book: its verdict line, then the numbers it rests on."""
     from docaudit.report.verdicts import verdict_line
 
@@ -244,7 +244,7 @@ def render_html(report: ContaminationReport, images: Path) -> str:
         method=info["method_title"],
         model=info["model_identity"],
         warnings=report_warnings(info),
-        verdicts=verdict_items(report.books, info),
+        verdicts=verdict_items(report.books),
         verdict_summary=verdict_summary(info),
         reference=reference_ranges(report.calibration),
         snippets_per_book=info["snippets_per_book"],

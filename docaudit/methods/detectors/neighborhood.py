@@ -8,6 +8,7 @@ from docaudit.config import DetectorConfig
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors.registry import PassInput, View, register, register_pass
 from docaudit.methods.detectors.tokens import _loss, n_of, text_seed
+from docaudit.seeds import stream
 
 
 class MaskedNeighbors:
@@ -38,7 +39,7 @@ class MaskedNeighbors:
         m = min(len(ids), n_of(self.mask_ratio, len(ids)))
         seed = text_seed(text)
         positions = [
-            np.random.default_rng([self.seed, j, seed]).choice(len(ids), size=m, replace=False) for j in range(self.n)
+            stream(self.seed, "neighbour_masks", j, seed).choice(len(ids), size=m, replace=False) for j in range(self.n)
         ]
         variants = np.tile(ids, (self.n, 1))
         for lo in range(0, len(ids), self.chunk):

@@ -9,6 +9,7 @@ import numpy as np
 from docaudit.config import DetectorConfig
 from docaudit.methods.detectors.registry import PassInput, View, register, register_pass
 from docaudit.methods.detectors.tokens import n_of, polarized_distance, text_seed
+from docaudit.seeds import stream
 
 _SPACE = re.compile(r"(\s+)")
 
@@ -40,7 +41,7 @@ def pac_copies(text: str, config: DetectorConfig) -> list[str]:
     n_words = sum(1 for p in _SPACE.split(text) if p and not p.isspace())
     n_swaps = n_of(config.pac_swap_ratio, n_words)
     seed = text_seed(text)
-    return [swap_words(text, n_swaps, np.random.default_rng([config.seed, c, seed])) for c in range(config.pac_copies)]
+    return [swap_words(text, n_swaps, stream(config.seed, "pac_swaps", c, seed)) for c in range(config.pac_copies)]
 
 
 @register_pass("pac")
