@@ -43,6 +43,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from docaudit.audit.book_verdicts import blind_p_values, book_verdicts
+from docaudit.audit.costs import measured_run
 from docaudit.config import (
     BeyondBlindConfig,
     ContaminationConfig,
@@ -242,6 +243,7 @@ class ReportSpec:
     n_methods: int = 1
 
 
+@measured_run("report")
 def contamination_report(
     books,
     calibrate_members,

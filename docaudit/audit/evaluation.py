@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from docaudit import __version__
+from docaudit.audit.costs import measured_run
 from docaudit.config import (
     BeyondBlindConfig,
     MetaConfig,
@@ -109,6 +110,14 @@ class EvaluationSpec:
     beyond_config: BeyondBlindConfig = BeyondBlindConfig()
 
 
+def _parts(spec: EvaluationSpec) -> tuple[bool, bool, bool]:
+    """Whether the meta-classifier, the blind baselines and the beyond-blind comparison run (the cost model's
+    variant of ``evaluate``)."""
+    blind = bool(spec.blind_kinds)
+    return spec.meta is not None, blind, blind and spec.beyond is not None
+
+
+@measured_run("evaluate", lambda a: _parts(a["spec"]))
 def evaluate_methods(
     members,
     nonmembers,
