@@ -411,6 +411,8 @@ class Querier:
             nonlocal passes, queried
             if not todo:  # nothing missed: the backend (and a model whose weights wait) is never touched
                 return
+            if isinstance(self.backend, Unopened):  # the weights load here, timed as loading, not as model passes
+                self.backend = self.backend.open()
             queried += sum(len(ids) - 1 for _, _, ids in todo)
             start = time.perf_counter()
             with counting(advance):
