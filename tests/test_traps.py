@@ -77,6 +77,8 @@ def test_prose_check_rejects_the_junk_a_generator_writes_and_keeps_english_prose
         "seluruh wilayah negara, kata menteri energi kepada wartawan di Jakarta pada hari Senin.",
         "script": "Сегодня в Москве прошла встреча министров иностранных дел двух стран по вопросам торговли.",
         "characters": "Tel. 555-0199 | Fax 555-0123 | ISBN 978-3-16-148410-0 | 2024-10-01 | 12:30",
+        # what the embedded Gemma wrote after a passage of The Marvellous Land of Oz (docs/traps.md)
+        "paragraph break": '"A DASH TO LIBERTY OR TO DEATH."\n\n\n\n107\nfor breath and hold firmly to the post he had',
     }
     for reason, text in junk.items():
         assert check.problem(text) == reason, (reason, text)
