@@ -192,12 +192,12 @@ def run_commands(lm, work: Path, scale: float, commands, earlier: Path | None = 
         out["querier"] = _row(counter, seconds)
         kept = work / "rates-measured"  # one rates folder for every command: what each run measures is kept
         rates.record_query(lm.config, len(ids) - 1, seconds)  # as a real query records its rate
-        shutil.copytree(rates.cache_root() / rates.RATES_FOLDER, kept)
         if earlier is not None:  # the machine's rates an earlier run measured: forests and each command's rest
             for name in (rates.FOREST_KEY, rates.OTHER_KEY):
                 entry = earlier / rates._path(name).name
                 if entry.exists():
-                    shutil.copy(entry, kept / entry.name)
+                    shutil.copy(entry, rates._path(name))
+        shutil.copytree(rates.cache_root() / rates.RATES_FOLDER, kept)
         planned = estimates(lm, sets, n(10), work)
         for name in commands:
             os.environ["DOCAUDIT_CACHE"] = str(work / f"cache-{name}")  # every command starts from an empty cache
