@@ -9,10 +9,13 @@ included), and a wrapper on the querier's backend calls times the model passes. 
 that went through the model, over all its passes (main and extra), per wall-clock second of the whole command; the
 querier's rate is the same count for ``Querier.compute`` over one long document on the same model.
 ``over_querier`` is their ratio: 1.0 means the command costs only its model passes. ``passes_s`` is the time in
-model passes and ``other_share`` the rest's share of the command's wall time (the goal: at most 10%).
+model passes and ``other_share`` the rest's share of the command's wall time (the goal: at most 10%);
+``rest_ms_per_token`` is what the run itself recorded of its work beside the passes, loading and forests, per token
+of its passes (``audit.costs.measured_run``; the documented defaults in ``config/rules.py`` come from it).
 
 Estimates: the model's load time and the querier's scored tokens per second are measured at the start and kept
-in the cache's ``rates`` entries (as a real run keeps them), then each command's cost model
+in the cache's ``rates`` entries (as a real run keeps them; only these: the rest of each command is estimated at
+its documented rate), then each command's cost model
 (``docaudit.audit.costs.command_plan``, what ``--dry-run`` prints) is computed from the documents' lengths before
 it runs; ``estimate_over_actual`` compares it with the command's wall time (the goal: within 1.5x either way).
 The load is measured once and estimated once (``load``), outside the commands, which reuse the loaded model.
@@ -38,9 +41,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import numpy as np  # noqa: E402
 from bench.common import CORPUS, cpu_name, tiny_llama  # noqa: E402
 
 COMMANDS = ("score", "sequence", "report", "evaluate")
+VARIANTS = {"score": "score", "sequence": "sequence", "report": "report", "evaluate": "evaluate+meta+blind+beyond"}
 
 
 class Forwards:
@@ -140,7 +145,7 @@ def estimates(lm, sets: dict, scale_snippets: int, work: Path) -> dict:
     return out
 
 
-def run_commands(lm, work: Path, scale: float, commands) -> dict:
+def run_commands(lm, work: Path, scale: float, commands, earlier: Path | None = None, save: Path | None = None) -> dict:
     from docaudit import api
     from docaudit.audit.specs import EvaluationSpec, ReportSpec
     from docaudit.config import ContaminationConfig, MetaConfig, QueryConfig
@@ -193,18 +198,28 @@ def run_commands(lm, work: Path, scale: float, commands) -> dict:
         text = " ".join(p.read_text() for p in sorted(sets["ev_m"].iterdir()))
         ids = querier.token_ids(text, "0" * 64)[: max(2048, round(8192 * scale))]
         querier.compute(ids[:200])  # warm-up
-        counter.reset()
-        t = time.perf_counter()
-        querier.compute(ids)
-        seconds = time.perf_counter() - t
+        seconds = 0.0
+        while seconds < 2 * rates.MIN_SECONDS:  # long enough to be kept as the rate, as a real query's is
+            counter.reset()
+            t = time.perf_counter()
+            querier.compute(ids)
+            seconds = time.perf_counter() - t
+            if seconds < 2 * rates.MIN_SECONDS:
+                ids = np.concatenate([ids, ids])
         out["querier"] = _row(counter, seconds)
+        kept = work / "rates-measured"  # one rates folder for every command: what each run measures is kept
         rates.record_query(lm.config, len(ids) - 1, seconds)  # as a real query records its rate
-        measured = work / "rates-measured"
-        shutil.copytree(rates.cache_root() / rates.RATES_FOLDER, measured)
+        if earlier is not None:  # the machine's rates an earlier run measured: forests and each command's rest
+            for name in (rates.FOREST_KEY, rates.OTHER_KEY):
+                entry = earlier / rates._path(name).name
+                if entry.exists():
+                    shutil.copy(entry, rates._path(name))
+        shutil.copytree(rates.cache_root() / rates.RATES_FOLDER, kept)
         planned = estimates(lm, sets, n(10), work)
         for name in commands:
             os.environ["DOCAUDIT_CACHE"] = str(work / f"cache-{name}")  # every command starts from an empty cache
-            shutil.copytree(measured, work / f"cache-{name}" / rates.RATES_FOLDER)  # only the measured rates
+            (work / f"cache-{name}").mkdir()
+            (work / f"cache-{name}" / rates.RATES_FOLDER).symlink_to(kept)
             counter.reset()
             timer.seconds = 0.0
             t, cpu = time.perf_counter(), time.process_time()
@@ -215,10 +230,14 @@ def run_commands(lm, work: Path, scale: float, commands) -> dict:
             out[name]["passes_s"] = round(timer.seconds, 2)
             out[name]["other_share"] = round(1 - timer.seconds / out[name]["seconds"], 3)
             out[name] |= planned[name]
+            measured = rates.measured(rates.OTHER_KEY, f"{VARIANTS[name]} s/token")  # recorded by the run itself
+            out[name]["rest_ms_per_token"] = None if measured is None else round(measured * 1e3, 4)
             out[name]["estimate_over_actual"] = round(planned[name]["estimate_s"] / out[name]["seconds"], 2)
     finally:
         counter.handle.remove()
         timer.remove()
+    if save is not None:
+        shutil.copytree(work / "rates-measured", save, dirs_exist_ok=True)
     return out
 
 
@@ -239,6 +258,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--scale", type=float, default=1.0, help="Scale of the document sets (default 1).")
     ap.add_argument("--commands", default=",".join(COMMANDS), help="Comma-separated subset of the commands.")
     ap.add_argument("--json", default=None, help="Write the result as JSON to this file ('-': stdout).")
+    ap.add_argument("--save-rates", type=Path, default=None, help="Keep the rates the commands measured here.")
+    ap.add_argument(
+        "--rates",
+        type=Path,
+        default=None,
+        help="Estimate from rates an earlier run kept (--save-rates), as a user's "
+        "second run does, instead of the querier's rate and the documented rest.",
+    )
     args = ap.parse_args(argv)
     commands = [c.strip() for c in args.commands.split(",") if c.strip()]
     if unknown := set(commands) - set(COMMANDS):
@@ -265,7 +292,7 @@ def main(argv=None) -> dict:
         t = time.perf_counter()
         lm = load_model(config)
         load = {"seconds": round(time.perf_counter() - t, 2), "estimate_s": round(estimated_load, 2)}
-        rows = run_commands(lm, work, args.scale, commands)
+        rows = run_commands(lm, work, args.scale, commands, args.rates, args.save_rates)
     result = {
         "model": lm.identity,
         "cpu": cpu_name(),

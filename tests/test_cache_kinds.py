@@ -59,13 +59,14 @@ def test_every_kind_is_counted_and_cleared_alone(tmp_path, tiny_gpt2):
     assert kinds["tokenizers"]["entries"] == 1 and kinds["tokenizers"]["bytes"] == _size(tokenizer)
     assert kinds["hashes"]["entries"] == 1 and kinds["hashes"]["bytes"] == memo.stat().st_size
     assert kinds["bench"] == {"entries": 0, "bytes": 0, "what": kinds["bench"]["what"]}
-    assert kinds["rates"]["entries"] == 2  # each model's load time, measured by the runs above
-    assert summary["entries"] == 13 and summary["bytes"] == sum(k["bytes"] for k in kinds.values())
+    # each model's load time, and the rest of `score` beside its passes, measured by the runs above
+    assert kinds["rates"]["entries"] == 3
+    assert summary["entries"] == 14 and summary["bytes"] == sum(k["bytes"] for k in kinds.values())
     assert summary["bytes"] > _size(cache / "stats")  # more than the statistics alone
     assert summary["other"]["files"] == len(foreign) + 1  # the link counts too, as someone else's
     assert set(summary["other"]["paths"]) >= {str(f.relative_to(cache)) for f in foreign}
     table = run("cache", "info").stdout
-    assert "13 entries" in table and "tokenizers" in table and "6 other files" in table
+    assert "14 entries" in table and "tokenizers" in table and "6 other files" in table
 
     # each kind alone: its entries go, every other kind and every foreign file stays
     rates = cache / "rates"

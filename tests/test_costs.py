@@ -9,7 +9,13 @@ import pytest
 
 from docaudit.audit import costs
 from docaudit.config import DetectorConfig, MetaConfig, ModelConfig, QueryConfig
-from docaudit.config.rules import CHARS_PER_TOKEN, LOAD_SECONDS, QUERY_TOKENS_PER_SECOND, TREE_SECONDS
+from docaudit.config.rules import (
+    CHARS_PER_TOKEN,
+    LOAD_SECONDS,
+    OTHER_SECONDS_PER_TOKEN,
+    QUERY_TOKENS_PER_SECOND,
+    TREE_SECONDS,
+)
 from docaudit.query import rates
 
 
@@ -45,9 +51,39 @@ def test_evaluate_counts_every_step_at_the_measured_rates():
     assert steps["model passes: pac (5 per text)"] == pytest.approx(5 * sequences / 500)
     # two folds, each 10 candidates x 3 inner folds of 100 trees and the chosen pair's 500
     assert steps["meta-classifier (model selection and fits)"] == pytest.approx(2 * (10 * 3 * 100 + 500) * 0.002)
-    assert steps["blind baselines"] == pytest.approx(2 * (1 + 3) * 300 * 0.002)
-    assert steps["beyond-blind refits"] == pytest.approx(2 * 3 * 500 * 0.002)
+    # the rest (blind baselines, beyond-blind refits, bootstraps, scoring): its documented rate per pass token
+    passed = 1310 + sequences + 5 * sequences
+    rest = OTHER_SECONDS_PER_TOKEN["evaluate"]
+    assert steps["the rest (tokenizing, scoring, blind baselines, bootstraps)"] == pytest.approx(passed * rest)
     assert plan.seconds == pytest.approx(sum(steps.values()))
+
+
+def test_a_run_measures_its_rest_and_the_next_estimate_uses_it(tmp_path):
+    """``measured_run`` keeps a command's wall time less its passes, loading and forests, per pass token, under
+    its variant; ``command_plan`` then estimates the rest of that variant at it."""
+    model = ModelConfig(model="some/hub-model")
+    clock = iter([100.0, 112.0])  # the command's wall time: 12 s
+
+    @costs.measured_run("evaluate", lambda a: (a["meta"], a["blind"], False))
+    def command(meta: bool, blind: bool = True):
+        rates.record_query(model, 4000, 5.0)  # 5 s of passes over 4,000 tokens
+        rates.record_load(model, 2.0)
+        rates.record_forest(1000, 1.0)
+        return "done"
+
+    original = costs.time.perf_counter
+    costs.time.perf_counter = lambda: next(clock)
+    try:
+        assert command(True) == "done"
+    finally:
+        costs.time.perf_counter = original
+    assert costs.other_rate("evaluate+meta+blind") == (pytest.approx((12 - 5 - 2 - 1) / 4000), True)
+    assert costs.other_rate("evaluate") == (OTHER_SECONDS_PER_TOKEN["evaluate"], False)  # another variant
+    shape = costs.Shape("evaluate", ("loss",), DetectorConfig(), MetaConfig(folds=2), 2, 40, True, False)
+    plan = costs.command_plan(shape, [3000], QueryConfig(context=128), model)
+    steps = {s.name: s.seconds for s in plan.steps}
+    tokens = sum(int(s.amount[1:].split()[0].replace(",", "")) for s in plan.steps if s.name.startswith("model"))
+    assert steps["the rest (tokenizing, scoring, blind baselines, bootstraps)"] == pytest.approx(tokens * 0.001)
 
 
 def test_a_damaged_or_old_measurement_is_not_used(monkeypatch):

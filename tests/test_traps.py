@@ -77,6 +77,8 @@ def test_prose_check_rejects_the_junk_a_generator_writes_and_keeps_english_prose
         "seluruh wilayah negara, kata menteri energi kepada wartawan di Jakarta pada hari Senin.",
         "script": "Сегодня в Москве прошла встреча министров иностранных дел двух стран по вопросам торговли.",
         "characters": "Tel. 555-0199 | Fax 555-0123 | ISBN 978-3-16-148410-0 | 2024-10-01 | 12:30",
+        # what the embedded Gemma wrote after a passage of The Marvellous Land of Oz (docs/traps.md)
+        "paragraph break": '"A DASH TO LIBERTY OR TO DEATH."\n\n\n\n107\nfor breath and hold firmly to the post he had',
     }
     for reason, text in junk.items():
         assert check.problem(text) == reason, (reason, text)
@@ -359,3 +361,54 @@ def test_traps_make_dry_run_says_what_it_would_plant_and_writes_nothing(tmp_path
     # the checks of the real run: a registry inside --out is refused before anything
     inside = CliRunner().invoke(main, [*args[:-3], "--registry", str(out / "r.json"), "--dry-run"])
     assert inside.exit_code != 0 and "must not be inside" in inside.output
+
+
+def test_traps_are_written_after_passages_of_their_own_book_and_read_as_prose(tmp_path, generator):
+    """``traps make`` samples each candidate after a passage of the body of the book it goes into: a generator that
+    continues the book where the passage ends (the tiny model's ``generate`` replaced by a reader of the book) gives
+    traps that are that book's own next paragraph, pass the prose check and are planted; from a BOS alone it has
+    nothing to continue and every candidate fails the check."""
+    from dataclasses import replace
+
+    from docaudit.audit.traps import make_traps
+    from docaudit.corpus.documents import load_documents
+    from docaudit.errors import DocauditError
+
+    folder = tmp_path / "long"
+    folder.mkdir()
+    for b in corpus_ids("nonmembers", 2):
+        (folder / f"{b}.txt").write_text(corpus_text("nonmembers", b, n_chars=30000), encoding="utf-8")
+    docs = load_documents([folder], raw=True)
+    lm = load_model(ModelConfig(model=str(generator)))
+    tok, model = lm.tokenizer, lm.model
+    prompts = []
+
+    def continue_the_book(inputs, max_new_tokens, **kwargs):
+        rows = []
+        for row in inputs.tolist():
+            passage = tok.decode(row[1:], skip_special_tokens=True).lstrip("\ufffd")  # a cut character
+            prompts.append(passage)
+            book = next((d.text for d in docs if passage and passage in d.text), None)
+            follows = "" if book is None else book[book.index(passage) + len(passage) :]
+            ids = tok(follows, add_special_tokens=False).input_ids[:max_new_tokens] if follows else []
+            ids += [5] * (max_new_tokens - len(ids))
+            rows.append(row + ids)
+        return torch.tensor(rows)
+
+    model.generate = continue_the_book
+    config = replace(
+        SHORT, tokens=12, per_document=2, copies=2, context_tokens=16, max_perplexity=1e9, max_candidates=256
+    )
+    plan = make_traps(docs, lm, config)
+    missing = [p for p in prompts if not any(p in d.text for d in docs)]
+    assert prompts and not missing, missing[:3]
+    check = ProseCheck.of([d.text for d in docs])
+    for doc, entry in zip(docs, plan.registry.documents):
+        body = " ".join(doc.text.split())
+        for s in entry.traps + entry.controls:
+            assert check.problem(s.text) is None
+            assert " ".join(s.text.split()) in body  # the book's own words, not another's
+        for t in entry.traps:
+            assert all(plan.texts[entry.output][p : p + len(t.text)] == t.text for p in t.positions)
+    with pytest.raises(DocauditError, match="not prose"):
+        make_traps(docs, lm, replace(config, context_tokens=0, max_candidates=64))

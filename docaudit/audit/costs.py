@@ -2,22 +2,31 @@
 
 Each step is an amount of work at a rate: loading the model (seconds), the model passes (scored tokens: the main
 query of every document, and each detector's extra passes over the texts it scores, e.g. PAC's copies and the
-lowercased text), and the meta-classifier's forests (trees: the inner search's and each fit's, the beyond-blind
-comparison's refits, the blind baselines'). Rates come from this machine when a real run measured them recently
-(``docaudit.query.rates``), else from the documented ones (``docaudit.config.rules``). Statistics already in the
-cache take no model pass; the estimate counts them as queried (a cold cache)."""
+lowercased text), the meta-classifier's forests (trees: the inner search's and each fit's), and the rest of the
+command (tokenizing, a detector's copies and scoring, the blind baselines, the beyond-blind refits, bootstraps,
+seconds per token of its model passes, per command and variant: :func:`measured_run` measures it on every real run
+as the wall time less the passes, loading and forests). Rates come from this machine when a real run measured them
+recently (``docaudit.query.rates``), else from the documented ones (``docaudit.config.rules``). Statistics already
+in the cache take no model pass; the estimate counts them as queried (a cold cache)."""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from docaudit.config import BeyondBlindConfig, DetectorConfig, MetaConfig, ModelConfig, QueryConfig
-from docaudit.config.rules import CHARS_PER_TOKEN, LOAD_SECONDS, QUERY_TOKENS_PER_SECOND, TREE_SECONDS
+from docaudit.config import DetectorConfig, MetaConfig, ModelConfig, QueryConfig
+from docaudit.config.rules import (
+    CHARS_PER_TOKEN,
+    LOAD_SECONDS,
+    OTHER_SECONDS_PER_TOKEN,
+    QUERY_TOKENS_PER_SECOND,
+    TREE_SECONDS,
+)
 from docaudit.query import rates
-
-BLIND_TREES = 300  # the blind baseline's "dates" forest (``methods.blind.make_pipeline``)
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,7 @@ class Plan:
     rates: Rates
     steps: list[Step] = field(default_factory=list)
     doc_tokens: list[int] = field(default_factory=list)
+    pass_tokens: int = 0  # of every model pass counted so far
 
     @property
     def seconds(self) -> float | None:
@@ -80,6 +90,7 @@ class Plan:
 
     def add_passes(self, name: str, tokens: int) -> None:
         if tokens > 0:
+            self.pass_tokens += tokens
             rate = self.rates.tokens_per_s
             self.steps.append(Step(name, f"~{tokens:,} tokens", None if rate is None else tokens / rate))
 
@@ -138,13 +149,59 @@ def add_meta(plan: Plan, meta: MetaConfig, folds: int, final_fit: bool) -> None:
     plan.add_trees("meta-classifier (model selection and fits)", meta.trees(n), meta.forest_fits(n))
 
 
-def add_blind(plan: Plan, folds: int, beyond: BeyondBlindConfig | None, meta: MetaConfig | None) -> None:
-    """The blind baselines on every fold and, with ``beyond``, the beyond-blind comparison's refits on its inner
-    folds (of the blind baseline and, with ``meta``, of the chosen meta-classifier)."""
-    inner = 0 if beyond is None else beyond.inner_folds
-    plan.add_trees("blind baselines", folds * (1 + inner) * BLIND_TREES, folds * (1 + inner))
-    if beyond is not None and meta is not None:
-        plan.add_trees("beyond-blind refits", folds * inner * meta.n_estimators, folds * inner)
+def other_rate(variant: str) -> tuple[float, bool]:
+    """Seconds per model-pass token of a command's work beside its passes, loading and forests (``variant``: the
+    command and its parts, :attr:`Shape.variant`), and whether this machine measured it (else documented)."""
+    found = rates.measured(rates.OTHER_KEY, f"{variant} s/token")
+    if found is not None:
+        return found, True
+    command = variant.split("+")[0]
+    return OTHER_SECONDS_PER_TOKEN.get(variant, OTHER_SECONDS_PER_TOKEN.get(command, 0.0)), False
+
+
+def add_other(plan: Plan, variant: str) -> None:
+    """The rest of the command, in proportion to the tokens of its model passes (every pass step so far)."""
+    rate, _ = other_rate(variant)
+    if plan.pass_tokens and rate:
+        amount = f"{rate * 1e3:.2g} ms per token of model passes"
+        plan.steps.append(
+            Step("the rest (tokenizing, scoring, blind baselines, bootstraps)", amount, plan.pass_tokens * rate)
+        )
+
+
+def variant(command: str, meta: bool = False, blind: bool = False, beyond: bool = False) -> str:
+    """The command and the parts beside the passes that change its rest per token (``evaluate+meta+blind``)."""
+    return "+".join([command] + [name for name, on in (("meta", meta), ("blind", blind), ("beyond", beyond)) if on])
+
+
+def measured_run(command: str, parts: Callable[[dict], tuple[bool, bool, bool]] | None = None) -> Callable:
+    """Decorate a command's audit function to measure its work beside the model passes, loading and forests
+    (``rates.clock``), kept as its variant's seconds per pass token for the next estimate; ``parts``: from the
+    call's arguments by name, whether the meta-classifier, the blind baselines and the beyond-blind comparison
+    run."""
+
+    def decorate(run: Callable) -> Callable:
+        signature = inspect.signature(run)
+
+        @functools.wraps(run)
+        def timed(*args, **kwargs):
+            if parts is None:
+                name = command
+            else:
+                bound = signature.bind(*args, **kwargs)
+                bound.apply_defaults()
+                name = variant(command, *parts(bound.arguments))
+            with rates.clock() as spent:
+                start = time.perf_counter()
+                out = run(*args, **kwargs)
+                wall = time.perf_counter() - start
+            rest = wall - spent["passes"] - spent["load"] - spent["forests"]
+            rates.record_other(name, spent["tokens"], rest)
+            return out
+
+        return timed
+
+    return decorate
 
 
 @dataclass(frozen=True)
@@ -162,6 +219,11 @@ class Shape:
     blind: bool = False
     beyond: bool = False
 
+    @property
+    def variant(self) -> str:
+        """The command and its parts that change its rest per token (:func:`variant`)."""
+        return variant(self.command, self.meta is not None, self.blind, self.beyond)
+
 
 def command_plan(shape: Shape, sizes: Sequence[int], query: QueryConfig, model: ModelConfig, load: bool = True) -> Plan:
     """The estimated steps of a command over documents of ``sizes`` bytes each."""
@@ -171,8 +233,7 @@ def command_plan(shape: Shape, sizes: Sequence[int], query: QueryConfig, model: 
         add_extra_passes(plan, shape.methods, shape.detector, sequences)
     elif shape.command in ("score", "sequence", "report", "dataset-test"):
         add_extra_passes(plan, shape.methods, shape.detector, plan.tokens)
+    add_other(plan, shape.variant)
     if shape.meta is not None:
         add_meta(plan, shape.meta, shape.folds, final_fit=shape.command == "train")
-    if shape.blind:
-        add_blind(plan, shape.folds, BeyondBlindConfig() if shape.beyond else None, shape.meta)
     return plan

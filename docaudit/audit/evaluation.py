@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from docaudit import __version__
+from docaudit.audit.costs import measured_run
 from docaudit.audit.specs import EvaluationSpec
 from docaudit.config import (
     MetaConfig,
@@ -90,6 +91,14 @@ def _rows(method: str, level: str, folds: list[FoldMetrics], n_test: list[int]):
     return {"method": method, "title": title, "level": level, **summarize(folds), "n_folds": len(folds)}, fold_rows
 
 
+def _parts(spec: EvaluationSpec) -> tuple[bool, bool, bool]:
+    """Whether the meta-classifier, the blind baselines and the beyond-blind comparison run (the cost model's
+    variant of ``evaluate``)."""
+    blind = bool(spec.blind_kinds)
+    return spec.meta is not None, blind, blind and spec.beyond is not None
+
+
+@measured_run("evaluate", lambda a: _parts(a["spec"]))
 def evaluate_methods(
     members,
     nonmembers,

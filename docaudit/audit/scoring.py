@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from docaudit.audit.costs import measured_run
 from docaudit.config import QueryConfig
 from docaudit.methods.detectors.detector import build_detector
 from docaudit.provenance import Rows, document_records, model_record
@@ -11,6 +12,7 @@ from docaudit.query.models import LoadedModel, load_model
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
 
 
+@measured_run("score")
 def score_documents(
     paths,
     models: ModelSpec = ModelSpec(),

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from docaudit import __version__
+from docaudit.audit.costs import measured_run
 from docaudit.config import DetectorConfig, QueryConfig, SequenceConfig
 from docaudit.corpus.documents import Document, Skips
 from docaudit.errors import DocauditError
@@ -83,6 +84,7 @@ def metric_rows(
     return rows
 
 
+@measured_run("sequence")
 def evaluate_sequences(
     members,
     nonmembers,

@@ -27,8 +27,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, TrapConfig
-from docaudit.corpus.traps import TrappedDocument, TrapRegistry, TrapSequence, plant
+from docaudit.corpus.traps import TrappedDocument, TrapRegistry, TrapSequence, passages, plant
 from docaudit.errors import DocauditError
 from docaudit.inference.permutation import RankTest, rank_sum_test, smallest_p
 from docaudit.inference.verdicts import Verdict, bh_adjust, decide
@@ -54,6 +56,10 @@ class TrapPlan:
     candidates: int = 0
 
 
+PASSAGE_CHARS_PER_TOKEN = 8  # characters of a passage per generator token wanted from it (a generous bound)
+PASSAGES_PER_DOCUMENT = 64  # passages of a document the generator continues, in turn
+
+
 def make_traps(
     docs,
     generator: ModelConfig | LoadedModel,
@@ -77,21 +83,39 @@ def make_traps(
         raise DocauditError("no documents to plant traps in")
     lm = generator if isinstance(generator, LoadedModel) else load_model(generator)
     k = 2 * config.per_document
-    if sequences is None:
+    rng = stream(config.seed, "traps")
+    own_book = sequences is None and config.context_tokens > 0
+    if own_book:  # each document's traps and controls written after passages of its own body
+        prose = None if config.any_text else ProseCheck.of([d.text for d in docs], special_strings(lm.tokenizer))
+        made = Generated([])
+        for doc in docs:
+            chars = config.context_tokens * PASSAGE_CHARS_PER_TOKEN
+            found = passages(doc.text, PASSAGES_PER_DOCUMENT, chars, rng)
+            if not found:
+                raise DocauditError(
+                    f"{doc.path}: no paragraph of its body follows {chars} characters to write traps after"
+                )
+            one = generate_sequences(lm, k, config, progress, prose, found, kept=made.sequences)
+            made.sequences += one.sequences
+            made.rejected.update(one.rejected)
+            made.candidates += one.candidates
+    elif sequences is None:
         prose = None if config.any_text else ProseCheck.of([d.text for d in docs], special_strings(lm.tokenizer))
         made = generate_sequences(lm, k * len(docs), config, progress, prose)
     elif len(sequences) < k * len(docs):
         raise DocauditError(f"{k * len(docs)} sequences needed for {len(docs)} documents, {len(sequences)} given")
     else:
         made = Generated(list(sequences[: k * len(docs)]))
-    rng = stream(config.seed, "traps")
     names = [Path(d.path).name or f"{d.id}.txt" for d in docs]
     if len(set(names)) < len(names):
         names = [f"{d.id}.txt" for d in docs]
     if len(set(names)) < len(names):
         raise DocauditError("two documents have the same name; give each document a distinct file name")
     texts, entries = {}, []
-    order = rng.permutation(len(made.sequences))
+    if own_book:  # a document's own sequences, in a random order (its traps and controls drawn from them)
+        order = np.concatenate([j * k + rng.permutation(k) for j in range(len(docs))])
+    else:
+        order = rng.permutation(len(made.sequences))
     for j, (doc, name) in enumerate(zip(docs, names)):
         own = [made.sequences[i] for i in order[j * k : (j + 1) * k]]
         texts[name], entry = plant(doc.id, doc.path, doc.text, own, config.per_document, config.copies, rng, name)

@@ -70,8 +70,9 @@ class TrapConfig:
     at each of ``temperatures`` in turn (pure sampling: no top-k, no top-p), kept when their perplexity under the
     generator lies in ``[min_perplexity, max_perplexity)``, when they survive the retokenization check, and when the
     Jaccard similarity of their token sets to every trap kept so far is at most ``jaccard``; generation gives up
-    after ``max_candidates`` candidates; unless ``any_text``, a trap must also read as prose in the documents'
-    language (``corpus.prose``). ``alpha`` is the level of the verdict."""
+    after ``max_candidates`` candidates; ``traps make`` samples each after ``context_tokens`` tokens of a passage of
+    the document's body (0: after the BOS alone, as the authors); unless ``any_text``, a trap must also read as
+    prose in the documents' language (``corpus.prose``). ``alpha`` is the level of the verdict."""
 
     tokens: int = setting(100, "Trap length in generator tokens.", "traps", flag="--trap-tokens", aliases=("--tokens",))
     per_document: int = setting(8, "Traps (and controls) per document.", "traps", flag="--traps-per-doc")
@@ -90,6 +91,9 @@ class TrapConfig:
     temperatures: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
     batch_size: int = 16
     max_candidates: int = 20000
+    # Tokens of a passage of the document's body each candidate is sampled after (``traps make``; 0: from the BOS
+    # alone, as the authors): a small generator writes the book's language after it, web text after a BOS alone.
+    context_tokens: int = 64
     seed: int = setting(0, "Seed of the trap generation and placement.", "traps")
     alpha: float = setting(DEFAULT_ALPHA, "Level of the verdict.", "method")
 
@@ -98,6 +102,7 @@ class TrapConfig:
         check_count("--traps-per-doc", self.per_document, 1, MAX_COPIES)
         check_count("--trap-copies", self.copies, 1, MAX_COPIES)
         check_count("max_candidates", self.max_candidates, 1, 1 << 30)
+        check_count("trap context_tokens", self.context_tokens, 0, 1 << 14)
         check_range("--min-perplexity", self.min_perplexity, 1.0)
         if not self.max_perplexity > self.min_perplexity:
             raise DocauditError(

@@ -15,6 +15,12 @@ QUERY_TOKENS_PER_SECOND = {"transformers": 366.0, "llamacpp": 321.0}
 LOAD_SECONDS = {"transformers": 10.5, "llamacpp": 3.0, "openai": 0.5}
 # Seconds per tree of the meta-classifier's random forests (fit and scoring, depth 5, a few dozen documents, 2 cores).
 TREE_SECONDS = 0.0017
+# Seconds per token of a command's model passes of its work beside them, the passes, loading and the
+# meta-classifier's forests (tokenizing, a detector's copies and scoring, blind baselines, beyond-blind refits,
+# bootstraps, outputs), by command (or variant, ``audit.costs.Shape.variant``), for a machine that measured none:
+# the embedded Gemma's, from ``scripts/bench_commands.py --scale 0.5`` (docs/benchmarks.md): each command's share
+# of its wall time beyond the querier's rate (5%, 2%, 17%, 3%) over its tokens per second (366, 376, 320, 373).
+OTHER_SECONDS_PER_TOKEN = {"score": 1.4e-4, "sequence": 5.3e-5, "report": 5.3e-4, "evaluate": 8.0e-5}
 # A measurement in the cache older than this many days is not used (the machine or its load may have changed).
 RATE_MAX_AGE_DAYS = 30
 # Bytes of a UTF-8 file per token of the embedded model's tokenizer, for a token count estimated from file sizes

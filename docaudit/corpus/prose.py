@@ -6,6 +6,8 @@ news in another language). :class:`ProseCheck` names the first problem a text ha
 
 - ``special token``: the text holds the string of one of the tokenizer's special or added tokens
   (``<start_of_image>``);
+- ``paragraph break``: a blank line inside the text (a trap is planted as one paragraph; a continuation of a book
+  that runs on past a paragraph picks up headings and page numbers);
 - ``markup``: an HTML or XML tag, an entity, a web address, BBCode or wiki markup;
 - ``code``: a line that starts like a program statement (``import``, ``def``, ``const`` ...), ``=>``, ``==``, a call
   ``name()``, or braces and semicolons denser than prose has them;
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 
 from docaudit.corpus.filters import is_english
 
+_BLANK_LINE = re.compile(r"\n[ \t\r\f\v]*\n")
 LETTER_SHARE = 0.75  # letters among the non-space characters of prose (English books: about 0.95)
 DIGIT_SHARE = 0.05  # digits among the non-space characters
 SYMBOL_SHARE = 0.01  # characters of code and markup among the non-space characters
@@ -86,6 +89,8 @@ class ProseCheck:
         """The first problem of ``text`` (see the module docstring), or None when it reads as prose."""
         if any(s in text for s in self.special):
             return "special token"
+        if _BLANK_LINE.search(text):
+            return "paragraph break"
         if _MARKUP_RE.search(text):
             return "markup"
         chars = [ch for ch in text if not ch.isspace()]

@@ -76,6 +76,18 @@ def body_starts(text: str) -> list[int]:
     return starts
 
 
+def passages(text: str, n: int, chars: int, rng: np.random.Generator) -> list[str]:
+    """Up to ``n`` passages of the body for a generator to continue: the ``chars`` characters before a paragraph
+    start inside the body (:func:`body_starts`), ending in the blank line, so that a continuation begins a paragraph
+    where a trap would be planted; drawn without replacement by ``rng``, in the order drawn."""
+    try:
+        starts = [s for s in body_starts(text) if s >= chars]
+    except DocauditError:
+        starts = []
+    picked = rng.choice(len(starts), size=min(n, len(starts)), replace=False) if starts else []
+    return [text[starts[i] - chars : starts[i]] for i in picked]
+
+
 @dataclass
 class TrapSequence:
     """One generated sequence: its text, its generator token ids and its perplexity under the generator; for a

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -114,7 +114,8 @@ def run_trap_lab(
     ``out``."""
     import pandas as pd
 
-    traps, progress = plan.config, run.progress
+    # from the BOS alone, as the authors: a lab's documents are its target's leading tokens, too short for passages
+    traps, progress = replace(plan.config, context_tokens=0), run.progress
     seconds = {}
     t0 = time.perf_counter()
     cut = _leading_texts(texts, target, base_model)

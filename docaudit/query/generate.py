@@ -21,6 +21,12 @@ kept when
   (docaudit's addition: an author publishes the traps, and the authors' traps from a BOS are often web text).
 
 Sampling is pure (no top-k, no top-p), seeded, and EOS cannot end a sequence early (``min_new_tokens``).
+
+Given ``passages`` of a document (``traps make`` gives ones of the book the traps go into:
+``corpus.traps.passages``), a candidate is sampled after the last ``TrapConfig.context_tokens`` tokens of one of
+them instead of after the BOS alone (docaudit's addition: a small generator from its BOS writes web text, after a
+book's paragraph it writes the book's language). The perplexity that the range bounds stays the authors': of the
+trap's tokens after the BOS alone, so a trap's memorability is measured as the method measures it.
 """
 
 from __future__ import annotations
@@ -79,12 +85,28 @@ def perplexities(model, ids: torch.Tensor, bos: int) -> np.ndarray:
     return np.exp(nll.mean(dim=1).cpu().numpy().astype(np.float64))
 
 
+def _prompts(tok, passages: list[str] | None, n_tokens: int, bos: int) -> list[list[int]] | None:
+    """The BOS and the last ``n_tokens`` tokens of each passage that has as many (None: no passages)."""
+    if passages is None:
+        return None
+    rows = [ids[-n_tokens:] for ids in tok(passages, add_special_tokens=False).input_ids if len(ids) >= n_tokens]
+    if not rows:
+        raise DocauditError(f"no passage of the documents holds {n_tokens} generator tokens to write traps after")
+    return [[bos, *ids] for ids in rows]
+
+
 def generate_sequences(
-    lm: LoadedModel, n: int, config: TrapConfig, progress: bool = False, prose: ProseCheck | None = None
+    lm: LoadedModel,
+    n: int,
+    config: TrapConfig,
+    progress: bool = False,
+    prose: ProseCheck | None = None,
+    passages: list[str] | None = None,
+    kept: list[TrapSequence] | None = None,
 ) -> Generated:
     """``n`` distinct trap sequences of ``config.tokens`` tokens from the generator ``lm`` (see the module
-    docstring), each passing ``prose`` when given; a DocauditError when ``config.max_candidates`` candidates do not
-    give ``n``."""
+    docstring), each passing ``prose`` when given, sampled after the ``passages`` when given (in turn), none a near
+    duplicate of ``kept`` either; a DocauditError when ``config.max_candidates`` candidates do not give ``n``."""
     from tqdm.auto import tqdm
 
     if lm.config.backend != "transformers" or not isinstance(lm.model, torch.nn.Module):
@@ -94,17 +116,20 @@ def generate_sequences(
     if bos is None:
         raise DocauditError("the generator's tokenizer has no BOS or EOS token to start sequences from")
     extra = config.tokens // 4 + 2  # sampled beyond config.tokens, for the retokenization check
-    if lm.max_positions is not None and config.tokens + extra + 1 > lm.max_positions:
+    prefix = 1 + (config.context_tokens if passages is not None else 0)  # the BOS and the passage's tokens
+    if lm.max_positions is not None and config.tokens + extra + prefix > lm.max_positions:
+        fits = [t for t in range(1, lm.max_positions) if t + t // 4 + 2 + prefix <= lm.max_positions]
         raise DocauditError(
             f"--tokens {config.tokens} is too long for the generator: it takes {lm.max_positions} positions, "
-            f"enough for at most {max(t for t in range(1, lm.max_positions) if t + t // 4 + 3 <= lm.max_positions)} "
-            "tokens"
+            f"enough for at most {max(fits, default=0)} tokens" + (" after a passage" if passages is not None else "")
         )
+    prompts = _prompts(tok, passages, config.context_tokens, bos)
     model = lm.model
     model.eval()
     torch.manual_seed(config.seed)
     out = Generated([])
-    kept_sets: list[set] = []
+    kept_sets: list[set] = [set(s.token_ids) for s in kept or []]
+    batches = 0
     pad = tok.pad_token_id if tok.pad_token_id is not None else bos
     per_sequence = config.tokens + extra
     # the bar counts tokens sampled against those the traps still need at the acceptance rate so far
@@ -119,7 +144,12 @@ def generate_sequences(
                         f"(rejected: {dict(out.rejected)}); widen the perplexity range or lower the number of traps"
                         + (", or use a generator that writes prose in the documents' language" if prose else "")
                     )
-                start = torch.full((config.batch_size, 1), bos, dtype=torch.long, device=lm.device)
+                if prompts is None:
+                    start = torch.full((config.batch_size, 1), bos, dtype=torch.long, device=lm.device)
+                else:
+                    rows = [prompts[(batches * config.batch_size + i) % len(prompts)] for i in range(config.batch_size)]
+                    start = torch.tensor(rows, dtype=torch.long, device=lm.device)
+                batches += 1
                 sampled = model.generate(
                     start,
                     attention_mask=torch.ones_like(start),
@@ -131,11 +161,11 @@ def generate_sequences(
                     min_new_tokens=config.tokens + extra,
                     pad_token_id=pad,
                     streamer=streamer,
-                )[:, 1:]
+                )[:, start.shape[1] :]
                 candidates = []
                 for row in sampled.cpu().tolist():
                     out.candidates += 1
-                    ids = canonical_prefix(tok, row, config.tokens)
+                    ids = canonical_prefix(tok, row, config.tokens, lstrip=prompts is not None)
                     text = None if ids is None else retokenizes(tok, ids)
                     if text is None:
                         out.rejected["retokenization"] += 1
@@ -181,12 +211,15 @@ class _TokenCounter:
         self.prompt = True
 
 
-def canonical_prefix(tokenizer, sampled: list[int], n: int) -> list[int] | None:
+def canonical_prefix(tokenizer, sampled: list[int], n: int, lstrip: bool = False) -> list[int] | None:
     """The first ``n`` ids of the sampled text encoded again (the ids the text has wherever it is read), or None
-    when the sample holds a special token or its text has fewer than ``n`` tokens."""
+    when the sample holds a special token or its text has fewer than ``n`` tokens; ``lstrip``: the text's leading
+    whitespace dropped first (a continuation of a passage may begin with it)."""
     if set(sampled) & set(tokenizer.all_special_ids):
         return None
     text = tokenizer.decode(sampled, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    if lstrip:
+        text = text.lstrip()
     ids = list(tokenizer(text, add_special_tokens=False).input_ids)[:n]
     return ids if len(ids) == n else None
 

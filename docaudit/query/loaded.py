@@ -1,10 +1,15 @@
-"""A loaded model: what its backend runs, its tokenizer, and the identity that keys caches and classifiers."""
+"""A loaded model: what its backend runs, its tokenizer, and the identity that keys caches and classifiers.
+
+A backend may defer its weights (:class:`Deferred`): the identity, tokenizer and the sizes the querier needs are
+known from the model's files, so a run whose statistics are all cached never loads them; the first access to
+``LoadedModel.model`` does."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from docaudit.config import ModelConfig
@@ -15,13 +20,24 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 
+@dataclass(frozen=True)
+class Deferred:
+    """Weights not loaded yet: ``load()`` loads them (once, on first use); the output dimension and the longest
+    input, read from the model's configuration without them."""
+
+    load: Callable[[], object]
+    vocab_size: int
+    max_positions: int | None
+
+
 @dataclass
 class LoadedModel:
     """A causal LM ready for querying, with the identity that keys caches and classifiers. ``model`` is what the
     configured backend runs: a torch module (transformers), a ``GGUFModel`` (llamacpp) or an ``ApiClient``
-    (openai), each with its ``vocab_size`` and ``max_positions``."""
+    (openai), each with its ``vocab_size`` and ``max_positions``; given as a :class:`Deferred`, it is loaded on
+    first access (``loaded`` says whether it has been)."""
 
-    model: object
+    model: object = field(repr=False, compare=False)
     tokenizer: object
     identity: str
     tokenizer_hash: str
@@ -29,8 +45,21 @@ class LoadedModel:
     device: torch.device
 
     @property
+    def loaded(self) -> bool:
+        """Whether the weights are in memory (not a :class:`Deferred` still)."""
+        return not isinstance(self.__dict__["model"], Deferred)
+
+    @property
+    def pending(self) -> Deferred | None:
+        """The :class:`Deferred` weights, or None once loaded (or never deferred)."""
+        held = self.__dict__["model"]
+        return held if isinstance(held, Deferred) else None
+
+    @property
     def vocab_size(self) -> int:
         """The model's output dimension (may differ from ``len(tokenizer)``)."""
+        if self.pending is not None:
+            return self.pending.vocab_size
         if isinstance(self.model, torch.nn.Module):
             return int(self.model.get_output_embeddings().weight.shape[0])
         return self.model.vocab_size
@@ -38,6 +67,8 @@ class LoadedModel:
     @property
     def max_positions(self) -> int | None:
         """The longest input the model accepts, when known."""
+        if self.pending is not None:
+            return self.pending.max_positions
         if isinstance(self.model, torch.nn.Module):
             config = self.model.config
             return getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
@@ -55,6 +86,20 @@ class LoadedModel:
         """What identifies the model's statistics in the cache: its content, its precision and its tokenizer (and
         what the backend adds, e.g. the server: ``Querier.key``)."""
         return {"model": self.identity, "precision": self.precision, "tokenizer": self.tokenizer_hash}
+
+
+def _model(lm: LoadedModel) -> object:
+    held = lm.__dict__["model"]
+    if isinstance(held, Deferred):
+        held = lm.__dict__["model"] = held.load()
+    return held
+
+
+def _set_model(lm: LoadedModel, value: object) -> None:
+    lm.__dict__["model"] = value
+
+
+LoadedModel.model = property(_model, _set_model, doc="What the backend runs, loaded here on first access.")
 
 
 def tokenizer_hash(tokenizer: PreTrainedTokenizerBase) -> str:

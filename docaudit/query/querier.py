@@ -29,7 +29,7 @@ from docaudit.corpus.documents import (
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
 from docaudit.query import rates
-from docaudit.query.backends import open_backend
+from docaudit.query.backends import Backend, open_backend
 from docaudit.query.cache import StatsCache, stats_key
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.query.progress import counting
@@ -264,6 +264,33 @@ def excerpt(
     return Excerpt(np.asarray(ids[:max_tokens], dtype=np.int32), start, offsets[min(len(ids), max_tokens) - 1][1])
 
 
+class Unopened(Backend):
+    """The backend of a model whose weights are deferred (``LoadedModel.pending``): what it is and the cache key it
+    adds, known without them; opened, loading the weights, on its first model pass. Only the transformers backend
+    defers, and its statistics' key adds nothing beyond the model's own identity."""
+
+    def __init__(self, lm: LoadedModel, query: QueryConfig):
+        self.name, self.lm, self.query, self.opened = lm.config.backend, lm, query, None
+
+    def open(self) -> Backend:
+        if self.opened is None:
+            self.opened = open_backend(self.lm, self.query)
+        return self.opened
+
+    def batch_size(self, context: int) -> int:
+        return self.open().batch_size(context)
+
+    def release_buffers(self) -> None:
+        if self.opened is not None:
+            self.opened.release_buffers()
+
+    def compute(self, ids, context, stride, bos, gp, batch_size=None) -> TokenStats:
+        return self.open().compute(ids, context, stride, bos, gp, batch_size)
+
+    def compute_many(self, docs, context, stride, bos, gp, batch_size=None) -> list[TokenStats]:
+        return self.open().compute_many(docs, context, stride, bos, gp, batch_size)
+
+
 class Querier:
     """Queries one loaded model with one QueryConfig through its backend, with an optional StatsCache; with a
     ``pool`` (Ray workers: ``distributed.scale_out``), :meth:`stats_many` and :meth:`prefetch` query there."""
@@ -280,7 +307,7 @@ class Querier:
         self.stride = query.effective_stride
         self.device = lm.device
         self.bos = bos_per_window(lm.tokenizer)
-        self.backend = open_backend(lm, query)
+        self.backend = open_backend(lm, query) if lm.loaded else Unopened(lm, query)
         if query.gp and "gp" not in self.backend.provides:
             raise DocauditError(f"the {self.backend.name} backend cannot compute GP sums: query with gp=False")
 
@@ -383,6 +410,10 @@ class Querier:
 
         def flush() -> None:
             nonlocal passes, queried
+            if not todo:  # nothing missed: the backend (and a model whose weights wait) is never touched
+                return
+            if isinstance(self.backend, Unopened):  # the weights load here, timed as loading, not as model passes
+                self.backend = self.backend.open()
             queried += sum(len(ids) - 1 for _, _, ids in todo)
             start = time.perf_counter()
             with counting(advance):

@@ -4,8 +4,11 @@ estimates from it instead of the documented rates (``docaudit/config/rules.py``)
 One entry per model as it is named (its resolved reference, backend, precision and device setting), written by
 real runs: the querier's scored tokens per second over the model passes it made, its tokenizer's bytes per
 token, and the seconds loading the model took; one machine entry for the meta-classifier's forests (seconds per
-tree fit). Entries are ``rates/<16 hex>.json`` (:mod:`docaudit.query.cache_entries`, kind ``rates``); a damaged
-or foreign entry is ignored, never an error, and one older than ``RATE_MAX_AGE_DAYS`` is not used."""
+tree fit); one machine entry for the rest of each command's work (tokenizing, a detector's copies and scoring,
+blind baselines, beyond-blind refits, bootstraps: seconds per token of its model passes), which a command measures
+as its wall time less what :func:`clock` counts of passes, loading and forests. Entries are ``rates/<16
+hex>.json`` (:mod:`docaudit.query.cache_entries`, kind ``rates``); a damaged or foreign entry is ignored, never
+an error, and one older than ``RATE_MAX_AGE_DAYS`` is not used."""
 
 from __future__ import annotations
 
@@ -13,6 +16,9 @@ import hashlib
 import json
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from docaudit.config import ModelConfig
@@ -80,10 +86,34 @@ def measured(key: str, name: str) -> float | None:
     return float(value)
 
 
+_CLOCK: ContextVar[dict | None] = ContextVar("docaudit_clock", default=None)
+
+
+@contextmanager
+def clock() -> Iterator[dict]:
+    """Within the block, the seconds of model passes (``passes``) and the tokens they scored (``tokens``), of
+    loading models (``load``) and of the meta-classifier's forests (``forests``), as the querier, the loader and the
+    classifier record them (in this process; a Ray worker's passes are not counted)."""
+    totals = {"passes": 0.0, "tokens": 0, "load": 0.0, "forests": 0.0}
+    token = _CLOCK.set(totals)
+    try:
+        yield totals
+    finally:
+        _CLOCK.reset(token)
+
+
+def _count(**amounts: float) -> None:
+    totals = _CLOCK.get()
+    if totals is not None:
+        for name, amount in amounts.items():
+            totals[name] += amount
+
+
 def record_query(config: ModelConfig, tokens: int, seconds: float, whole: tuple[int, int] = (0, 0)) -> None:
     """A query of ``tokens`` scored tokens took ``seconds`` of model passes (kept when long enough to mean
     something); ``whole``: the bytes and tokens of the texts it tokenized whole (the tokenizer's bytes per token,
     kept from a thousand tokens on)."""
+    _count(passes=seconds, tokens=tokens)
     values = {}
     if seconds >= MIN_SECONDS and tokens > 0:
         values["tokens_per_s"] = tokens / seconds
@@ -95,6 +125,7 @@ def record_query(config: ModelConfig, tokens: int, seconds: float, whole: tuple[
 
 def record_load(config: ModelConfig, seconds: float) -> None:
     """Loading the model took ``seconds``."""
+    _count(load=seconds)
     _write(model_key(config), load_s=seconds)
 
 
@@ -103,5 +134,17 @@ FOREST_KEY = "(meta-classifier forests)"
 
 def record_forest(trees: int, seconds: float) -> None:
     """Fitting (and scoring with) forests of ``trees`` trees in all took ``seconds``."""
+    _count(forests=seconds)
     if seconds >= MIN_SECONDS and trees > 0:
         _write(FOREST_KEY, tree_s=seconds / trees)
+
+
+OTHER_KEY = "(work beside the model passes)"
+MIN_OTHER_TOKENS = 1000  # a command that passed fewer tokens says too little about its rest per token
+
+
+def record_other(command: str, tokens: int, seconds: float) -> None:
+    """Command ``command`` (its name and variant, e.g. ``evaluate+blind``) spent ``seconds`` beyond its model
+    passes, loading and forests, over ``tokens`` tokens of model passes (kept from a thousand tokens on)."""
+    if tokens >= MIN_OTHER_TOKENS and seconds > 0:
+        _write(OTHER_KEY, **{f"{command} s/token": seconds / tokens})

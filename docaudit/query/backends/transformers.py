@@ -19,7 +19,7 @@ from docaudit.errors import DocauditError, ModelError
 from docaudit.query.backends.base import FULL, Backend, register_backend, stats_from_rows
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
 from docaudit.query.lazy import inference_mode, torch
-from docaudit.query.loaded import LoadedModel, resolve_device, tokenizer_hash
+from docaudit.query.loaded import Deferred, LoadedModel, resolve_device, tokenizer_hash
 from docaudit.query.progress import scored
 from docaudit.query.sources import (
     check_identity,
@@ -265,7 +265,7 @@ def load_transformers(config: ModelConfig, expected_identity: str | None = None)
     With ``expected_identity`` (a classifier's model), a local model whose content differs is refused before any
     of its files are loaded. Model code from the hub runs only with ``config.trust_remote_code``. The returned
     config names the model by a resolvable reference (absolute path; hub commit)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     if config.dtype not in DTYPES:
         raise DocauditError(f"unknown dtype '{config.dtype}' (choose from {', '.join(DTYPES)})")
@@ -288,10 +288,8 @@ def load_transformers(config: ModelConfig, expected_identity: str | None = None)
         model_kwargs["quantization_config"] = _bnb_config(config.quantize, dtype)
         model_kwargs["device_map"] = str(device) if device.type == "cpu" else {"": device.index or 0}
     location = source.location()
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(location, **model_kwargs)
-    except (OSError, ValueError) as e:
+
+    def failed(e: Exception) -> ModelError:
         reason = f" ({first_line(e)})"
         if source.hub and not download:
             where = (
@@ -304,16 +302,33 @@ def load_transformers(config: ModelConfig, expected_identity: str | None = None)
             where = (
                 "not a local path, and the Hugging Face hub did not provide it" if source.hub else "could not be loaded"
             )
-        raise ModelError(f"unknown model '{config.model}': {where}{reason}") from e
-    if not config.quantize:
-        model.to(device)
-    model.eval()
+        return ModelError(f"unknown model '{config.model}': {where}{reason}")
+
+    def weights() -> torch.nn.Module:
+        try:
+            model = AutoModelForCausalLM.from_pretrained(location, **model_kwargs)
+        except (OSError, ValueError) as e:
+            raise failed(e) from e
+        if not config.quantize:
+            model.to(device)
+        return model.eval()
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
+        model_config = AutoConfig.from_pretrained(location, **kwargs)
+    except (OSError, ValueError) as e:
+        raise failed(e) from e
     identity, resolved = source.identity, replace(config, model=source.reference)
     if source.hub:
-        commit = getattr(model.config, "_commit_hash", None)
+        commit = getattr(model_config, "_commit_hash", None)
         identity = f"hub:{config.model}@{commit or config.revision or 'main'}"
         resolved = replace(resolved, revision=commit or config.revision)
         check_identity(identity, expected_identity)
+    text_config = getattr(model_config, "get_text_config", lambda: model_config)()
+    vocab = getattr(text_config, "vocab_size", None)
+    positions = getattr(text_config, "max_position_embeddings", None) or getattr(text_config, "n_positions", None)
+    # the weights wait for the first model pass when the configuration gives what the querier needs before it
+    model = weights() if not isinstance(vocab, int) or vocab <= 0 else Deferred(weights, vocab, positions)
     return LoadedModel(model, tokenizer, identity, tokenizer_hash(tokenizer), resolved, device)
 
 
