@@ -7,7 +7,9 @@ import pytest
 from conftest import document_sets
 
 from docaudit import api
+from docaudit.audit.specs import EvaluationSpec
 from docaudit.config import MetaConfig, ModelConfig, QueryConfig
+from docaudit.run import DetectorSpec, ModelSpec
 
 
 @pytest.fixture
@@ -28,23 +30,35 @@ def built(monkeypatch):
 
 def test_score_rerun_from_the_cache_never_builds_the_model(tiny_gpt2, tmp_path, built):
     sets = document_sets(tmp_path, n=2, n_chars=800)
-    options = dict(model=ModelConfig(model=str(tiny_gpt2)), query=QueryConfig(context=16), progress=False)
-    first = api.score([sets["mem"]], methods=["loss", "zlib", "lowercase", "pac"], **options)
+    request = api.ScoreRequest(
+        [sets["mem"]],
+        ModelSpec(ModelConfig(model=str(tiny_gpt2))),
+        QueryConfig(context=16),
+        DetectorSpec(["loss", "zlib", "lowercase", "pac"]),
+    )
+    first = api.score(request)
     assert len(built) == 1
-    again = api.score([sets["mem"]], methods=["loss", "zlib", "lowercase", "pac"], **options)
+    again = api.score(request)
     assert len(built) == 1, "the rerun loaded the weights although every statistic was cached"
-    assert again == first
+    assert again.rows == first.rows
 
 
 def test_evaluate_rerun_from_the_cache_never_builds_the_model(tiny_gpt2, tmp_path, built):
     sets = document_sets(tmp_path, n=4, n_chars=800)
     meta = MetaConfig(norm="ratio_tf", features="hist", folds=2, n_estimators=5, bins=10)
-    options = dict(model=ModelConfig(model=str(tiny_gpt2)), query=QueryConfig(context=16), folds=2, meta=meta)
-    first = api.evaluate([sets["mem"]], [sets["non"]], methods="loss", progress=False, **options)
+    request = api.EvaluateRequest(
+        [sets["mem"]],
+        [sets["non"]],
+        models=ModelSpec(ModelConfig(model=str(tiny_gpt2))),
+        query=QueryConfig(context=16),
+        detectors=DetectorSpec("loss"),
+        spec=EvaluationSpec(meta=meta, folds=2),
+    )
+    first = api.evaluate(request)
     assert len(built) == 1
-    again = api.evaluate([sets["mem"]], [sets["non"]], methods="loss", progress=False, **options)
+    again = api.evaluate(request)
     assert len(built) == 1, "the rerun loaded the weights although every statistic was cached"
-    assert again.table.equals(first.table)
+    assert again.to_frame().equals(first.to_frame())
 
 
 def test_a_cache_miss_loads_the_weights_once(tiny_gpt2, built):
