@@ -180,7 +180,7 @@ def train(
 def _train(members, nonmembers, config, out, model, overwrite, skips, run: RunContext) -> meta.TrainResult:
     if out is not None:
         prepare_output(out, "classifier", overwrite, _inputs(members, nonmembers, config.model))
-    result = meta.train(members, nonmembers, config, model, run.progress, skips, pool=run.pool)
+    result = meta.train(members, nonmembers, config, model, run, skips)
     if out is not None:
         save_model_dir(
             Path(out),
@@ -317,7 +317,7 @@ def traps_make(
     generator: ModelConfig = ModelConfig(),
     config=None,
     overwrite: bool = False,
-    progress: bool = False,
+    run: RunContext = RunContext(),
 ):
     """Plant copyright traps (``audit.traps.make_traps``) in each document of ``docs`` (read verbatim) and write the
     trapped copies to ``out`` and the private registry to ``registry``; the originals are only read."""
@@ -328,8 +328,8 @@ def traps_make(
     inputs = _inputs(docs, generator)
     prepare_output(out, "traps", overwrite, inputs)
     check_registry_path(registry, out, overwrite)
-    documents = load_documents(docs, raw=True, progress=progress)
-    plan = make_traps(documents, generator, config or TrapConfig(), progress)
+    documents = load_documents(docs, raw=True, progress=run.progress)
+    plan = make_traps(documents, generator, config or TrapConfig(), run.seed, run.progress)
     write_trapped(plan, Path(out), Path(registry), overwrite, inputs)
     return plan
 
@@ -424,13 +424,12 @@ def synthetic_controls(
     library=None,
     config=None,
     documents: DocumentSpec = DocumentSpec(),
-    progress: bool = False,
+    run: RunContext = RunContext(),
 ) -> dict:
     """Test each of ``books`` for membership in ``model`` against synthetic suffixes ``generator`` writes for the
     books' own prefixes (``audit.synthetic_controls``): the null from the never-seen texts ``library``, a
     ``reference`` model that cannot have seen the books, or both. Returns the books' tests and verdicts, the
     library's, the null in words, the settings, the models' records and the skipped documents."""
-    from dataclasses import asdict
 
     from docaudit.audit.synthetic_controls import controls_audit
     from docaudit.config import ControlsConfig
@@ -443,6 +442,7 @@ def synthetic_controls(
     if library is None and reference is None:
         raise DocauditError("synthetic controls need a null: give --null-library DIR, --reference MODEL, or both")
     skips = documents.skips if documents.skips is not None else Skips()
+    progress = run.progress
     docs = load_documents(books, documents.raw, progress, skips, documents.normalize_chars)
     library_docs = None
     if library is not None:
@@ -458,7 +458,7 @@ def synthetic_controls(
         if role in loaded and loaded[role].identity == loaded["target"].identity:
             raise DocauditError(f"the {role} is the target model itself: give --{role} another model")
     with showing(progress):
-        result = controls_audit(docs, library_docs, loaded, config, progress)
+        result = controls_audit(docs, library_docs, loaded, config, run)
     null = (
         "t prediction interval against the null library" if library is not None else "t-test of the contrast against 0"
     )
@@ -466,7 +466,7 @@ def synthetic_controls(
         null += ", contrasts net of the reference model's"
     result.update(
         null=null,
-        settings=asdict(config),
+        settings=config.used(run.seed),
         generator=model_record(loaded["generator"]),
         reference=model_record(loaded["reference"]) if "reference" in loaded else None,
         skipped=skips.as_json(),

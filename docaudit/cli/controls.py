@@ -13,6 +13,7 @@ from docaudit.cli.options import (
     format_option,
     model_config,
     model_options,
+    seed_option,
     strict_option,
 )
 from docaudit.cli.preflight import DRY_RUN_KEY, check_inputs, dry_run_option
@@ -29,7 +30,6 @@ SETTINGS = (
     "min_library",
     "placebo_alpha",
     "alpha",
-    "seed",
 )
 
 
@@ -57,6 +57,7 @@ SETTINGS = (
     section="model",
 )
 @field_options(ControlsConfig, *SETTINGS)
+@seed_option("controls")
 @cleaning_options
 @strict_option
 @dry_run_option
@@ -68,7 +69,7 @@ def controls(books, library, generator, reference, raw, normalize_chars, strict,
     from docaudit.audit.synthetic_controls import planned_cost
     from docaudit.corpus.documents import Skips
     from docaudit.report.controls import controls_json, controls_rows, format_controls
-    from docaudit.run import DocumentSpec
+    from docaudit.run import DocumentSpec, RunContext
 
     config = config_from(ControlsConfig, kw)
     files = check_inputs(list(books), list(library) or None, strict, names=("books", "null library"))
@@ -90,7 +91,7 @@ def controls(books, library, generator, reference, raw, normalize_chars, strict,
         list(library) or None,
         config,
         DocumentSpec(raw=raw, normalize_chars=normalize_chars, skips=Skips(strict)),
-        show_progress(),
+        RunContext(seed=kw["seed"], progress=show_progress()),
     )
     warn_skipped(result["skipped"])
     if fmt == "json":

@@ -83,14 +83,15 @@ def dataset_test(suspect, former_suspect, nonmembers, methods, splits, blind_kin
     )
     warn_skipped(skips.as_json())
     if fmt == "json":
-        echo_json({**asdict(result), "query": query.used(), "skipped": skips.as_json(), "scores": scores})
+        echo_json({**asdict(result), "query": query.used(kw["seed"]), "skipped": skips.as_json(), "scores": scores})
         return
     if fmt == "csv":
         echo_csv(scores)
         return
+    used = format_query(query.used(kw["seed"]))
     click.echo(
         f"{result.n_suspect} suspect vs {result.n_nonmember} known non-member documents"
-        f"{skipped_note(skips.as_json())}, {result.n_features} scores combined; query: {format_query(query.used())}"
+        f"{skipped_note(skips.as_json())}, {result.n_features} scores combined; query: {used}"
         + duplicates_note(result.duplicates_dropped, "; ")
     )
     click.echo(

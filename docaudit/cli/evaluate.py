@@ -35,7 +35,7 @@ from docaudit.cli.options import (
     trees_option,
 )
 from docaudit.cli.preflight import dry_run_option, model_inputs, preflight
-from docaudit.config import DetectorConfig, MetaConfig, ScalingConfig
+from docaudit.config import MetaConfig, ScalingConfig
 from docaudit.corpus.documents import duplicates_note
 
 
@@ -84,7 +84,7 @@ def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, 
     --context tokens), `doc_avg` (mean sequence score) and `doc_threshold` (share of sequences above a threshold
     chosen on the training chunks). Prints mean ± std over folds of AUC and TPR at 10% / 1% FPR."""
     output = (out, "evaluation", overwrite, (*members, *nonmembers, *model_inputs(kw)))
-    checked = config_from(MetaConfig, kw, skip=("folds", "seed")) if meta and methods != "blind" else None
+    checked = config_from(MetaConfig, kw, skip=("folds",)) if meta and methods != "blind" else None
     scaling = config_from(ScalingConfig, kw)  # checked before anything is read
     if preflight(members, nonmembers, strict, kw["folds"], output, query_config(kw), kw["backend"], methods, checked):
         return
@@ -104,7 +104,7 @@ def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, 
         detector=detector_config(kw),
         scaling=scaling,
         # the folds and the seed reach the meta-classifier as evaluate's own arguments
-        meta=config_from(MetaConfig, kw, skip=("folds", "seed")) if meta else None,
+        meta=config_from(MetaConfig, kw, skip=("folds",)) if meta else None,
         folds=kw["folds"],
         seed=kw["seed"],
         raw=kw["raw"],
@@ -175,7 +175,7 @@ def _echo_evaluation(result, sequences: int, folds: int, out) -> None:
 @methods_option
 @detector_options
 @freq_corpus_option
-@seed_option(DetectorConfig)
+@seed_option("detector")
 @cleaning_options
 @strict_option
 @format_option
@@ -208,6 +208,7 @@ def score(documents, methods, freq_corpus, raw, normalize_chars, strict, fmt, **
         normalize_chars=normalize_chars,
         freq_corpus=list(freq_corpus) or None,
         ray=ray_config(kw),
+        seed=kw["seed"],
         progress=show_progress(),
     )
     warn_skipped(skips.as_json())

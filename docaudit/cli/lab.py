@@ -92,10 +92,9 @@ def lab(
             tokens=kw["trap_tokens"],
             per_document=kw["traps_per_doc"],
             copies=kw["trap_copies"],
-            seed=kw["seed"],
             any_text=kw["any_text"],
         )
-    target = config_from(TargetConfig, kw, batch_size=kw["batch_size"], seed=kw["seed"])
+    target = config_from(TargetConfig, kw, batch_size=kw["batch_size"])
     from docaudit import api
     from docaudit.report.tables import format_methods_table, format_precisions
 
@@ -113,6 +112,7 @@ def lab(
         traps=traps,
         generator=ModelConfig(model=kw["generator"]),
         ray=ray_config(kw),
+        seed=kw["seed"],
         progress=show_progress(),
     )
     summary = result.summary()

@@ -46,7 +46,7 @@ def localize(books, calibrate_nonmembers, alpha, out, overwrite, strict, fmt, **
     """Which chapters of each book score like trained text: the book cut into its chapters (or runs of
     --segment-words words), queried once, each segment's score compared with windows of the same length at the
     same place in the calibration books, Benjamini-Hochberg over the book's segments, and a verdict per segment."""
-    query = config_from(QueryConfig, kw, skip=("max_tokens", "excerpt", "seed"))
+    query = config_from(QueryConfig, kw, skip=("max_tokens", "excerpt"))
     output = (out, "map", overwrite, (*books, *calibrate_nonmembers, *model_inputs(kw)))
     if preflight((*books, *calibrate_nonmembers), None, strict, output=output, query=query, backend=kw["backend"]):
         return
@@ -56,9 +56,7 @@ def localize(books, calibrate_nonmembers, alpha, out, overwrite, strict, fmt, **
     from docaudit.report.localize import map_frame, map_json, map_text
     from docaudit.run import DocumentSpec, RunContext
 
-    spec = MapSpec(
-        config_from(LocalizeConfig, kw), config_from(DetectorConfig, kw, skip=("pac_copies", "seed")), query, alpha
-    )
+    spec = MapSpec(config_from(LocalizeConfig, kw), config_from(DetectorConfig, kw, skip=("pac_copies",)), query, alpha)
     result = api.map_books(
         books,
         calibrate_nonmembers,

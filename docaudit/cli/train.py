@@ -75,12 +75,19 @@ def train(members, nonmembers, grid, grid_contexts, out, overwrite, strict, fmt,
     from docaudit import api
     from docaudit.corpus.documents import Skips
     from docaudit.report.tables import format_grid
+    from docaudit.run import RunContext
 
     skips = Skips(strict)
     if grid:
         contexts = [int(c) for c in grid_contexts.split(",")]
         table = api.grid(
-            members, nonmembers, config, contexts, skips=skips, ray=ray_config(kw), progress=show_progress()
+            members,
+            nonmembers,
+            config,
+            contexts,
+            skips=skips,
+            ray=ray_config(kw),
+            run=RunContext(seed=kw["seed"], progress=show_progress()),
         )
         warn_skipped(skips.as_json())
         if fmt == "json":
@@ -96,6 +103,7 @@ def train(members, nonmembers, grid, grid_contexts, out, overwrite, strict, fmt,
         overwrite=overwrite,
         skips=skips,
         ray=ray_config(kw),
+        seed=kw["seed"],
         progress=show_progress(),
     )
     warn_skipped(result.skipped)

@@ -19,10 +19,12 @@ from docaudit.cli.options import (
     model_options,
     overwrite_option,
     ref_config,
+    seed_option,
 )
 from docaudit.cli.preflight import DRY_RUN_KEY, check_inputs, dry_run_option
 from docaudit.config import ModelConfig, TrapConfig
 from docaudit.errors import DocauditError
+from docaudit.run import RunContext
 
 
 @group()
@@ -50,8 +52,9 @@ def traps():
 )
 @field_option(ModelConfig, "device")
 @field_options(
-    TrapConfig, "tokens", "per_document", "copies", "min_perplexity", "max_perplexity", "jaccard", "any_text", "seed"
+    TrapConfig, "tokens", "per_document", "copies", "min_perplexity", "max_perplexity", "jaccard", "any_text"
 )
+@seed_option("traps")
 @overwrite_option("Replace an earlier trap output at --out and its registry.")
 @format_option
 @dry_run_option
@@ -73,7 +76,7 @@ def traps_make(documents, out, registry, generator, device, overwrite, fmt, **kw
         ModelConfig(model=generator, device=device),
         config,
         overwrite,
-        show_progress(),
+        RunContext(seed=kw["seed"], progress=show_progress()),
     )
     rows = planted_rows(plan, Path(out))
     if fmt == "json":

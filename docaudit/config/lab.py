@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from docaudit.config.base import MAX_BATCH, MAX_COPIES, MAX_TOKENS, check_count, check_range, setting
+from docaudit.config.seed import with_seed
 from docaudit.errors import DocauditError
 from docaudit.inference.verdicts import DEFAULT_ALPHA
 
@@ -30,7 +31,6 @@ class TargetConfig:
     learning_rate: float = setting(3e-3, "Peak learning rate.", "target")
     batch_size: int = setting(16, "Training batch.", "target", flag="--train-batch-size")
     doc_tokens: int | None = setting(2048, "Leading tokens per document used (train and test).", "target")
-    seed: int = 0
     dropout: float = 0.0
     weight_decay: float = 0.0
     warmup_fraction: float = 0.05
@@ -61,6 +61,10 @@ class TargetConfig:
         if self.learning_rate <= 0:
             raise DocauditError(f"learning_rate must be positive, got {self.learning_rate}")
 
+    def used(self, seed: int) -> dict:
+        """The settings with the run's ``seed`` where it has always stood (the identity of a training run)."""
+        return with_seed(asdict(self), seed, after="doc_tokens")
+
 
 @dataclass(frozen=True)
 class TrapConfig:
@@ -90,7 +94,6 @@ class TrapConfig:
     temperatures: tuple[float, ...] = (0.5, 1.0, 1.5, 2.0)
     batch_size: int = 16
     max_candidates: int = 20000
-    seed: int = setting(0, "Seed of the trap generation and placement.", "traps")
     alpha: float = setting(DEFAULT_ALPHA, "Level of the verdict.", "method")
 
     def __post_init__(self):
@@ -107,3 +110,7 @@ class TrapConfig:
         if not self.temperatures or any(not t > 0 for t in self.temperatures):
             raise DocauditError("trap generation temperatures must be positive")
         check_count("trap generation batch_size", self.batch_size, 1, MAX_BATCH)
+
+    def used(self, seed: int) -> dict:
+        """The settings as written into a trap registry, with the run's ``seed`` where it has always stood."""
+        return with_seed(asdict(self), seed, after="max_candidates")

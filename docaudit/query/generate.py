@@ -80,11 +80,11 @@ def perplexities(model, ids: torch.Tensor, bos: int) -> np.ndarray:
 
 
 def generate_sequences(
-    lm: LoadedModel, n: int, config: TrapConfig, progress: bool = False, prose: ProseCheck | None = None
+    lm: LoadedModel, n: int, config: TrapConfig, seed: int, progress: bool = False, prose: ProseCheck | None = None
 ) -> Generated:
-    """``n`` distinct trap sequences of ``config.tokens`` tokens from the generator ``lm`` (see the module
-    docstring), each passing ``prose`` when given; a DocauditError when ``config.max_candidates`` candidates do not
-    give ``n``."""
+    """``n`` distinct trap sequences of ``config.tokens`` tokens from the generator ``lm``, sampled from the run's
+    ``seed`` (see the module docstring), each passing ``prose`` when given; a DocauditError when
+    ``config.max_candidates`` candidates do not give ``n``."""
     from tqdm.auto import tqdm
 
     if lm.config.backend != "transformers" or not isinstance(lm.model, torch.nn.Module):
@@ -102,7 +102,7 @@ def generate_sequences(
         )
     model = lm.model
     model.eval()
-    torch.manual_seed(config.seed)
+    torch.manual_seed(seed)
     out = Generated([])
     kept_sets: list[set] = []
     pad = tok.pad_token_id if tok.pad_token_id is not None else bos
