@@ -150,7 +150,9 @@ def test_neighborhood_with_a_tiny_masked_lm(gpt2, tmp_path):
     text = short_text(300)  # longer than the masked LM's 64 positions: chunked
     nbs = neighbors(text)
     assert len(nbs) == 3 and nbs == neighbors(text) and all(n != text for n in nbs)
-    det = build_detector(gpt2, QueryConfig(context=250), ["loss", "neighbor"], models=ModelSpec(neighbor_model=neighbors))
+    det = build_detector(
+        gpt2, QueryConfig(context=250), ["loss", "neighbor"], models=ModelSpec(neighbor_model=neighbors)
+    )
     scores = det.score_text(text)
     model = gpt2.model
     expected = np.mean([ref.loss_by_labels(model, ref.token_ids(gpt2.tokenizer, n)) for n in nbs]) - ref.loss_by_labels(
