@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from docaudit.config import DetectorConfig, ModelConfig, RayConfig
+from docaudit.config import SEED, DetectorConfig, ModelConfig, RayConfig
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class RunContext:
     docs/scaling.md). ``pool`` is the Ray pool opened from ``ray`` for the run (by the API), passed down to where
     the documents are queried."""
 
-    seed: int = 0
+    seed: int = SEED
     progress: bool = False
     command: tuple[str, ...] | None = None
     ray: RayConfig | None = None

@@ -60,7 +60,7 @@ def controlled_stats(work: Path, n: int, words: int, epochs: int):
         layers=2, width=64, heads=4, positions=64, vocab_size=512, epochs=epochs, learning_rate=3e-3, batch_size=8
     )
     torch.set_num_threads(1)
-    model_dir = train_target(members, list(texts.values()), work / "target", config, progress=False)
+    model_dir = train_target(members, list(texts.values()), work / "target", config)
     querier = Querier(load_model(ModelConfig(model=str(model_dir))), QueryConfig(context=32), cache=None)
     keys = sorted(texts)
     stats = querier.stats_many([(texts[k], None) for k in keys], progress=False)
@@ -92,9 +92,9 @@ def main(argv=None) -> dict:
     rows = []
     for seed in seeds:
         for trees in sizes:
-            meta = replace(MetaConfig(), folds=args.folds, seed=seed, select_trees=trees)
+            meta = replace(MetaConfig(), folds=args.folds, select_trees=trees)
             wall, cpu = time.perf_counter(), time.process_time()
-            ev = classifier.evaluate(stats, labels, meta, progress=False)
+            ev = classifier.evaluate(stats, labels, meta, seed, progress=False)
             row = {
                 "seed": seed,
                 "select_trees": trees,

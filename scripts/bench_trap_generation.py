@@ -23,7 +23,7 @@ CORPUS = Path(os.environ.get("DOCAUDIT_CORPUS", Path(__file__).resolve().parents
 
 def main(argv=None) -> dict:
     from docaudit.audit.traps import make_traps
-    from docaudit.config import ModelConfig, TrapConfig
+    from docaudit.config import SEED, ModelConfig, TrapConfig
     from docaudit.corpus.documents import load_documents
     from docaudit.errors import DocauditError
     from docaudit.query.models import load_model
@@ -57,7 +57,7 @@ def main(argv=None) -> dict:
         row = {"book": book}
         t = time.perf_counter()
         try:
-            plan = make_traps(docs, lm, config)
+            plan = make_traps(docs, lm, config, SEED)
             row |= {"candidates": plan.candidates, "rejected": plan.rejected, "kept": 2 * config.per_document}
             entry = plan.registry.documents[0]
             row["traps"] = [{"text": s.text, "perplexity": round(s.perplexity, 1)} for s in entry.traps]

@@ -10,7 +10,6 @@ p < 0.05 is the power; the never-trained non-members' share is the level (at mos
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import itertools
 import json
 import os
@@ -25,6 +24,7 @@ from docaudit.lab.experiment import LabSpec, run_lab
 from docaudit.lab.traps import TrapPlan
 from docaudit.query.generate import generate_sequences
 from docaudit.query.models import load_model
+from docaudit.run import RunContext
 
 CORPUS = Path(os.environ.get("DOCAUDIT_CORPUS", Path(__file__).resolve().parents[2] / "shared" / "corpus"))
 
@@ -70,7 +70,6 @@ def main() -> None:
         epochs=args.epochs,
         batch_size=16,
         doc_tokens=256,
-        seed=0,
     )
     t0 = time.perf_counter()
     generator_config = ModelConfig(
@@ -90,7 +89,7 @@ def main() -> None:
     for tokens in [int(x) for x in args.lengths.split(",")]:
         config = TrapConfig(tokens=tokens, per_document=args.per_doc, copies=1, any_text=True)
         t0 = time.perf_counter()
-        made = generate_sequences(generator, 2 * args.per_doc * args.docs, config, progress=True)
+        made = generate_sequences(generator, 2 * args.per_doc * args.docs, config, 0, progress=True)
         results["generation"][str(tokens)] = {
             "seconds": round(time.perf_counter() - t0, 1),
             "candidates": made.candidates,
@@ -102,13 +101,14 @@ def main() -> None:
         ):
             if (tokens, copies, seed) in done:
                 continue
-            traps = TrapConfig(tokens=tokens, per_document=args.per_doc, copies=copies, seed=seed, any_text=True)
+            traps = TrapConfig(tokens=tokens, per_document=args.per_doc, copies=copies, any_text=True)
             t0 = time.perf_counter()
             res = run_lab(
                 pool,
                 args.out / f"lab-L{tokens}-c{copies}-s{seed}",
-                LabSpec(target=dataclasses.replace(target, seed=seed)),
+                LabSpec(target=target),
                 TrapPlan(traps, generator_config, made.sequences),
+                RunContext(seed=seed),
                 overwrite=True,
             )
             rates = res.rates()
@@ -140,9 +140,11 @@ def train_generator(args) -> str:
 
     texts = [excerpt(p, 6000) for p in sorted((args.corpus / "nonmembers").glob("*.txt"))[:20]]
     config = TargetConfig(
-        layers=2, width=128, heads=4, positions=160, vocab_size=1024, epochs=3, batch_size=16, doc_tokens=None, seed=1
+        layers=2, width=128, heads=4, positions=160, vocab_size=1024, epochs=3, batch_size=16, doc_tokens=None
     )
-    return str(train_target(texts, texts, args.out / "generator-160", config))
+    return str(
+        train_target(texts, texts, args.out / "generator-160", config, context=RunContext(seed=1, progress=True))
+    )
 
 
 def perplexity_table(out: Path) -> list[dict]:

@@ -30,7 +30,7 @@ from docaudit.inference.verdicts import EVIDENCE
 from docaudit.lab.target import train_target
 
 TARGET = TargetConfig(
-    layers=2, width=64, heads=4, positions=64, vocab_size=512, epochs=30, learning_rate=3e-3, batch_size=8, seed=0
+    layers=2, width=64, heads=4, positions=64, vocab_size=512, epochs=30, learning_rate=3e-3, batch_size=8
 )
 
 
@@ -57,11 +57,12 @@ def judge(model_dir, members, nonmembers, held_members, held_nonmembers, tmp: Pa
     """Train a classifier on the known sets and return the verdicts of the held-out ones (lists of row dicts)."""
     config = TrainConfig(
         model=ModelConfig(model=str(model_dir)),
-        query=QueryConfig(context=TARGET.positions - 1, max_tokens=max_tokens, seed=seed),
-        meta=MetaConfig(norm="max_tf", features="hist", bins=20, folds=5, seed=seed, n_estimators=trees),
+        query=QueryConfig(context=TARGET.positions - 1, max_tokens=max_tokens),
+        meta=MetaConfig(norm="max_tf", features="hist", bins=20, folds=5, n_estimators=trees),
     )
     out = tmp / f"classifier-{seed}-{max_tokens}"
-    api.train(api.TrainRequest(write(members, tmp / f"m{seed}"), write(nonmembers, tmp / f"n{seed}"), config, out))
+    members_dir, nonmembers_dir = write(members, tmp / f"m{seed}"), write(nonmembers, tmp / f"n{seed}")
+    api.train(api.TrainRequest(members_dir, nonmembers_dir, config, out, run=api.RunContext(seed=seed)))
     paths = write(held_members + held_nonmembers, tmp / f"h{seed}-{max_tokens}")
     rows = api.predict(api.PredictRequest(paths, out)).rows
     for row, p in zip(rows, cross_conformal_before(out, paths, model_dir)):
@@ -92,7 +93,7 @@ def random_split(corpus: Path, splits: int, tokens: list[int], n: int, n_words: 
     texts = excerpts(corpus, "members", n, n_words)
     rng = np.random.default_rng(0)
     trained = rng.permutation(n) < n // 2
-    model_dir = train_target([t for t, m in zip(texts, trained) if m], texts, tmp / "target", TARGET, progress=False)
+    model_dir = train_target([t for t, m in zip(texts, trained) if m], texts, tmp / "target", TARGET)
     members = [t for t, m in zip(texts, trained) if m]
     nonmembers = [t for t, m in zip(texts, trained) if not m]
     result = {"excerpts": n, "words": n_words, "splits": splits, "by_tokens": {}}
@@ -155,7 +156,7 @@ def shifted(corpus: Path, n: int, n_words: int, trees: int, tmp: Path) -> dict:
     old = excerpts(corpus, "members", n, n_words, skip=200)
     new = excerpts(corpus, "nonmembers", n, n_words, skip=100)
     other = excerpts(corpus, "nonmembers", 20, n_words)  # the target is trained on other texts only
-    model_dir = train_target(other, other + old + new, tmp / "shift-target", TARGET, progress=False)
+    model_dir = train_target(other, other + old + new, tmp / "shift-target", TARGET)
     k = (2 * n) // 3
     held_old, _ = judge(model_dir, old[:k], new[:k], old[k:], [], tmp, 64, 0, trees)
     verdicts = [row["verdict"] for row in held_old]

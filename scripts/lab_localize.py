@@ -94,7 +94,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         pool = texts + ["\n\n".join(b["chapters"]) for b in background]
-        model_dir = train_target(members, pool, Path(tmp) / "target", target, progress=False)
+        model_dir = train_target(members, pool, Path(tmp) / "target", target)
         lm = load_model(ModelConfig(model=str(model_dir), device="cpu"))
         docs = [Document(b["id"], b["id"], t, sha256_text(t)) for b, t in zip(books, texts)]
         querier = open_querier(lm, QueryConfig(context=63), cache=False)

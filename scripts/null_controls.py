@@ -36,6 +36,7 @@ from docaudit.inference.controls import library_p_value
 from docaudit.io import sha256_text
 from docaudit.lab.target import train_target
 from docaudit.query.models import load_model
+from docaudit.run import RunContext
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 SETTINGS = ControlsConfig(passages=8, context_tokens=16, prefix_tokens=16, suffix_tokens=16, samples=4, block=2)
@@ -48,7 +49,7 @@ def excerpt(path: Path, n_words: int) -> str:
     return " ".join(words[mid : mid + n_words])
 
 
-def tiny(epochs: int, seed: int) -> TargetConfig:
+def tiny(epochs: int) -> TargetConfig:
     return TargetConfig(
         layers=2,
         width=64,
@@ -58,7 +59,6 @@ def tiny(epochs: int, seed: int) -> TargetConfig:
         epochs=epochs,
         learning_rate=3e-3,
         batch_size=8,
-        seed=seed,
     )
 
 
@@ -79,7 +79,7 @@ def minkpp(lm, text: str, share: float = 0.2, max_tokens: int = 252) -> float:
 
 
 def book_record(doc, models, group: str) -> dict:
-    b = examine_book(doc, models, SETTINGS)
+    b = examine_book(doc, models, SETTINGS, 0)
     if b.contrast is None:
         return {"id": doc.id, "group": group, "usable": False}
     return {
@@ -179,7 +179,9 @@ def main() -> None:
     began = time.time()
     models = {}
     for role, ids in (("generator", gen_ids), ("reference", ref_ids)):
-        d = train_target([texts[i] for i in ids], [texts[i] for i in ids], work / role, tiny(20, 1), progress=False)
+        d = train_target(
+            [texts[i] for i in ids], [texts[i] for i in ids], work / role, tiny(20), context=RunContext(seed=1)
+        )
         models[role] = load_model(ModelConfig(model=str(d)))
     print(f"generator and reference trained in {time.time() - began:.0f} s", file=sys.stderr)
     rows = []
@@ -188,7 +190,11 @@ def main() -> None:
         trained = [pool[i] for i in split[: len(pool) // 2]]
         untrained = [pool[i] for i in split[len(pool) // 2 :]]
         d = train_target(
-            [texts[i] for i in trained], [texts[i] for i in pool], work / f"target{k}", tiny(dose, k), progress=False
+            [texts[i] for i in trained],
+            [texts[i] for i in pool],
+            work / f"target{k}",
+            tiny(dose),
+            context=RunContext(seed=k),
         )
         models["target"] = load_model(ModelConfig(model=str(d)))
         print(f"target {k} (epochs {dose}) trained at {time.time() - began:.0f} s", file=sys.stderr)

@@ -150,14 +150,15 @@ def base_stage(args, plan: dict, out: pathlib.Path) -> str:
     from docaudit.config import TargetConfig
     from docaudit.corpus.documents import load_documents
     from docaudit.lab.target import train_target
+    from docaudit.run import RunContext
 
     other = [
         d.text[len(d.text) // 2 : len(d.text) // 2 + 3000]
         for d in load_documents([str(p) for p in sorted((args.corpus / "members").glob("*.txt"))[:24]])
     ]
     pool = [d.text for d in load_documents(list(plan["files"].values()))]
-    config = TargetConfig(**TINY_BASE, doc_tokens=None, seed=args.seed)
-    return str(train_target(other, other + pool, out / "base", config, progress=False))
+    config = TargetConfig(**TINY_BASE, doc_tokens=None)
+    return str(train_target(other, other + pool, out / "base", config, context=RunContext(seed=args.seed)))
 
 
 def texts_stage(plan: dict, base: str, tokens: tuple[int, ...], out: pathlib.Path) -> dict:

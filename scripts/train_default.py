@@ -39,11 +39,14 @@ def main() -> None:
     # the shipped classifier was built on character-normalized text (its card records it, and predict follows it)
     config = TrainConfig(
         model=ModelConfig(),
-        query=QueryConfig(max_tokens=args.max_tokens, seed=args.seed),
-        meta=MetaConfig(seed=args.seed),
+        query=QueryConfig(max_tokens=args.max_tokens),
+        meta=MetaConfig(),
         normalize_chars=True,
     )
-    result = api.train(api.TrainRequest(members, nonmembers, config, args.out, args.overwrite)).trained
+    request = api.TrainRequest(
+        members, nonmembers, config, args.out, args.overwrite, run=api.RunContext(seed=args.seed)
+    )
+    result = api.train(request).trained
     print(f"{result.final_config}: {format_summary(result.summary)}")
     if result.card.get("warning"):
         print(f"WARNING: {result.card['warning']}")

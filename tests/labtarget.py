@@ -16,7 +16,7 @@ from docaudit.lab.experiment import split_members
 from docaudit.lab.target import train_target
 
 TINY = TargetConfig(
-    layers=2, width=64, heads=4, positions=64, vocab_size=512, epochs=30, learning_rate=3e-3, batch_size=8, seed=0
+    layers=2, width=64, heads=4, positions=64, vocab_size=512, epochs=30, learning_rate=3e-3, batch_size=8
 )
 
 
@@ -56,7 +56,7 @@ def tiny_target():
     tmp = tempfile.TemporaryDirectory(prefix="docaudit-tiny-target-")
     _KEEP.append(tmp)
     with single_thread():
-        model_dir = train_target(members, list(texts.values()), tmp.name, TINY, progress=False)
+        model_dir = train_target(members, list(texts.values()), tmp.name, TINY)
     return model_dir, members, nonmembers
 
 

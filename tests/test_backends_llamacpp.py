@@ -118,7 +118,7 @@ def trained_target(tmp_path_factory, one_thread):
     split = split_members(list(texts), seed=0)
     names = sorted(texts)
     members = [texts[n] for n in names if split[n] == 1]
-    model_dir = train_target(members, list(texts.values()), tmp / "t", replace(TINY, arch="llama"), progress=False)
+    model_dir = train_target(members, list(texts.values()), tmp / "t", replace(TINY, arch="llama"))
     gguf = write_gguf(model_dir, tmp / "target.gguf")
     return model_dir, gguf, [texts[n] for n in names], np.array([split[n] for n in names])
 

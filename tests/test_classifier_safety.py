@@ -161,7 +161,7 @@ def test_every_configuration_loads_back(tmp_path, trained_64, norm, features):
     """The allow-list covers what every normalization and feature extractor saves."""
     rng = np.random.default_rng(0)
     stats, labels = synthetic_stats(12, rng), np.array([0, 1] * 6)
-    pipe = build_pipeline(MetaConfig(n_estimators=3, bins=10, n_jobs=1), norm, features)
+    pipe = build_pipeline(MetaConfig(n_estimators=3, bins=10, n_jobs=1), 0, norm, features)
     pipe.fit(np.array(stats, dtype=object), labels)
     card = json.loads((trained_64[0] / "card.json").read_text()) | {"configuration": f"{norm}+{features}"}
     save_classifier(tmp_path, pipe, card)

@@ -30,7 +30,7 @@ def experiment(tmp_path_factory):
         (root / ("members" if split[book] else "nonmembers") / f"{book}.txt").write_text(text)
     members = [texts[b] for b in sorted(texts) if split[b]]
     with single_thread():
-        model = train_target(members, list(texts.values()), root / "target", TINY, progress=False)
+        model = train_target(members, list(texts.values()), root / "target", TINY)
     return root, model
 
 
@@ -79,7 +79,8 @@ def test_shuffled_labels_stay_near_chance(experiment):
     meta = MetaConfig(folds=4, n_estimators=100, bins=50)
     rng = np.random.default_rng(0)
     aucs = [
-        classifier.evaluate(stats, rng.permutation(labels), meta, progress=False).summary["auc_mean"] for _ in range(3)
+        classifier.evaluate(stats, rng.permutation(labels), meta, 0, progress=False).summary["auc_mean"]
+        for _ in range(3)
     ]
     print("shuffled AUCs", aucs)
     assert abs(np.mean(aucs) - 0.5) <= 0.2

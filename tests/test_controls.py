@@ -19,6 +19,7 @@ from docaudit.cli import main
 from docaudit.config import ControlsConfig, ModelConfig
 from docaudit.errors import DocauditError
 from docaudit.inference.controls import block_mean, contrasts, library_p_value
+from docaudit.run import RunContext
 
 SMALL = ControlsConfig(
     passages=8, context_tokens=8, prefix_tokens=8, suffix_tokens=16, samples=3, block=2, min_library=10
@@ -102,8 +103,8 @@ def trained_run(tmp_path_factory, one_thread):
     texts = [book_excerpt(p, 600) for p in paths]
     members, others, library = texts[:4], texts[4:8], texts[8:]
     root = tmp_path_factory.mktemp("controls")
-    target = train_target(members, texts, root / "target", TINY, progress=False)
-    generator = train_target(others, others, root / "generator", replace(TINY, epochs=10, seed=1), progress=False)
+    target = train_target(members, texts, root / "target", TINY)
+    generator = train_target(others, others, root / "generator", replace(TINY, epochs=10), context=RunContext(seed=1))
     for name, group in (("books", members), ("library", library)):
         (root / name).mkdir()
         for i, t in enumerate(group):

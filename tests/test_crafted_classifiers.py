@@ -84,7 +84,7 @@ def grown(trained, tmp_path_factory) -> Path:
     out = shutil.copytree(trained, tmp_path_factory.mktemp("grown") / "classifier")
     section = conformal_card(read_card(out / "card.json"), out)
     _, blind = load_folds(out, section["blind_kind"], len(section["nonmember_scores"]))
-    pipe = build_pipeline(MetaConfig(n_estimators=4, bins=20, n_jobs=1, max_depth=4, min_samples_leaf=1))
+    pipe = build_pipeline(MetaConfig(n_estimators=4, bins=20, n_jobs=1, max_depth=4, min_samples_leaf=1), 0)
     pipe.fit(as_documents(synthetic_stats(40, vocab=512)), np.array([0, 1] * 20))  # the tiny model's vocabulary
     (out / CLASSIFIER_FILE).write_bytes(sio.dumps(pipe, compression=ZIP_DEFLATED))
     save_folds(out, [pipe] * len(blind), blind)
@@ -308,7 +308,7 @@ def test_a_fitted_forest_gives_the_same_bytes_on_every_prediction_with_many_jobs
     of the same documents gave ten different arrays."""
     stats, labels = synthetic_stats(60), np.array([0, 1] * 30)
     meta = MetaConfig(n_estimators=300, bins=10, n_jobs=8, norm="max_tf", features="hist")
-    estimator = fit(stats, labels, meta)
+    estimator = fit(stats, labels, meta, 0)
     X = as_documents(synthetic_stats(200, seed=1))
     assert len({estimator.predict_proba(X).tobytes() for _ in range(10)}) == 1
 

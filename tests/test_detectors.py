@@ -123,10 +123,8 @@ def test_building_blocks():
     # at least one token; sigma = 0 guarded
     assert minkpp_tokens(np.array([-1.0, -2.0]), np.array([-1.0, -1.5]), np.array([0.0, 0.5])).tolist() == [0.0, -1.0]
     text = "one two  three\nfour five six seven eight nine ten"
-    copies = pac_copies(text, DetectorConfig(seed=3))
-    assert len(copies) == 5 and copies == pac_copies(text, DetectorConfig(seed=3)) != pac_copies(
-        text, DetectorConfig(seed=4)
-    )
+    copies = pac_copies(text, DetectorConfig(), 3)
+    assert len(copies) == 5 and copies == pac_copies(text, DetectorConfig(), 3) != pac_copies(text, DetectorConfig(), 4)
     for c in copies:
         assert sorted(c.split()) == sorted(text.split()) and re.sub(r"\S+", "w", c) == re.sub(r"\S+", "w", text)
         assert c == ref.swapped(text, copies.index(c), 3, 0.3)
@@ -158,7 +156,9 @@ def test_neighborhood_with_a_tiny_masked_lm(gpt2, tmp_path):
     text = short_text(300)  # longer than the masked LM's 64 positions: chunked
     nbs = neighbors(text)
     assert len(nbs) == 3 and nbs == neighbors(text) and all(n != text for n in nbs)
-    det = build_detector(gpt2, QueryConfig(context=250), ["loss", "neighbor"], neighbor_model=neighbors)
+    det = build_detector(
+        gpt2, QueryConfig(context=250), ["loss", "neighbor"], models=ModelSpec(neighbor_model=neighbors)
+    )
     scores = det.score_text(text)
     model = gpt2.model
     expected = np.mean([ref.loss_by_labels(model, ref.token_ids(gpt2.tokenizer, n)) for n in nbs]) - ref.loss_by_labels(

@@ -376,5 +376,4 @@ def test_lab_refuses_positions_beyond_the_base_model(tiny_gpt2, tmp_path):
             tmp_path / "lab",
             TargetConfig(positions=300, epochs=1),
             base_model=str(tiny_gpt2),
-            progress=False,
         )

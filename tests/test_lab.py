@@ -14,7 +14,7 @@ from docaudit.lab.target import build_model, read_target_metadata, train_target
 from docaudit.lab.tokenizer import train_tokenizer
 
 # a very small configuration for the checkpoint tests
-MICRO = TargetConfig(layers=1, width=32, heads=2, positions=32, vocab_size=400, epochs=4, batch_size=4, seed=3)
+MICRO = TargetConfig(layers=1, width=32, heads=2, positions=32, vocab_size=400, epochs=4, batch_size=4)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_tokenizer_adds_bos_and_round_trips():
 def test_build_model_llama_and_gpt2_seeded():
     for arch in ("gpt2", "llama"):
         cfg = dataclasses.replace(MICRO, arch=arch)
-        a, b = build_model(cfg, 400), build_model(cfg, 400)
+        a, b = build_model(cfg, 400, 3), build_model(cfg, 400, 3)
         assert a.config.vocab_size == 400
         assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
     with pytest.raises(DocauditError):
@@ -92,15 +92,15 @@ def test_done_model_is_returned_without_training(tmp_path, micro_texts):
     members, pool = micro_texts
     cfg = dataclasses.replace(MICRO, epochs=1)
     with single_thread():
-        out = train_target(members, pool, tmp_path, cfg, progress=False)
+        out = train_target(members, pool, tmp_path, cfg)
         stamp = (out / "model.safetensors").stat().st_mtime_ns
-        assert train_target(members, pool, tmp_path, cfg, progress=False) == out
+        assert train_target(members, pool, tmp_path, cfg) == out
     assert (out / "model.safetensors").stat().st_mtime_ns == stamp
     assert len(read_target_metadata(out)["segments"]) == 1
     with pytest.raises(DocauditError, match="different training run"):
-        train_target(members, pool, tmp_path, dataclasses.replace(cfg, width=64), progress=False)
+        train_target(members, pool, tmp_path, dataclasses.replace(cfg, width=64))
     with pytest.raises(DocauditError, match="members_sha256"):
-        train_target(members[:2], pool, tmp_path, cfg, progress=False)
+        train_target(members[:2], pool, tmp_path, cfg)
 
 
 def test_interrupted_run_resumes_and_matches_uninterrupted(tmp_path, micro_texts):
@@ -112,14 +112,12 @@ def test_interrupted_run_resumes_and_matches_uninterrupted(tmp_path, micro_texts
 
     with single_thread():
         with pytest.raises(KeyboardInterrupt):
-            train_target(members, pool, tmp_path / "a", MICRO, progress=False, on_epoch_end=stop_after_first)
+            train_target(members, pool, tmp_path / "a", MICRO, on_epoch_end=stop_after_first)
         state = json.loads((tmp_path / "a" / "checkpoint" / "state.json").read_text())
         assert state["epochs_done"] == 1 and not (tmp_path / "a" / "model").exists()
         epochs_seen = []
-        resumed = train_target(
-            members, pool, tmp_path / "a", MICRO, progress=False, on_epoch_end=lambda e, _: epochs_seen.append(e)
-        )
-        straight = train_target(members, pool, tmp_path / "b", MICRO, progress=False)
+        resumed = train_target(members, pool, tmp_path / "a", MICRO, on_epoch_end=lambda e, _: epochs_seen.append(e))
+        straight = train_target(members, pool, tmp_path / "b", MICRO)
     assert epochs_seen == [2, 3, 4]
     assert [(s["start_epoch"], s["end_epoch"]) for s in read_target_metadata(resumed)["segments"]] == [(0, 1), (1, 4)]
     assert _same_weights(resumed, straight)
@@ -145,18 +143,16 @@ def test_a_run_killed_while_replacing_its_checkpoint_resumes_from_the_copy_aside
 
     with single_thread():
         with pytest.raises(KeyboardInterrupt):
-            train_target(members, pool, tmp_path / "a", MICRO, progress=False, on_epoch_end=stop_after_first)
+            train_target(members, pool, tmp_path / "a", MICRO, on_epoch_end=stop_after_first)
         monkeypatch.setattr(os, "replace", killed_between_renames)
         with pytest.raises(KeyboardInterrupt):
-            train_target(members, pool, tmp_path / "a", MICRO, progress=False)
+            train_target(members, pool, tmp_path / "a", MICRO)
         monkeypatch.setattr(os, "replace", real_replace)
         assert not (tmp_path / "a" / "checkpoint").exists()
         assert json.loads((tmp_path / "a" / ".checkpoint.old" / "state.json").read_text())["epochs_done"] == 1
         epochs_seen = []
-        resumed = train_target(
-            members, pool, tmp_path / "a", MICRO, progress=False, on_epoch_end=lambda e, _: epochs_seen.append(e)
-        )
-        straight = train_target(members, pool, tmp_path / "b", MICRO, progress=False)
+        resumed = train_target(members, pool, tmp_path / "a", MICRO, on_epoch_end=lambda e, _: epochs_seen.append(e))
+        straight = train_target(members, pool, tmp_path / "b", MICRO)
     assert epochs_seen == [2, 3, 4]
     assert _same_weights(resumed, straight)
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == sorted(p.name for p in (tmp_path / "b").iterdir())
@@ -173,33 +169,31 @@ def test_checkpoint_with_the_former_field_names_resumes(tmp_path, micro_texts):
 
     with single_thread():
         with pytest.raises(KeyboardInterrupt):
-            train_target(members, pool, tmp_path, cfg, progress=False, on_epoch_end=stop_after_first)
+            train_target(members, pool, tmp_path, cfg, on_epoch_end=stop_after_first)
         state_file = tmp_path / "checkpoint" / "state.json"
         state = json.loads(state_file.read_text())
         config = state["identity"]["config"]
         config["context"], config["max_tokens"] = config.pop("positions"), config.pop("doc_tokens")
         state_file.write_text(json.dumps(state))
-        model_dir = train_target(members, pool, tmp_path, cfg, progress=False)
+        model_dir = train_target(members, pool, tmp_path, cfg)
         meta = read_target_metadata(model_dir)
         assert [(s["start_epoch"], s["end_epoch"]) for s in meta["segments"]] == [(0, 1), (1, 2)]
         meta["identity"]["config"]["context"] = meta["identity"]["config"].pop("positions")
         (model_dir / "docaudit_target.json").write_text(json.dumps(meta))
-        assert train_target(members, pool, tmp_path, cfg, progress=False) == model_dir  # finished: not trained again
+        assert train_target(members, pool, tmp_path, cfg) == model_dir  # finished: not trained again
     assert read_target_metadata(model_dir)["segments"] == meta["segments"]
 
 
 def test_more_epochs_continue_from_checkpoint(tmp_path, micro_texts):
     members, pool = micro_texts
     with single_thread():
-        two = train_target(members, pool, tmp_path / "two", dataclasses.replace(MICRO, epochs=2), progress=False)
+        two = train_target(members, pool, tmp_path / "two", dataclasses.replace(MICRO, epochs=2))
         before = _weights(two)
         epochs_seen = []
-        four = train_target(
-            members, pool, tmp_path / "two", MICRO, progress=False, on_epoch_end=lambda e, _: epochs_seen.append(e)
-        )
+        four = train_target(members, pool, tmp_path / "two", MICRO, on_epoch_end=lambda e, _: epochs_seen.append(e))
         after = _weights(four)
         with pytest.raises(DocauditError, match="already trained 4 epochs"):
-            train_target(members, pool, tmp_path / "two", dataclasses.replace(MICRO, epochs=3), progress=False)
+            train_target(members, pool, tmp_path / "two", dataclasses.replace(MICRO, epochs=3))
     assert epochs_seen == [3, 4]
     meta = read_target_metadata(four)
     assert [(s["start_epoch"], s["end_epoch"]) for s in meta["segments"]] == [(0, 2), (2, 4)]
@@ -211,11 +205,9 @@ def test_llama_and_continued_pretraining(tmp_path, micro_texts):
     members, pool = micro_texts
     cfg = dataclasses.replace(MICRO, arch="llama", epochs=1)
     with single_thread():
-        base = train_target(members, pool, tmp_path / "llama", cfg, progress=False)
+        base = train_target(members, pool, tmp_path / "llama", cfg)
         assert AutoModelForCausalLM.from_pretrained(base).config.model_type == "llama"
-        more = train_target(
-            pool[3:], pool, tmp_path / "cont", dataclasses.replace(cfg, epochs=2), base_model=str(base), progress=False
-        )
+        more = train_target(pool[3:], pool, tmp_path / "cont", dataclasses.replace(cfg, epochs=2), base_model=str(base))
     meta = read_target_metadata(more)
     assert meta["identity"]["base_model"] == str(base.resolve()) and meta["identity"]["pool_sha256"] is None
     assert AutoTokenizer.from_pretrained(more).get_vocab() == AutoTokenizer.from_pretrained(base).get_vocab()

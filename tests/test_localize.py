@@ -223,7 +223,7 @@ def lab(tmp_path_factory, one_thread):
     target = TargetConfig(
         layers=2, width=64, heads=4, positions=64, vocab_size=512, epochs=30, batch_size=8, doc_tokens=None
     )
-    model = train_target(members, texts, root / "target", target, progress=False)
+    model = train_target(members, texts, root / "target", target)
     for name, books in (("books", judged), ("calibration", calibration)):
         (root / name).mkdir()
         for i, book in enumerate(books):

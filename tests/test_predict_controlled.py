@@ -43,7 +43,7 @@ def judged(tmp_path_factory):
             (root / name / f"{book}.txt").write_text(texts[book])
     with single_thread():
         pool = [texts[b] for b in members + nonmembers]
-        model = train_target([texts[b] for b in members], pool, root / "target", TINY, progress=False)
+        model = train_target([texts[b] for b in members], pool, root / "target", TINY)
         out = root / "clf"
         fast = ["--context", "63", "--trees", "60", "--bins", "20", "--norm", "none", "--features", "agg"]
         run = CliRunner().invoke(

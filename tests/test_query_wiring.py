@@ -19,6 +19,7 @@ from docaudit.query.backends.transformers import TransformersBackend, load_trans
 from docaudit.query.cache import StatsCache, entry_model
 from docaudit.query.models import load_model
 from docaudit.query.querier import Querier, open_querier
+from docaudit.run import ModelSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERY = QueryConfig(context=32, gp=False)
@@ -154,6 +155,6 @@ def test_scale_out_gives_the_pool_and_changes_no_other_querier(tiny_gpt2):
         assert isinstance(pool, RayPool) and pool.actors == []
         assert open_querier(lm, QUERY).pool is None
         assert open_querier(lm, QUERY, pool=pool).pool is pool
-        detector = build_detector(lm, QUERY, ["loss", "ref"], ref_model=lm).on_pool(pool)
+        detector = build_detector(lm, QUERY, ["loss", "ref"], models=ModelSpec(ref_model=lm)).on_pool(pool)
         assert detector.target.pool is pool and detector.ref.pool is pool
         assert detector.on_pool(None).target.pool is None and detector.ref.pool is None

@@ -289,10 +289,10 @@ def test_trap_generation_counts_tokens(tiny_gpt2, capfd):
 
     lm = load_model(ModelConfig(model=str(tiny_gpt2)))
     config = TrapConfig(tokens=8, batch_size=4, max_perplexity=1e9)
-    made = generate_sequences(lm, 3, config, progress=True)
+    made = generate_sequences(lm, 3, config, 0, progress=True)
     err = capfd.readouterr().err
     assert len(made.sequences) == 3 and "generating traps" in err and "tok" in err and "traps=" in err
-    generate_sequences(lm, 3, config, progress=False)
+    generate_sequences(lm, 3, config, 0, progress=False)
     assert capfd.readouterr().err == ""
 
 

@@ -17,11 +17,11 @@ from docaudit.methods.meta import classifier
 META = MetaConfig(n_estimators=5, select_trees=5, bins=10, n_jobs=1, norms=("none", "max_tf", "ratio_tf"))
 
 
-def reference_choice(X, labels, meta: MetaConfig) -> tuple[str, str]:
+def reference_choice(X, labels, meta: MetaConfig, seed: int) -> tuple[str, str]:
     """What GridSearchCV (refit off) picks over the same candidates, splitter, scoring and forest size."""
     grid = [{"normalize__method": [n], "features__kind": [f]} for n, f in meta.candidates()]
-    inner = StratifiedKFold(n_splits=meta.inner_folds, shuffle=True, random_state=meta.seed)
-    pipe = classifier.build_pipeline(meta, trees=meta.select_trees)
+    inner = StratifiedKFold(n_splits=meta.inner_folds, shuffle=True, random_state=seed)
+    pipe = classifier.build_pipeline(meta, seed, trees=meta.select_trees)
     best = GridSearchCV(pipe, grid, cv=inner, scoring="roc_auc", refit=False).fit(X, labels).best_params_
     return best["normalize__method"], best["features__kind"]
 
@@ -33,15 +33,16 @@ def test_selection_matches_grid_search(seed):
     for s in stats[1::2]:  # members a little more likely, so the candidates differ
         s.logp[:] = s.logp * 0.8
     X = classifier.as_documents(stats)
-    meta = replace(META, seed=seed)
-    assert classifier.select(X, labels, meta) == reference_choice(X, labels, meta)
+    assert classifier.select(X, labels, META, seed) == reference_choice(X, labels, META, seed)
 
 
 def test_chosen_pair_is_fit_with_the_full_forest():
     rng = np.random.default_rng(0)
     stats, labels = synthetic_stats(12, rng), np.array([0, 1] * 6)
     ticks = []
-    pipe = classifier.fit_selected(classifier.as_documents(stats), labels, replace(META, select_trees=5), ticks.append)
+    pipe = classifier.fit_selected(
+        classifier.as_documents(stats), labels, replace(META, select_trees=5), 0, ticks.append
+    )
     assert len(pipe.named_steps["forest"].estimators_) == META.n_estimators
     assert sum(ticks) == META.forest_fits() == 1 + len(META.candidates()) * META.inner_folds
 
@@ -50,8 +51,8 @@ def test_evaluation_bar_counts_every_fit(capsys):
     rng = np.random.default_rng(0)
     stats, labels = synthetic_stats(12, rng), np.array([0, 1] * 6)
     meta = replace(META, folds=2, norms=("none",), features="hist")
-    classifier.evaluate(stats, labels, meta, progress=True)
+    classifier.evaluate(stats, labels, meta, 0, progress=True)
     err = capsys.readouterr().err
     assert "meta-classifier folds" in err and "2/2" in err
-    classifier.evaluate(stats, labels, meta, progress=False)
+    classifier.evaluate(stats, labels, meta, 0, progress=False)
     assert capsys.readouterr().err == ""

@@ -144,7 +144,7 @@ def test_training_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     texts = [p.read_text(encoding="utf-8")[5000:8000] for p in sorted((CORPUS / "nonmembers").glob("*.txt"))[:6]]
     tokenizer = train_tokenizer(texts, 300)
     base = tmp_path / "base"
-    build_model(TargetConfig(layers=1, width=32, heads=2, positions=32), len(tokenizer)).save_pretrained(base)
+    build_model(TargetConfig(layers=1, width=32, heads=2, positions=32), len(tokenizer), 0).save_pretrained(base)
     tokenizer.save_pretrained(base)
     docs = {str(i): tokenizer(t).input_ids[:60] for i, t in enumerate(texts)}
     exposures = {"0": 1, "1": 2, "2": 5, "3": 1, "4": 2, "5": 5}

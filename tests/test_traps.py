@@ -25,7 +25,7 @@ from docaudit.inference.permutation import rank_sum_test
 from docaudit.query.generate import generate_sequences, retokenizes
 from docaudit.query.models import load_model
 
-SHORT = TrapConfig(tokens=4, per_document=4, copies=3, jaccard=0.5, max_candidates=5000, seed=1)
+SHORT = TrapConfig(tokens=4, per_document=4, copies=3, jaccard=0.5, max_candidates=5000)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,7 @@ def test_generation_counts_what_the_prose_check_rejects(generator):
     lm = load_model(ModelConfig(model=str(generator)))
     check = ProseCheck.of([corpus_text("members", "45", n_chars=20000)])
     with pytest.raises(DocauditError, match=r"'not prose: (language|characters|script|markup|code)'") as refused:
-        generate_sequences(lm, 2, replace(SHORT, tokens=12, max_candidates=32), prose=check)
+        generate_sequences(lm, 2, replace(SHORT, tokens=12, max_candidates=32), 1, prose=check)
     assert "writes prose in the documents' language" in str(refused.value)
 
 
@@ -121,7 +121,7 @@ def test_retokenization_check_rejects_ids_that_do_not_come_back():
 
 def test_generated_sequences_pass_every_check(generator):
     lm = load_model(ModelConfig(model=str(generator)))
-    made = generate_sequences(lm, 12, SHORT)
+    made = generate_sequences(lm, 12, SHORT, 1)
     seqs = made.sequences
     assert len(seqs) == 12 and made.rejected["retokenization"] > 0
     for s in seqs:
@@ -399,7 +399,7 @@ def test_traps_are_written_after_passages_of_their_own_book_and_read_as_prose(tm
     config = replace(
         SHORT, tokens=12, per_document=2, copies=2, context_tokens=16, max_perplexity=1e9, max_candidates=256
     )
-    plan = make_traps(docs, lm, config)
+    plan = make_traps(docs, lm, config, 0)
     missing = [p for p in prompts if not any(p in d.text for d in docs)]
     assert prompts and not missing, missing[:3]
     check = ProseCheck.of([d.text for d in docs])
@@ -411,4 +411,4 @@ def test_traps_are_written_after_passages_of_their_own_book_and_read_as_prose(tm
         for t in entry.traps:
             assert all(plan.texts[entry.output][p : p + len(t.text)] == t.text for p in t.positions)
     with pytest.raises(DocauditError, match="not prose"):
-        make_traps(docs, lm, replace(config, context_tokens=0, max_candidates=64))
+        make_traps(docs, lm, replace(config, context_tokens=0, max_candidates=64), 0)

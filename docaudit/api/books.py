@@ -4,7 +4,7 @@ suffixes a generator writes for its own prefixes)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -150,7 +150,7 @@ def synthetic_controls(request: ControlsRequest) -> ControlsResult:
     library_docs = None if r.library is None else load_documents(r.library, *read)
     loaded = _loaded_models(r)
     with showing(r.run.progress):
-        result = controls_audit(docs, library_docs, loaded, r.config, r.run.progress)
+        result = controls_audit(docs, library_docs, loaded, r.config, r.run)
     null = (
         "t prediction interval against the null library"
         if r.library is not None
@@ -160,7 +160,7 @@ def synthetic_controls(request: ControlsRequest) -> ControlsResult:
         null += ", contrasts net of the reference model's"
     result.update(
         null=null,
-        settings=asdict(r.config),
+        settings=r.config.used(r.run.seed),
         generator=model_record(loaded["generator"]),
         reference=model_record(loaded["reference"]) if "reference" in loaded else None,
         skipped=reading.skips.as_json(),

@@ -69,7 +69,7 @@ def train(request: TrainRequest) -> TrainResult:
     with scaled(r.run) as run:
         if r.out is not None:
             prepare_output(r.out, "classifier", r.overwrite, r.inputs())
-        result = meta.train(r.members, r.nonmembers, r.config, r.model, run.progress, reading.skips, pool=run.pool)
+        result = meta.train(r.members, r.nonmembers, r.config, r.model, run, reading.skips)
     if r.out is not None:
         extras = result.extras
         save_model_dir(
@@ -121,9 +121,7 @@ def grid(request: GridRequest) -> GridResult:
     r = request
     reading = recorded(r.reading)
     with scaled(r.run) as run:
-        table = meta.grid(
-            r.members, r.nonmembers, r.config, list(r.contexts), r.model, run.progress, reading.skips, run.pool
-        )
+        table = meta.grid(r.members, r.nonmembers, r.config, list(r.contexts), r.model, run, reading.skips, run.pool)
     body = table.to_dict(orient="records")
     return GridResult(table, reading.skips.as_json(), envelope_of("train", body, r.run))
 

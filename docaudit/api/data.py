@@ -53,7 +53,7 @@ def dataset_test(request: DatasetTestRequest) -> DatasetTestOutcome:
             r.suspect, r.nonmembers, r.model, r.query, r.config, reading, run, r.alpha
         )
     skipped = reading.skips.as_json()
-    body = {**asdict(test), "query": r.query.used(), "skipped": skipped, "scores": scores}
+    body = {**asdict(test), "query": r.query.used(r.run.seed), "skipped": skipped, "scores": scores}
     return DatasetTestOutcome(test, scores, skipped, envelope_of("dataset-test", body, r.run))
 
 

@@ -118,7 +118,7 @@ def traps_make(request: TrapsMakeRequest) -> TrapsMakeResult:
     r = request
     check_traps_outputs(r)
     documents = load_documents(r.documents, raw=True, progress=r.run.progress)
-    plan = make_traps(documents, r.generator, r.config, r.run.progress)
+    plan = make_traps(documents, r.generator, r.config, r.run.seed, r.run.progress)
     write_trapped(plan, Path(r.out), Path(r.registry), r.overwrite, r.inputs())
     rows = planted_rows(plan, Path(r.out))
     body = {"registry": str(r.registry), "documents": rows, "candidates": plan.candidates, "rejected": plan.rejected}

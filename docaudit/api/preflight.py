@@ -185,7 +185,7 @@ def card_query(classifier: Path | None) -> QueryConfig:
 
     try:
         card = json.loads((Path(classifier or DEFAULT_CLASSIFIER) / "card.json").read_text(encoding="utf-8"))
-        return QueryConfig(**card["query"])
+        return QueryConfig.recorded(card["query"])[0]
     except Exception:  # any unreadable card: the estimate uses the defaults, and loading the classifier says why
         return QueryConfig()
 

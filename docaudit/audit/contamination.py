@@ -287,12 +287,15 @@ def contamination_report(
     lm = model if isinstance(model, LoadedModel) else load_model(model)
     scorer = build_detector(
         lm,
-        QueryConfig(seed=seed),
+        QueryConfig(),
         [method],
         detector,
-        models.ref_model if method == "ref" else None,
-        models.neighbor_model if method == "neighbor" else None,
+        ModelSpec(
+            ref_model=models.ref_model if method == "ref" else None,
+            neighbor_model=models.neighbor_model if method == "neighbor" else None,
+        ),
         single_pass=max_context,
+        seed=seed,
     ).on_pool(run.pool)
     scored = {role: _score_books(scorer, docs, role, config, run) for role, docs in groups.items()}
     snip = pd.DataFrame([r for rows in scored.values() for r in rows])
@@ -341,7 +344,7 @@ def contamination_report(
         "model_config": asdict(lm.config),
         "method": method,
         "method_title": METHODS[method].title,
-        "detector": asdict(detector),
+        "detector": detector.used(seed),
         "snippets_per_book": snippets,
         "snippet_words": snippet_words,
         "seed": seed,

@@ -140,7 +140,7 @@ def evaluate_methods(
     summary_rows, fold_rows, curves, info = [], [], {}, {}
     if methods != []:  # only `--methods blind` needs no model
         lm = model if isinstance(model, LoadedModel) else load_model(model)
-        querier = open_querier(lm, query, pool=run.pool)
+        querier = open_querier(lm, query, pool=run.pool, seed=seed)
         keep = queryable_documents(querier, docs, skips)
         docs, labels = [docs[i] for i in keep], labels[keep]
     splits = chunk_folds(labels, folds, seed)
@@ -157,22 +157,22 @@ def evaluate_methods(
     if methods != []:
         # text passes of a sequence (lowercased, augmented, ...) are queried in one window of the widest context
         detector = detectors.detector
-        scorer = build_detector(
-            lm, query, methods, detector, ref_model, neighbor_model, single_pass=SINGLE_PASS_CAP
-        ).on_pool(run.pool)
+        scorer = build_detector(lm, query, methods, detector, models, single_pass=SINGLE_PASS_CAP, seed=seed).on_pool(
+            run.pool
+        )
         set_reference_frequencies(scorer, docs, detectors.freq_corpus, raw, normalize_chars, progress, skips)
         compared = _beyond_target(spec.beyond, meta, scorer.methods) if blind_kinds else None
         stats = query_documents(querier, docs, progress)
         if meta is not None:
-            meta = replace(meta, folds=folds, seed=seed)
-            ev = meta_classifier.evaluate(stats, labels, meta, folds=splits, progress=progress)
+            meta = replace(meta, folds=folds)
+            ev = meta_classifier.evaluate(stats, labels, meta, seed, folds=splits, progress=progress)
             row, per = _rows(META, "document", ev.folds, n_test)
             summary_rows.append(row | {"configs": ev.configs})
             fold_rows += per
             curves[(META, "document")] = (ev.labels, ev.scores)
             documents[f"{META}:document"] = ev.scores
             if compared == (META, "document"):
-                model_scorer = beyond_blind.meta_scorer(stats, labels, meta, ev.configs)
+                model_scorer = beyond_blind.meta_scorer(stats, labels, meta, ev.configs, seed)
                 model_oof = ev.scores
 
         seq = sequence_scores(stats, [d.sha256 for d in docs], scorer, spec.scaling, progress, seed)
@@ -198,11 +198,11 @@ def evaluate_methods(
             "inputs": document_records(docs, labels, queried_tokens(docs, stats, query.max_tokens)),
             "model_config": asdict(lm.config),
             **({"requests": querier.backend.requests} if querier.backend.requests else {}),
-            "query": query.used(),
+            "query": query.used(seed),
             "text_pass_context": scorer.target.query.context,
-            "detector": asdict(detector),
+            "detector": detector.used(seed),
             "scaling": asdict(spec.scaling),
-            "meta": None if meta is None else asdict(meta),
+            "meta": None if meta is None else meta.used(seed),
             "methods": scorer.methods,
             "levels": list(spec.levels),
             "sequences_per_document": np.bincount(seq.doc, minlength=len(docs)).tolist(),

@@ -78,16 +78,17 @@ def train(
     nonmembers,
     config: TrainConfig = TrainConfig(),
     model: LoadedModel | None = None,
-    progress: bool = False,
+    run: RunContext = RunContext(),
     skips: Skips | None = None,
     beyond: BeyondBlindConfig = BeyondBlindConfig(),
-    pool=None,
 ) -> TrainResult:
     """Query the documents, evaluate the meta-classifier on k-fold chunks beside the blind baseline (and what it
     adds over it, ``methods.beyond_blind`` with ``beyond``), and fit it on all documents; the card holds the
     configuration, model identity and metrics. Documents that cannot be used, and those with fewer than
-    ``config.min_tokens`` tokens, are left out and listed (``skips``: where to record them)."""
+    ``config.min_tokens`` tokens, are left out and listed (``skips``: where to record them). ``run``: the seed of
+    the folds, the forests and the excerpts, progress bars and the Ray pool."""
     skips = Skips() if skips is None else skips
+    seed, progress, pool = run.seed, run.progress, run.pool
     target = model or config.model
     config = replace(
         config, meta=served_norms(config.meta, backend_name(target)), query=served_query(config.query, target)
@@ -95,7 +96,7 @@ def train(
     docs, labels, duplicates = labelled_documents(
         members, nonmembers, config.raw, progress, skips, config.drop_duplicates, config.normalize_chars
     )
-    querier = open_querier(target, config.query, pool=pool)
+    querier = open_querier(target, config.query, pool=pool, seed=seed)
     keep = queryable_documents(querier, docs, skips)
     docs, labels = [docs[i] for i in keep], labels[keep]
     stats = query_documents(querier, docs, progress)
@@ -111,10 +112,10 @@ def train(
         by_choice=True,
     )
     docs, stats, labels = [docs[i] for i in keep], [stats[i] for i in keep], labels[keep]
-    folds = chunk_folds(labels, config.meta.folds, config.meta.seed)
-    evaluation = meta_classifier.evaluate(stats, labels, config.meta, folds=folds, progress=progress)
+    folds = chunk_folds(labels, config.meta.folds, seed)
+    evaluation = meta_classifier.evaluate(stats, labels, config.meta, seed, folds=folds, progress=progress)
     features = BlindFeatures([d.text for d in docs])
-    blind = evaluate_blind(features, labels, folds, seed=config.meta.seed)
+    blind = evaluate_blind(features, labels, folds, seed=seed)
     compared = beyond_blind.against_blind(
         labels,
         folds,
@@ -122,15 +123,15 @@ def train(
         blind,
         beyond_blind.Candidate(
             "meta_classifier",
-            beyond_blind.meta_scorer(stats, labels, config.meta, evaluation.configs),
+            beyond_blind.meta_scorer(stats, labels, config.meta, evaluation.configs, seed),
             evaluation.scores,
         ),
         beyond,
-        config.meta.seed,
+        seed,
     )
-    estimator = meta_classifier.fit(stats, labels, config.meta, progress)
-    conformal, blind_models = conformal_section(evaluation, folds, features, blind, stats, config.meta.seed)
-    pooled = bootstrap_ci(labels, evaluation.scores, seed=config.meta.seed)
+    estimator = meta_classifier.fit(stats, labels, config.meta, seed, progress)
+    conformal, blind_models = conformal_section(evaluation, folds, features, blind, stats, seed)
+    pooled = bootstrap_ci(labels, evaluation.scores, seed=seed)
     card = {
         "docaudit_version": __version__,
         **library_versions(),
@@ -140,9 +141,9 @@ def train(
         "model_config": asdict(querier.lm.config),
         "tokenizer": querier.lm.tokenizer_hash,
         **({"requests": querier.backend.requests} if querier.backend.requests else {}),
-        "query": config.query.used(),
-        "meta": asdict(config.meta),
-        "seed": config.meta.seed,
+        "query": config.query.used(seed),
+        "meta": config.meta.used(seed),
+        "seed": seed,
         "raw": config.raw,
         "normalize_chars": config.normalize_chars,
         "min_tokens": config.min_tokens,
@@ -224,14 +225,16 @@ def grid(
     config: TrainConfig = TrainConfig(),
     contexts=(32, 64, 128),
     model: LoadedModel | None = None,
-    progress: bool = False,
+    run: RunContext = RunContext(),
     skips: Skips | None = None,
     pool=None,
 ) -> pd.DataFrame:
     """The paper's Table 1: every normalization × feature extractor × context, on the same folds, from one cache.
     (This is a look at all configurations on the test folds; use ``train`` for an honest choice.) Documents that
-    cannot be used are left out and recorded in ``skips``."""
+    cannot be used are left out and recorded in ``skips``. ``run``: the seed and progress bars (``pool``: the Ray
+    pool ``api.on_ray`` opened)."""
     skips = Skips() if skips is None else skips
+    seed, progress = run.seed, run.progress
     target = model or config.model
     norms = served_norms(config.meta, backend_name(target)).norms
     config = replace(config, query=served_query(config.query, target))
@@ -239,17 +242,17 @@ def grid(
         members, nonmembers, config.raw, progress, skips, config.drop_duplicates, config.normalize_chars
     )
     lm = model or load_model(config.model)
-    queriers = [open_querier(lm, replace(config.query, context=context), pool=pool) for context in contexts]
+    queriers = [open_querier(lm, replace(config.query, context=context), pool=pool, seed=seed) for context in contexts]
     keep = queryable_documents(queriers[0], docs, skips)
     docs, labels = [docs[i] for i in keep], labels[keep]
-    folds = chunk_folds(labels, config.meta.folds, config.meta.seed)
+    folds = chunk_folds(labels, config.meta.folds, seed)
     rows = []
     for context, querier in zip(contexts, queriers):
         stats = query_documents(querier, docs, progress)
         for norm in norms:
             for feats in FEATURES:
                 meta = replace(config.meta, norm=norm, features=feats)
-                ev = meta_classifier.evaluate(stats, labels, meta, folds=folds, progress=False)
+                ev = meta_classifier.evaluate(stats, labels, meta, seed, folds=folds, progress=False)
                 rows.append({"context": context, "norm": norm, "features": feats, **summarize(ev.folds)})
     return pd.DataFrame(rows)
 
@@ -311,8 +314,9 @@ def predict(
             f"this classifier's reference dictionary has {len(reference)} entries, fewer than the model's "
             f"{lm.vocab_size} tokens: it was not trained for this model"
         )
-    query = served_query(QueryConfig(**card["query"]), lm)
-    querier = open_querier(lm, query, pool=run.pool)
+    query, seed = QueryConfig.recorded(card["query"])
+    query = served_query(query, lm)
+    querier = open_querier(lm, query, pool=run.pool, seed=seed)
     docs = [docs[i] for i in queryable_documents(querier, docs, skips)]
     if not docs:
         return []
@@ -367,7 +371,7 @@ def predict(
     record = model_record(lm)
     if record["id"] is None and lm.config.backend != "openai":
         record["id"] = EMBEDDED_NAME  # the embedded default is loaded without a name
-    return Rows(rows, document_records(docs, tokens=tokens), record, query.seed)
+    return Rows(rows, document_records(docs, tokens=tokens), record, seed)
 
 
 RETRAIN = Reason(

@@ -43,11 +43,11 @@ def score_documents(
         replace(query, max_tokens=None),
         detectors.methods,
         detectors.detector,
-        models.ref_model,
-        models.neighbor_model,
+        models,
+        seed=run.seed,
     ).on_pool(run.pool)
     if query.max_tokens is not None:
-        cut = [excerpt(lm.tokenizer, d.text, query.max_tokens, query.excerpt, query.seed, d.sha256) for d in docs]
+        cut = [excerpt(lm.tokenizer, d.text, query.max_tokens, query.excerpt, run.seed, d.sha256) for d in docs]
         docs = [
             Document(d.id, d.path, d.text[c.start : c.end], sha256_text(d.text[c.start : c.end]))
             for d, c in zip(docs, cut)
@@ -77,4 +77,4 @@ def score_documents(
         }
         for d, s, row in zip(docs, queried, scores)
     ]
-    return Rows(rows, document_records(docs, tokens=tokens), model_record(lm), query.seed)
+    return Rows(rows, document_records(docs, tokens=tokens), model_record(lm), run.seed)

@@ -123,9 +123,9 @@ def evaluate_sequences(
         QueryConfig(),
         detectors.methods,
         detector,
-        models.ref_model,
-        models.neighbor_model,
+        models,
         single_pass=config.max_context,
+        seed=run.seed,
     ).on_pool(run.pool)
     keep = queryable_documents(scorer.target, docs, skips)
     docs, labels = [docs[i] for i in keep], labels[keep]
@@ -180,7 +180,7 @@ def evaluate_sequences(
         "command": run.command,
         "context": scorer.target.query.context,
         "methods": scorer.methods,
-        "detector": asdict(replace(detector, recall_prefix=f"{len(detector.recall_prefix)} characters")),
+        "detector": replace(detector, recall_prefix=f"{len(detector.recall_prefix)} characters").used(run.seed),
         "sequence": asdict(config),
         "n_members": int(labels.sum()),
         "n_nonmembers": int((labels == 0).sum()),

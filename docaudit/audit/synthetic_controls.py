@@ -31,6 +31,7 @@ from docaudit.query.cache_entries import FOLDERS
 from docaudit.query.conditional import bits_per_byte, scored_tokens
 from docaudit.query.generate import continuations
 from docaudit.query.loaded import LoadedModel
+from docaudit.run import RunContext
 from docaudit.seeds import stream
 
 CACHE_FORMAT = 1
@@ -88,13 +89,14 @@ def passage_starts(n_tokens: int, config: ControlsConfig, rng: np.random.Generat
     return [k * width + int(rng.integers(0, width - length + 1)) for k in range(n)]
 
 
-def _book_seed(config: ControlsConfig, sha256: str) -> int:
-    return int(hashlib.sha256(f"{config.seed}:{sha256}".encode()).hexdigest()[:8], 16)
+def _book_seed(seed: int, sha256: str) -> int:
+    return int(hashlib.sha256(f"{seed}:{sha256}".encode()).hexdigest()[:8], 16)
 
 
-def _cache_key(sha256: str, generator: LoadedModel, config: ControlsConfig) -> str:
+def passages_key(sha256: str, generator: LoadedModel, config: ControlsConfig, seed: int) -> str:
+    """The cache key of a book's passages: the book, the generator and the settings that decide the text."""
     key = {"book": sha256, "generator": generator.identity, "tokenizer": generator.tokenizer_hash}
-    return hashlib.sha256(json.dumps({**key, **config.generation_key()}, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(json.dumps({**key, **config.generation_key(seed)}, sort_keys=True).encode()).hexdigest()
 
 
 def _read_cached(path, config: ControlsConfig) -> list[Passage] | None:
@@ -114,15 +116,17 @@ def _read_cached(path, config: ControlsConfig) -> list[Passage] | None:
     return out if all(len(p.synthetic) == config.samples for p in out) else None
 
 
-def book_passages(text: str, sha256: str, generator: LoadedModel, config: ControlsConfig) -> tuple[list, bool]:
-    """The book's passages with their synthetic suffixes, from the cache when it holds them; and whether they were
-    generated now."""
-    path = cache_root() / FOLDERS["controls"] / f"{_cache_key(sha256, generator, config)}.json"
+def book_passages(
+    text: str, sha256: str, generator: LoadedModel, config: ControlsConfig, seed: int
+) -> tuple[list, bool]:
+    """The book's passages with their synthetic suffixes (drawn from the run's ``seed``), from the cache when it
+    holds them; and whether they were generated now."""
+    path = cache_root() / FOLDERS["controls"] / f"{passages_key(sha256, generator, config, seed)}.json"
     if (cached := _read_cached(path, config)) is not None:
         return cached, False
     tok = generator.tokenizer
     ids = list(tok(text, add_special_tokens=False).input_ids)
-    seed = _book_seed(config, sha256)
+    seed = _book_seed(seed, sha256)
     starts = passage_starts(len(ids), config, stream(seed, "controls_passages"))
     c, p = config.context_tokens, config.prefix_tokens
     prompts = [ids[s : s + c + p] for s in starts]
@@ -157,11 +161,11 @@ def passage_scores(lm: LoadedModel, passages: list[Passage], batch_size: int) ->
     return scores[:, 0], scores[:, 1:], scored_tokens(lm, pairs)
 
 
-def examine_book(doc, models: dict, config: ControlsConfig) -> BookControls:
+def examine_book(doc, models: dict, config: ControlsConfig, seed: int) -> BookControls:
     """One text through generation and scoring (``models``: ``generator``, ``target`` and optional ``reference``),
     its statistic and placebo; no p-value yet (that needs the library)."""
     began = time.process_time()
-    passages, generated = book_passages(doc.text, doc.sha256, models["generator"], config)
+    passages, generated = book_passages(doc.text, doc.sha256, models["generator"], config, seed)
     out = BookControls(doc.id, str(doc.path), doc.sha256, len(passages))
     if len(passages) < 2 * config.block:
         out.reasons.append(
@@ -228,15 +232,17 @@ def judge(books: list[BookControls], library: list[BookControls] | None, config:
     return run_verdicts([b.p_value for b in books], [b.reasons for b in books], None, config.alpha)
 
 
-def controls_audit(docs, library_docs, models: dict, config: ControlsConfig, progress: bool = False) -> dict:
+def controls_audit(docs, library_docs, models: dict, config: ControlsConfig, run: RunContext = RunContext()) -> dict:
     """Every book of ``docs`` tested (``library_docs``: the never-seen texts of the null, or None for the
-    reference-only test); returns the books, the library's statistics and the verdicts."""
+    reference-only test), the passages drawn from ``run.seed``; returns the books, the library's statistics and
+    the verdicts."""
     from tqdm.auto import tqdm
 
     if library_docs is None and models.get("reference") is None:
         raise DocauditError("synthetic controls need a null: give --null-library DIR, --reference MODEL, or both")
     every = list(docs) + list(library_docs or [])
-    tested = [examine_book(d, models, config) for d in tqdm(every, desc="synthetic controls", disable=not progress)]
+    bar = tqdm(every, desc="synthetic controls", disable=not run.progress)
+    tested = [examine_book(d, models, config, run.seed) for d in bar]
     books, library = tested[: len(docs)], (tested[len(docs) :] if library_docs is not None else None)
     verdicts = judge(books, library, config)
     return {"books": books, "library": library, "verdicts": verdicts}

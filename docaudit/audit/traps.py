@@ -36,6 +36,7 @@ from docaudit.inference.permutation import RankTest, rank_sum_test, smallest_p
 from docaudit.inference.verdicts import Verdict, bh_adjust, decide
 from docaudit.provenance import model_record
 from docaudit.query.models import LoadedModel, load_model
+from docaudit.run import ModelSpec
 from docaudit.seeds import stream
 
 
@@ -64,15 +65,15 @@ def make_traps(
     docs,
     generator: ModelConfig | LoadedModel,
     config: TrapConfig,
+    seed: int,
     progress: bool = False,
     sequences: Sequence[TrapSequence] | None = None,
 ) -> TrapPlan:
-    """Generate ``2 * config.per_document`` sequences per document and plant a random half of them (seeded by
-    ``config.seed``) in each; ``docs`` are :class:`docaudit.corpus.documents.Document` read verbatim. Each output is
+    """Generate ``2 * config.per_document`` sequences per document and plant a random half of them (seeded by the
+    run's ``seed``) in each; ``docs`` are :class:`docaudit.corpus.documents.Document` read verbatim. Each output is
     named after its source file (``<id>.txt`` when two sources share a name). ``sequences``: sequences generated
     before by ``generator`` with ``config`` (``query.generate.generate_sequences``), used instead of new ones (the
     first ``2 * per_document * len(docs)``), so that experiments can vary the copies over the same sequences."""
-    from dataclasses import asdict
     from datetime import datetime, timezone
 
     from docaudit import __version__
@@ -83,7 +84,7 @@ def make_traps(
         raise DocauditError("no documents to plant traps in")
     lm = generator if isinstance(generator, LoadedModel) else load_model(generator)
     k = 2 * config.per_document
-    rng = stream(config.seed, "traps")
+    rng = stream(seed, "traps")
     own_book = sequences is None and config.context_tokens > 0
     if own_book:  # each document's traps and controls written after passages of its own body
         prose = None if config.any_text else ProseCheck.of([d.text for d in docs], special_strings(lm.tokenizer))
@@ -95,13 +96,13 @@ def make_traps(
                 raise DocauditError(
                     f"{doc.path}: no paragraph of its body follows {chars} characters to write traps after"
                 )
-            one = generate_sequences(lm, k, config, progress, prose, found, kept=made.sequences)
+            one = generate_sequences(lm, k, config, seed, progress, prose, found, kept=made.sequences)
             made.sequences += one.sequences
             made.rejected.update(one.rejected)
             made.candidates += one.candidates
     elif sequences is None:
         prose = None if config.any_text else ProseCheck.of([d.text for d in docs], special_strings(lm.tokenizer))
-        made = generate_sequences(lm, k * len(docs), config, progress, prose)
+        made = generate_sequences(lm, k * len(docs), config, seed, progress, prose)
     elif len(sequences) < k * len(docs):
         raise DocauditError(f"{k * len(docs)} sequences needed for {len(docs)} documents, {len(sequences)} given")
     else:
@@ -126,8 +127,8 @@ def make_traps(
             "identity": lm.identity,
             "tokenizer": lm.tokenizer_hash,
         },
-        seed=config.seed,
-        config=asdict(config),
+        run_seed=seed,
+        config=config.used(seed),
         documents=entries,
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         docaudit_version=__version__,
@@ -223,7 +224,9 @@ def detect_traps(
     lm = model if isinstance(model, LoadedModel) else load_model(model)
     methods = ["loss", "minkpp"] + (["ref"] if ref_model is not None else [])
     primary = "ref" if ref_model is not None else "loss"
-    det = build_detector(lm, QueryConfig(), methods, detector, ref_model, single_pass=lm.max_positions or 2048)
+    det = build_detector(
+        lm, QueryConfig(), methods, detector, ModelSpec(ref_model=ref_model), single_pass=lm.max_positions or 2048
+    )
     entries: list[TrappedDocument] = list(registry.documents)
     if not entries:
         raise DocauditError("no registry document to test")

@@ -13,6 +13,7 @@ from docaudit.cli.options import (
     format_option,
     model_config,
     model_options,
+    seed_option,
     strict_option,
 )
 from docaudit.cli.preflight import dry_run, dry_run_option
@@ -30,7 +31,6 @@ SETTINGS = (
     "min_library",
     "placebo_alpha",
     "alpha",
-    "seed",
 )
 
 
@@ -58,6 +58,7 @@ SETTINGS = (
     section="model",
 )
 @field_options(ControlsConfig, *SETTINGS)
+@seed_option("controls")
 @cleaning_options
 @strict_option
 @dry_run_option
@@ -78,7 +79,7 @@ def controls(books, library, generator, reference, raw, normalize_chars, strict,
         list(library) or None,
         config_from(ControlsConfig, kw),
         DocumentSpec(raw=raw, normalize_chars=normalize_chars, strict=strict),
-        run_context(),
+        run_context(seed=kw["seed"]),
     )
     if dry_run():
         [estimate] = api.estimate(request)

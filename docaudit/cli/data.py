@@ -77,9 +77,10 @@ def dataset_test(suspect, former_suspect, nonmembers, methods, splits, blind_kin
     if fmt != "table":
         echo_result(outcome, fmt)
         return
+    used = format_query(query.used(kw["seed"]))
     click.echo(
         f"{result.n_suspect} suspect vs {result.n_nonmember} known non-member documents"
-        f"{skipped_note(skipped)}, {result.n_features} scores combined; query: {format_query(query.used())}"
+        f"{skipped_note(skipped)}, {result.n_features} scores combined; query: {used}"
         + duplicates_note(result.duplicates_dropped, "; ")
     )
     click.echo(

@@ -35,7 +35,7 @@ from docaudit.cli.options import (
     trees_option,
 )
 from docaudit.cli.preflight import dry_run_option, preflight
-from docaudit.config import DetectorConfig, MetaConfig, ScalingConfig
+from docaudit.config import MetaConfig, ScalingConfig
 from docaudit.corpus.documents import duplicates_note
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec
 
@@ -89,7 +89,7 @@ def evaluate(members, nonmembers, methods, meta, blind, beyond, out, overwrite, 
 
     spec = EvaluationSpec(
         # the folds reach the meta-classifier as evaluate's own, and the seed as the run's
-        meta=config_from(MetaConfig, kw, skip=("folds", "seed")) if meta else None,
+        meta=config_from(MetaConfig, kw, skip=("folds",)) if meta else None,
         scaling=config_from(ScalingConfig, kw),  # checked before anything is read
         folds=kw["folds"],
         blind_kinds=BLIND_KINDS if blind else None,
@@ -164,7 +164,7 @@ def _echo_evaluation(result, sequences: int, folds: int, out) -> None:
 @methods_option
 @detector_options
 @freq_corpus_option
-@seed_option(DetectorConfig)
+@seed_option("detector")
 @cleaning_options
 @strict_option
 @format_option
@@ -186,7 +186,7 @@ def score(documents, methods, freq_corpus, raw, normalize_chars, strict, fmt, **
         query_config(kw),
         DetectorSpec(methods, detector_config(kw), list(freq_corpus) or None),
         DocumentSpec(raw, normalize_chars, strict=strict),
-        run_context(ray_config(kw)),
+        run_context(ray_config(kw), kw["seed"]),
     )
     if preflight(request):
         return

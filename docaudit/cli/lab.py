@@ -97,12 +97,11 @@ def lab(
             tokens=kw["trap_tokens"],
             per_document=kw["traps_per_doc"],
             copies=kw["trap_copies"],
-            seed=kw["seed"],
             any_text=kw["any_text"],
         )
         traps = TrapPlan(config, ModelConfig(model=kw["generator"]))
     spec = LabSpec(
-        config_from(TargetConfig, kw, batch_size=kw["batch_size"], seed=kw["seed"]),
+        config_from(TargetConfig, kw, batch_size=kw["batch_size"]),
         base_model,
         methods.split(",") if methods else None,
         folds,
@@ -110,7 +109,9 @@ def lab(
         docs,
         normalize_chars,
     )
-    outcome = api.lab(api.LabRequest(corpus, Path(out), spec, traps, overwrite, run_context(ray_config(kw))))
+    outcome = api.lab(
+        api.LabRequest(corpus, Path(out), spec, traps, overwrite, run_context(ray_config(kw), kw["seed"]))
+    )
     result = outcome.lab
     if traps is not None:
         _echo_trap_lab(outcome, fmt)

@@ -51,10 +51,8 @@ def localize(books, calibrate_nonmembers, alpha, out, overwrite, strict, fmt, **
     from docaudit.audit.specs import MapSpec
     from docaudit.report.localize import map_text
 
-    query = config_from(QueryConfig, kw, skip=("max_tokens", "excerpt", "seed"))
-    spec = MapSpec(
-        config_from(LocalizeConfig, kw), config_from(DetectorConfig, kw, skip=("pac_copies", "seed")), query, alpha
-    )
+    query = config_from(QueryConfig, kw, skip=("max_tokens", "excerpt"))
+    spec = MapSpec(config_from(LocalizeConfig, kw), config_from(DetectorConfig, kw, skip=("pac_copies",)), query, alpha)
     request = api.MapRequest(
         books,
         calibrate_nonmembers,

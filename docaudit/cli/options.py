@@ -12,6 +12,8 @@ import click
 from docaudit.cli.command import is_quiet, option
 from docaudit.cli.echo import print_ray_summaries
 from docaudit.config import (
+    SEED,
+    SEED_HELP,
     DetectorConfig,
     MetaConfig,
     ModelConfig,
@@ -145,9 +147,11 @@ def alpha_option(help: str):
     return option("--alpha", type=float, default=DEFAULT_ALPHA, show_default=True, help=help, section="method")
 
 
-def seed_option(cls=QueryConfig, **overrides):
-    """``--seed``, as the field ``seed`` of ``cls`` declares it."""
-    return field_option(cls, "seed", **overrides)
+def seed_option(seeds: str = "run"):
+    """``--seed``: the run's one seed (``RunContext.seed``), its default ``config.SEED``, its help what it seeds in
+    the command (``config.SEED_HELP[seeds]``)."""
+    help, section = SEED_HELP[seeds]
+    return option("--seed", type=int, default=SEED, show_default=True, help=help, section=section)
 
 
 MODEL_FIELDS = (

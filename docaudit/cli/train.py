@@ -71,7 +71,7 @@ def train(members, nonmembers, grid, grid_contexts, out, overwrite, strict, fmt,
     config = config_from(
         TrainConfig, kw, model=model_config(kw), query=query_config(kw), meta=config_from(MetaConfig, kw)
     )
-    reading, run = DocumentSpec(strict=strict), run_context(ray_config(kw))
+    reading, run = DocumentSpec(strict=strict), run_context(ray_config(kw), kw["seed"])
     if grid:
         contexts = tuple(int(c) for c in grid_contexts.split(","))
         request = api.GridRequest(members, nonmembers, contexts, config, reading=reading, run=run)

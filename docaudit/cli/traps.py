@@ -19,6 +19,7 @@ from docaudit.cli.options import (
     model_options,
     overwrite_option,
     ref_config,
+    seed_option,
 )
 from docaudit.cli.preflight import dry_run, dry_run_option
 from docaudit.config import ModelConfig, TrapConfig
@@ -49,8 +50,9 @@ def traps():
 )
 @field_option(ModelConfig, "device")
 @field_options(
-    TrapConfig, "tokens", "per_document", "copies", "min_perplexity", "max_perplexity", "jaccard", "any_text", "seed"
+    TrapConfig, "tokens", "per_document", "copies", "min_perplexity", "max_perplexity", "jaccard", "any_text"
 )
+@seed_option("traps")
 @overwrite_option("Replace an earlier trap output at --out and its registry.")
 @format_option
 @dry_run_option
@@ -68,7 +70,7 @@ def traps_make(documents, out, registry, generator, device, overwrite, fmt, **kw
         ModelConfig(model=generator, device=device),
         config,
         overwrite,
-        run_context(),
+        run_context(seed=kw["seed"]),
     )
     if dry_run():
         [estimate] = api.estimate(request)

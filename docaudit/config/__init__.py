@@ -41,6 +41,7 @@ from docaudit.config.lab import TargetConfig, TrapConfig
 from docaudit.config.localize import SEGMENT_METHODS, LocalizeConfig
 from docaudit.config.methods import DetectorConfig, MetaConfig, ScalingConfig, TrainConfig
 from docaudit.config.query import ModelConfig, QueryConfig, RayConfig
+from docaudit.config.seed import SEED, SEED_HELP
 
 __all__ = [
     "ControlsConfig",
@@ -61,6 +62,8 @@ __all__ = [
     "READ_JOBS",
     "READ_JOBS_MIN_FILES",
     "SECTIONS",
+    "SEED",
+    "SEED_HELP",
     "setting",
     "check_range",
     "TEXT_COLUMNS",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from docaudit.config.base import check_range, setting
+from docaudit.config.seed import with_seed
 from docaudit.errors import DocauditError
 
 
@@ -32,7 +33,6 @@ class ControlsConfig:
         0.01, "Level at which a non-zero placebo contrast makes a book inconclusive.", "method"
     )
     alpha: float = setting(0.05, "Level of the verdict (after Benjamini–Hochberg over the run).", "method")
-    seed: int = setting(0, "Seed of the passage choice and the generation.", "method")
     batch_size: int = 16
 
     def __post_init__(self):
@@ -51,14 +51,19 @@ class ControlsConfig:
     def passage_tokens(self) -> int:
         return self.context_tokens + self.prefix_tokens + self.suffix_tokens
 
-    def generation_key(self) -> dict:
-        """The settings that decide the generated text (with the book and the generator they key its cache)."""
-        return {
+    def generation_key(self, seed: int) -> dict:
+        """The settings that decide the generated text, with the run's ``seed`` (with the book and the generator
+        they key its cache; the same seed gives the same key as when the seed was a setting here)."""
+        key = {
             "passages": self.passages,
             "context_tokens": self.context_tokens,
             "prefix_tokens": self.prefix_tokens,
             "suffix_tokens": self.suffix_tokens,
             "samples": self.samples,
             "temperature": self.temperature,
-            "seed": self.seed,
         }
+        return with_seed(key, seed, after="temperature")
+
+    def used(self, seed: int) -> dict:
+        """The settings as written into the output, with the run's ``seed`` where it has always stood."""
+        return with_seed(asdict(self), seed, after="alpha")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from docaudit.config.base import MAX_BATCH, MAX_COPIES, MAX_TOKENS, check_count, check_range, setting
+from docaudit.config.seed import with_seed
 from docaudit.errors import DocauditError
 from docaudit.inference.verdicts import DEFAULT_ALPHA
 
@@ -30,7 +31,6 @@ class TargetConfig:
     learning_rate: float = setting(3e-3, "Peak learning rate.", "target")
     batch_size: int = setting(16, "Training batch.", "target", flag="--train-batch-size")
     doc_tokens: int | None = setting(2048, "Leading tokens per document used (train and test).", "target")
-    seed: int = 0
     dropout: float = 0.0
     weight_decay: float = 0.0
     warmup_fraction: float = 0.05
@@ -60,6 +60,10 @@ class TargetConfig:
             raise DocauditError(f"doc_tokens must be at least 2 or None, got {self.doc_tokens}")
         if self.learning_rate <= 0:
             raise DocauditError(f"learning_rate must be positive, got {self.learning_rate}")
+
+    def used(self, seed: int) -> dict:
+        """The settings with the run's ``seed`` where it has always stood (the identity of a training run)."""
+        return with_seed(asdict(self), seed, after="doc_tokens")
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,6 @@ class TrapConfig:
     # Tokens of a passage of the document's body each candidate is sampled after (``traps make``; 0: from the BOS
     # alone, as the authors): a small generator writes the book's language after it, web text after a BOS alone.
     context_tokens: int = 64
-    seed: int = setting(0, "Seed of the trap generation and placement.", "traps")
     alpha: float = setting(DEFAULT_ALPHA, "Level of the verdict.", "method")
 
     def __post_init__(self):
@@ -112,3 +115,7 @@ class TrapConfig:
         if not self.temperatures or any(not t > 0 for t in self.temperatures):
             raise DocauditError("trap generation temperatures must be positive")
         check_count("trap generation batch_size", self.batch_size, 1, MAX_BATCH)
+
+    def used(self, seed: int) -> dict:
+        """The settings as written into a trap registry, with the run's ``seed`` where it has always stood."""
+        return with_seed(asdict(self), seed, after="context_tokens")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from docaudit.config.base import (
     FEATURES,
@@ -18,6 +18,7 @@ from docaudit.config.base import (
     setting,
 )
 from docaudit.config.query import ModelConfig, QueryConfig
+from docaudit.config.seed import with_seed
 from docaudit.errors import DocauditError
 
 
@@ -33,7 +34,6 @@ class MetaConfig:
     bins: int = setting(1000, "HistFE bins.", "method")
     folds: int = setting(5, "k of the k-fold chunks.", "method")
     inner_folds: int = 3
-    seed: int = setting(0, "Seed of the folds and the random forest.", "method")
     n_estimators: int = setting(500, "Random-forest trees.", "method", flag="--trees")
     # trees of the forests that only rank the candidates in the inner search of "auto" (the chosen pair is then fit
     # with ``n_estimators``): docs/benchmarks.md, "Model selection", measures AUC and time against 500
@@ -57,6 +57,11 @@ class MetaConfig:
         norms = tuple(self.norms) if self.norm == "auto" else (self.norm,)
         feats = FEATURES if self.features == "auto" else (self.features,)
         return [(n, f) for n in norms for f in feats]
+
+    def used(self, seed: int) -> dict:
+        """The settings as written into outputs and classifier cards, with the run's ``seed`` (the folds' and the
+        forests') where it has always stood."""
+        return with_seed(asdict(self), seed, after="inner_folds")
 
     def forest_fits(self, n_fits: int = 1) -> int:
         """Forests grown by ``n_fits`` fits of the meta-classifier: each the inner search's (candidates x inner
@@ -102,7 +107,7 @@ class DetectorConfig:
     """Sequence-level detectors (docs/methods.md, "Sequence-level detectors"). ``k``: share of tokens averaged by
     Min-K% Prob and Min-K%++; PAC: top ``pac_k1`` and bottom ``pac_k2`` shares, ``pac_copies`` augmented copies with
     ``max(1, int(pac_swap_ratio * n_words))`` swaps each; Neighborhood: ``neighbors`` neighbours, each with
-    ``max(1, int(neighbor_mask_ratio * n_tokens))`` masked-LM replacements. ``seed`` seeds every augmentation.
+    ``max(1, int(neighbor_mask_ratio * n_tokens))`` masked-LM replacements. The run's seed seeds every augmentation.
     DC-PDD clips each token's value at ``dcpdd_a`` (the authors' ``a``); ReCaLL puts ``recall_prefix`` (non-member
     text) before each text."""
 
@@ -113,7 +118,6 @@ class DetectorConfig:
     pac_swap_ratio: float = 0.3
     neighbors: int = 5
     neighbor_mask_ratio: float = 0.15
-    seed: int = setting(0, "Seed of the augmentations (PAC, neighbours).", "method")
     dcpdd_a: float = 0.01
     recall_prefix: str = ""
 
@@ -131,6 +135,11 @@ class DetectorConfig:
         check_count("neighbors", self.neighbors, 1, MAX_COPIES)
         if not self.dcpdd_a > 0:
             raise DocauditError(f"dcpdd_a {self.dcpdd_a} is out of range: allowed a positive number")
+
+    def used(self, seed: int) -> dict:
+        """The settings as written into outputs, with the run's ``seed`` (the augmentations') where it has always
+        stood."""
+        return with_seed(asdict(self), seed, after="neighbor_mask_ratio")
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from docaudit.config.base import (
     check_range,
     setting,
 )
+from docaudit.config.seed import SEED, with_seed
 from docaudit.errors import DocauditError
 
 
@@ -116,7 +117,6 @@ class QueryConfig:
     excerpt: str = setting(
         "random", "Which excerpt --max-tokens takes: a seeded random one or the leading one.", "query", choices=EXCERPTS
     )
-    seed: int = setting(0, "Seed of every random choice the command makes.", "method")
     batch_size: int | None = setting(None, "Windows per forward pass (default: automatic).", "query")
     gp: bool = True
 
@@ -147,15 +147,23 @@ class QueryConfig:
         """The stride used: ``stride``, or ``context - 1`` (windows that overlap by one token) when unset."""
         return self.context - 1 if self.stride is None else self.stride
 
-    def used(self) -> dict:
-        """The settings as used, for outputs: every field, with the stride actually used."""
-        return asdict(replace(self, stride=self.effective_stride))
+    def used(self, seed: int) -> dict:
+        """The settings as used, for outputs: every field, with the stride actually used and the run's ``seed``
+        (it picks the random excerpts) after ``excerpt``, where outputs have always had it."""
+        return with_seed(asdict(replace(self, stride=self.effective_stride)), seed, after="excerpt")
 
-    def key(self) -> dict:
-        """The fields that change the token statistics (batch size does not)."""
-        d = asdict(self)
+    @classmethod
+    def recorded(cls, used: dict) -> tuple[QueryConfig, int]:
+        """The query and the run's seed an output recorded with :meth:`used` (a classifier card's ``query``); a
+        record without a seed was made with the default one."""
+        settings = dict(used)
+        return cls(**{k: v for k, v in settings.items() if k != "seed"}), settings.get("seed", SEED)
+
+    def key(self, seed: int) -> dict:
+        """What changes the token statistics: the fields (batch size does not) and the run's ``seed``, which picks
+        the random excerpts (a key computed with the same seed is the same as before it moved to the run)."""
+        d = self.used(seed)
         d.pop("batch_size")
-        d["stride"] = self.effective_stride
         return d
 
 

@@ -150,10 +150,11 @@ class TrappedDocument:
 
 @dataclass
 class TrapRegistry:
-    """The private record of a ``traps make`` run (see the module docstring)."""
+    """The private record of a ``traps make`` run (see the module docstring); ``run_seed`` is the seed of that run,
+    written as the registry's ``seed``."""
 
     generator: dict
-    seed: int
+    run_seed: int
     config: dict
     documents: list[TrappedDocument]
     created: str = ""
@@ -166,7 +167,7 @@ class TrapRegistry:
             "docaudit_version": self.docaudit_version,
             "created": self.created,
             "generator": self.generator,
-            "seed": self.seed,
+            "seed": self.run_seed,
             "config": self.config,
             "documents": [asdict(d) for d in self.documents],
         }

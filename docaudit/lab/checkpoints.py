@@ -3,7 +3,6 @@ checkpoint saved after every epoch, where a new call resumes, and the training r
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import os
@@ -43,10 +42,10 @@ def _texts_sha256(texts: list[str]) -> str:
     return h.hexdigest()
 
 
-def identity_of(config: TargetConfig, member_texts, pool_texts, base_model) -> dict:
-    """What identifies a training run: its configuration (less ``EXTENSIBLE`` fields), hashes of the member and pool
-    texts, and the base model."""
-    cfg = dataclasses.asdict(config)
+def identity_of(config: TargetConfig, member_texts, pool_texts, base_model, seed: int) -> dict:
+    """What identifies a training run: its configuration (less ``EXTENSIBLE`` fields) with its ``seed``, hashes of
+    the member and pool texts, and the base model."""
+    cfg = config.used(seed)
     for key in EXTENSIBLE:
         cfg.pop(key)
     return {

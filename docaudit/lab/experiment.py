@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -155,7 +155,7 @@ def run_lab(
     overwrite: bool = False,
 ) -> LabResult | TrapLabResult:
     """A randomized controlled membership experiment. Split the documents of ``corpus`` at random (seeded by
-    ``spec.target.seed``) into members and non-members, train the target on the members (resumable), then evaluate
+    ``run.seed``) into members and non-members, train the target on the members (resumable), then evaluate
     the meta-classifier, the detectors and the blind baseline with the true labels on exactly the text the target was
     trained on: each document's leading ``target.doc_tokens`` tokens, decoded, passed to the evaluation as they are
     (and written to ``out/members`` and ``out/nonmembers``). The query windows are as long as the training blocks,
@@ -179,10 +179,10 @@ def run_lab(
     out.mkdir(parents=True, exist_ok=True)
     write_marker(out, "lab", LAB_ENTRIES, (read_marker(out) or {}).get("files") or [])
     if spec.max_docs is not None:
-        rng = stream(target.seed, "lab_subset")
+        rng = stream(run.seed, "lab_subset")
         docs = [docs[i] for i in sorted(rng.choice(len(docs), size=min(spec.max_docs, len(docs)), replace=False))]
     texts = {d.id: d.text for d in docs}
-    split = split_members(list(texts), seed=target.seed)
+    split = split_members(list(texts), seed=run.seed)
     if traps is not None:
         return run_trap_lab(texts, split, out, target, base_model, traps, run)
     members = [texts[b] for b in sorted(texts) if split[b]]
@@ -192,7 +192,7 @@ def run_lab(
         out / "target",
         target,
         base_model,
-        progress,
+        run,
         on_epoch_end=lambda *_: record_files(out, out / "target" / "checkpoint"),
     )
     record_files(out, model_dir)
@@ -214,7 +214,7 @@ def run_lab(
         [trained[b] for b in sorted(trained) if not split[b]],
         query,
     )
-    seeded, raw = replace(run, seed=target.seed), DocumentSpec(raw=True)
+    raw = DocumentSpec(raw=True)
     evaluation = evaluate_methods(
         trained_members,
         trained_nonmembers,
@@ -223,7 +223,7 @@ def run_lab(
         DetectorSpec(methods),
         EvaluationSpec(folds=folds),
         raw,
-        seeded,
+        run,
     )
     write_evaluation(evaluation, out / "evaluation", overwrite=True)
     record_files(out, out / "evaluation")
@@ -242,7 +242,7 @@ def run_lab(
             DetectorSpec(methods),
             EvaluationSpec(folds=folds, blind_kinds=None),
             raw,
-            seeded,
+            run,
         )
         rows += [{"precision": precision, **r} for r in ev.table[columns].to_dict("records")]
     result = LabResult(

@@ -15,7 +15,6 @@ Layout of ``out_dir``::
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -47,6 +46,7 @@ from docaudit.lab.tokenizer import train_tokenizer
 from docaudit.outputs import replace_dir
 from docaudit.query.models import resolve_device
 from docaudit.query.querier import max_positions
+from docaudit.run import RunContext
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -56,9 +56,9 @@ log = logging.getLogger(__name__)
 __all__ = ["METADATA_FILE", "build_model", "leading_token_ids", "read_target_metadata", "train_target"]
 
 
-def build_model(config: TargetConfig, vocab_size: int, special_token_id: int = 0) -> PreTrainedModel:
-    """A randomly initialised GPT-2 or Llama model of the configured size (initialisation seeded by
-    ``config.seed``). Input and output embeddings are tied in both architectures."""
+def build_model(config: TargetConfig, vocab_size: int, seed: int, special_token_id: int = 0) -> PreTrainedModel:
+    """A randomly initialised GPT-2 or Llama model of the configured size (initialisation seeded by the run's
+    ``seed``). Input and output embeddings are tied in both architectures."""
     from transformers import AutoModelForCausalLM, GPT2Config, LlamaConfig
 
     ids = dict(bos_token_id=special_token_id, eos_token_id=special_token_id, pad_token_id=special_token_id)
@@ -88,7 +88,7 @@ def build_model(config: TargetConfig, vocab_size: int, special_token_id: int = 0
             tie_word_embeddings=True,
             **ids,
         )
-    torch.manual_seed(config.seed)
+    torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(hf_config)
 
 
@@ -126,14 +126,19 @@ class _Run:
     running: float | None = None  # running mean of the batch losses, shown on the progress bar
 
     @property
+    def seed(self) -> int:
+        """The run's seed, as its identity records it."""
+        return self.identity["config"]["seed"]
+
+    @property
     def total_steps(self) -> int:
         """Optimizer steps of the whole run (all ``config.epochs`` epochs)."""
         return sum(self.steps)
 
 
-def _tokenizer_and_model(pool_texts: list[str], config: TargetConfig, base_model: str | None, ckpt):
+def _tokenizer_and_model(pool_texts: list[str], config: TargetConfig, seed: int, base_model: str | None, ckpt):
     """The tokenizer (from the checkpoint, the base model, or trained on the pool) and the model (the base model,
-    or a fresh one seeded by ``config.seed``). A base model must take ``config.positions`` positions."""
+    or a fresh one seeded by ``seed``). A base model must take ``config.positions`` positions."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if ckpt is not None:
@@ -144,12 +149,12 @@ def _tokenizer_and_model(pool_texts: list[str], config: TargetConfig, base_model
         log.info("training a %d-token BPE tokenizer on %d documents", config.vocab_size, len(pool_texts))
         tokenizer = train_tokenizer(pool_texts, config.vocab_size)
     if base_model:
-        torch.manual_seed(config.seed)
+        torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_pretrained(base_model, trust_remote_code=False)
         limit = max_positions(model)
         check_range("--positions", config.positions, 2, limit, f"the base model takes {limit} positions")
     else:
-        model = build_model(config, len(tokenizer), special_token_id=tokenizer.bos_token_id)
+        model = build_model(config, len(tokenizer), seed, special_token_id=tokenizer.bos_token_id)
     return tokenizer, model
 
 
@@ -184,9 +189,9 @@ def _prepare(
     """Everything a run needs before its first epoch: tokenizer and model on ``device``, the members' leading
     ``config.doc_tokens`` tokens as one stream, the block offsets and steps of every epoch, AdamW with the
     warmup-cosine schedule over all of them; then the state of the checkpoint to ``resume`` from (its folder and
-    record), or the seeded random state of a fresh run."""
-    ckpt = None if resume is None else resume[0]
-    tokenizer, model = _tokenizer_and_model(pool_texts, config, base_model, ckpt)
+    record), or the seeded random state of a fresh run (the seed: the one ``identity`` records)."""
+    ckpt, seed = None if resume is None else resume[0], identity["config"]["seed"]
+    tokenizer, model = _tokenizer_and_model(pool_texts, config, seed, base_model, ckpt)
     model.to(device)
 
     docs = [leading_token_ids(tokenizer, t, config.doc_tokens) for t in member_texts]
@@ -194,7 +199,7 @@ def _prepare(
     separator = None if adds_bos else tokenizer.eos_token_id
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (tokenizer.eos_token_id or 0)
     stream = token_stream(docs, separator)
-    offsets = [epoch_offset(config.seed, e, config.positions) for e in range(config.epochs)]
+    offsets = [epoch_offset(seed, e, config.positions) for e in range(config.epochs)]
     steps = [math.ceil(n_blocks(len(stream), config.positions, o) / config.batch_size) for o in offsets]
     total_steps = sum(steps)
     warmup = max(1, int(round(config.warmup_fraction * total_steps)))
@@ -225,8 +230,8 @@ def _prepare(
     if resume is not None:
         _restore(run, *resume)
     else:
-        torch.manual_seed(config.seed)
-        random.seed(config.seed)
+        torch.manual_seed(seed)
+        random.seed(seed)
     return run
 
 
@@ -236,7 +241,7 @@ def _run_epoch(run: _Run, epoch: int, bar) -> float:
     config, dev = run.config, run.device
     input_ids, attention, labels = blocks(run.stream, config.positions, run.offsets[epoch], run.pad_id)
     count = input_ids.shape[0]
-    order = torch.randperm(count, generator=torch.Generator().manual_seed(config.seed * 1_000_003 + epoch))
+    order = torch.randperm(count, generator=torch.Generator().manual_seed(run.seed * 1_000_003 + epoch))
     loss_sum, tok_sum = 0.0, 0
     for first in range(0, count, config.batch_size):
         idx = order[first : first + config.batch_size]
@@ -279,7 +284,7 @@ def _save_model(run: _Run, model_dir: pathlib.Path) -> pathlib.Path:
     meta = {
         "identity": run.identity,
         "epochs_done": run.config.epochs,
-        "config": dataclasses.asdict(run.config),
+        "config": run.config.used(run.seed),
         "history": run.history,
         "segments": run.segments,
         "n_train_tokens": len(run.stream),
@@ -299,7 +304,7 @@ def train_target(
     out_dir: str | os.PathLike,
     config: TargetConfig,
     base_model: str | None = None,
-    progress: bool = True,
+    context: RunContext = RunContext(progress=True),
     *,
     device: str = "auto",
     on_epoch_end: Callable[[int, float], None] | None = None,
@@ -315,8 +320,8 @@ def train_target(
       boundaries shift by a seeded random offset every epoch after the first, so the model memorizes the text
       itself and not its position in a block (a querier's windows never line up with the training blocks).
     - Optimisation: AdamW, linear warmup then cosine decay to 10%, gradient clipping at 1.0, a seeded shuffle of
-      the blocks per epoch. Deterministic given ``config.seed`` on a given device (``device``: as for
-      ``--device``, ``auto`` picks a CUDA GPU when there is one).
+      the blocks per epoch. Deterministic given ``context.seed`` (the run's seed) on a given device (``device``:
+      as for ``--device``, ``auto`` picks a CUDA GPU when there is one); ``context.progress`` shows a bar.
     - Checkpoints: after every epoch, atomically under ``out_dir/checkpoint``. A new call with the same
       configuration and texts resumes from it; a call asking for more ``epochs`` (all else equal) continues from
       the last saved epoch (the cosine schedule is then stretched to the new total). A checkpoint of another
@@ -331,7 +336,7 @@ def train_target(
     member_texts, pool_texts = list(member_texts), list(pool_texts)
     if not member_texts:
         raise DocauditError("no member documents to train the target model on")
-    identity = identity_of(config, member_texts, pool_texts, base_model)
+    identity = identity_of(config, member_texts, pool_texts, base_model, context.seed)
     model_dir = out_dir / "model"
     done = read_json(model_dir / METADATA_FILE)
     if done is not None and (model_dir / "config.json").is_file():
@@ -350,7 +355,7 @@ def train_target(
         initial=sum(run.steps[: run.start_epoch]),
         desc="training target",
         unit="step",
-        disable=not progress,
+        disable=not context.progress,
     )
     try:
         for epoch in range(run.start_epoch, config.epochs):

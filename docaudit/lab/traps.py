@@ -120,7 +120,7 @@ def run_trap_lab(
     t0 = time.perf_counter()
     cut = _leading_texts(texts, target, base_model)
     docs = [Document(b, f"{b}.txt", t, sha256_text(t)) for b, t in sorted(cut.items())]
-    planted = make_traps(docs, plan.generator, traps, progress, plan.sequences)
+    planted = make_traps(docs, plan.generator, traps, run.seed, progress, plan.sequences)
     planted.registry.write(out / "traps-registry.json")
     record_files(out, out / "traps-registry.json")
     seconds["plant"] = round(time.perf_counter() - t0, 1)
@@ -133,7 +133,7 @@ def run_trap_lab(
         out / "target",
         dataclasses.replace(target, doc_tokens=None),
         base_model,
-        progress,
+        run,
         on_epoch_end=lambda *_: record_files(out, out / "target" / "checkpoint"),
     )
     record_files(out, model_dir)

@@ -69,14 +69,14 @@ def blind_scorer(features: BlindFeatures, kind: str, labels, seed: int = 0) -> F
     return lambda fold, train, test: clone(estimator).fit(features[train], y[train]).decision_function(features[test])
 
 
-def meta_scorer(stats, labels, meta: MetaConfig, configs: Sequence[str]) -> FoldScorer:
+def meta_scorer(stats, labels, meta: MetaConfig, configs: Sequence[str], seed: int) -> FoldScorer:
     """The meta-classifier refit on any training indices of outer fold ``i`` with the configuration chosen on that
     fold (``configs[i]``, e.g. ``max_tf+hist``), so the inner fits search nothing again."""
     X, y = classifier.as_documents(stats), np.asarray(labels)
 
     def score(fold, train, test):
         norm, features = configs[fold].split("+")
-        pipe = classifier.one_job(classifier.build_pipeline(meta, norm, features).fit(X[train], y[train]))
+        pipe = classifier.one_job(classifier.build_pipeline(meta, seed, norm, features).fit(X[train], y[train]))
         return pipe.predict_proba(X[test])[:, 1]
 
     return score

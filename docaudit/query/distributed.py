@@ -82,7 +82,7 @@ def _lost_errors() -> tuple[type[BaseException], ...]:
 
 
 class _Worker:
-    """A Ray actor: one querier per (model, query) it is asked for, each model loaded once, no cache."""
+    """A Ray actor: one querier per (model, query, seed) it is asked for, each model loaded once, no cache."""
 
     def __init__(self):
         self._models: dict = {}
@@ -91,14 +91,15 @@ class _Worker:
     def ping(self) -> int:
         return os.getpid()
 
-    def stats(self, model: ModelConfig, query: QueryConfig, items: list[tuple[str, str]]) -> list[tuple]:
-        """``(cache key, TokenStats)`` of each ``(text, sha256)``, ``(cache key, NonFinite)`` when the model gave
-        non-finite statistics for it, or ``(cache key, message)`` when the text cannot be queried."""
-        querier = self._queriers.get((model, query))
+    def stats(self, model: ModelConfig, query: QueryConfig, seed: int, items: list[tuple[str, str]]) -> list[tuple]:
+        """``(cache key, TokenStats)`` of each ``(text, sha256)`` queried with the run's ``seed``, ``(cache key,
+        NonFinite)`` when the model gave non-finite statistics for it, or ``(cache key, message)`` when the text
+        cannot be queried."""
+        querier = self._queriers.get((model, query, seed))
         if querier is None:
-            querier = open_querier(self._models.get(model, model), query, cache=False)
+            querier = open_querier(self._models.get(model, model), query, cache=False, seed=seed)
             self._models[model] = querier.lm
-            self._queriers[(model, query)] = querier
+            self._queriers[(model, query, seed)] = querier
         out = []
         for text, sha in items:
             key = querier.key(sha)
@@ -325,7 +326,7 @@ class RayPool:
                 for i, actor in enumerate(self.actors):
                     while self.state[i] == "ready" and load[i] < c.inflight and tasks:
                         keys = tasks.popleft()
-                        ref = actor.stats.remote(model, querier.query, [todo[k] for k in keys])
+                        ref = actor.stats.remote(model, querier.query, querier.seed, [todo[k] for k in keys])
                         running[ref], load[i] = (i, keys), load[i] + 1
                 if "ready" not in self.state and "probing" not in self.state:
                     raise DocauditError(

@@ -99,14 +99,16 @@ def generate_sequences(
     lm: LoadedModel,
     n: int,
     config: TrapConfig,
+    seed: int,
     progress: bool = False,
     prose: ProseCheck | None = None,
     passages: list[str] | None = None,
     kept: list[TrapSequence] | None = None,
 ) -> Generated:
-    """``n`` distinct trap sequences of ``config.tokens`` tokens from the generator ``lm`` (see the module
-    docstring), each passing ``prose`` when given, sampled after the ``passages`` when given (in turn), none a near
-    duplicate of ``kept`` either; a DocauditError when ``config.max_candidates`` candidates do not give ``n``."""
+    """``n`` distinct trap sequences of ``config.tokens`` tokens from the generator ``lm``, sampled from the run's
+    ``seed`` (see the module docstring), each passing ``prose`` when given, sampled after the ``passages`` when given
+    (in turn), none a near duplicate of ``kept`` either; a DocauditError when ``config.max_candidates`` candidates do
+    not give ``n``."""
     from tqdm.auto import tqdm
 
     if lm.config.backend != "transformers" or not isinstance(lm.model, torch.nn.Module):
@@ -126,7 +128,7 @@ def generate_sequences(
     prompts = _prompts(tok, passages, config.context_tokens, bos)
     model = lm.model
     model.eval()
-    torch.manual_seed(config.seed)
+    torch.manual_seed(seed)
     out = Generated([])
     kept_sets: list[set] = [set(s.token_ids) for s in kept or []]
     batches = 0

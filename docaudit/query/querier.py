@@ -17,11 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 from tqdm.auto import tqdm
 
-from docaudit.config import (
-    EXCERPTS,
-    ModelConfig,
-    QueryConfig,
-)
+from docaudit.config import EXCERPTS, SEED, ModelConfig, QueryConfig
 from docaudit.corpus.documents import (
     Document,
     Skips,
@@ -57,12 +53,17 @@ class Pool(Protocol):
 
 
 def open_querier(
-    model: ModelConfig | LoadedModel, query: QueryConfig, cache: bool = True, pool: Pool | None = None
+    model: ModelConfig | LoadedModel,
+    query: QueryConfig,
+    cache: bool = True,
+    pool: Pool | None = None,
+    *,
+    seed: int = SEED,
 ) -> Querier:
     """A querier over a model (loaded here unless given), caching its TokenStats, sending its queries to ``pool``
-    when one is given (``distributed.scale_out``)."""
+    when one is given (``distributed.scale_out``); ``seed``: the run's, which picks the random excerpts."""
     lm = model if isinstance(model, LoadedModel) else load_model(model)
-    return Querier(lm, query, StatsCache() if cache else None, pool)
+    return Querier(lm, query, StatsCache() if cache else None, pool, seed=seed)
 
 
 def query_documents(querier: Querier, docs: list[Document], progress: bool = True) -> list[TokenStats]:
@@ -293,7 +294,8 @@ class Unopened(Backend):
 
 class Querier:
     """Queries one loaded model with one QueryConfig through its backend, with an optional StatsCache; with a
-    ``pool`` (Ray workers: ``distributed.scale_out``), :meth:`stats_many` and :meth:`prefetch` query there."""
+    ``pool`` (Ray workers: ``distributed.scale_out``), :meth:`stats_many` and :meth:`prefetch` query there.
+    ``seed`` is the run's: it picks the random excerpts (``--max-tokens``) and is part of the cache key."""
 
     def __init__(
         self,
@@ -301,9 +303,11 @@ class Querier:
         query: QueryConfig = QueryConfig(),
         cache: StatsCache | None = None,
         pool: Pool | None = None,
+        *,
+        seed: int = SEED,
     ):
         query.check(*context_limit(lm))
-        self.lm, self.query, self.cache, self.pool = lm, query, cache, pool
+        self.lm, self.query, self.cache, self.pool, self.seed = lm, query, cache, pool, seed
         self.stride = query.effective_stride
         self.device = lm.device
         self.bos = bos_per_window(lm.tokenizer)
@@ -315,7 +319,7 @@ class Querier:
         """The document's tokens to query under the excerpt setting (see :func:`excerpt`; without special tokens:
         a BOS, when the tokenizer uses one, is given to every window instead)."""
         q = self.query
-        return excerpt(self.lm.tokenizer, text, q.max_tokens, q.excerpt, q.seed, text_sha256).ids
+        return excerpt(self.lm.tokenizer, text, q.max_tokens, q.excerpt, self.seed, text_sha256).ids
 
     def too_short(self, text: str) -> str | None:
         """Why the text cannot be queried (fewer than 2 tokens), or None. Only a text of at most
@@ -327,7 +331,9 @@ class Querier:
 
     def key(self, text_sha256: str) -> str:
         """The cache key of a text's TokenStats under this model and query."""
-        return stats_key({**self.lm.cache_identity(), **self.backend.identity()}, self.query.key(), text_sha256)
+        return stats_key(
+            {**self.lm.cache_identity(), **self.backend.identity()}, self.query.key(self.seed), text_sha256
+        )
 
     def _expect(self) -> dict:
         """What a cached entry must match to be used."""

@@ -93,7 +93,7 @@ def html_table(frame: pd.DataFrame, floats: str = "{:.3f}") -> str:
 
 
 def format_query(query: dict) -> str:
-    """``context 128, stride 127, max tokens 512 (random excerpt, seed 0)`` from ``QueryConfig.used()``."""
+    """``context 128, stride 127, max tokens 512 (random excerpt, seed 0)`` from ``QueryConfig.used(seed)``."""
     stride = query["stride"] if query["stride"] is not None else query["context"] - 1
     return f"context {query['context']}, stride {stride}, max tokens {query['max_tokens'] or 'all'}" + (
         f" ({query['excerpt']} excerpt, seed {query['seed']})" if query["max_tokens"] else ""

@@ -9,12 +9,13 @@ from dataclasses import replace
 import numpy as np
 from tqdm.auto import tqdm
 
-from docaudit.config import DetectorConfig, ModelConfig, QueryConfig
+from docaudit.config import SEED, DetectorConfig, QueryConfig
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors.neighborhood import MaskedNeighbors, load_masked_lm
 from docaudit.methods.detectors.registry import METHODS, PASSES, View, check_served, resolve_methods
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.query.querier import Pool, Querier, single_pass_context
+from docaudit.run import ModelSpec
 
 EXTRA_BLOCK = 256  # sequences whose extra passes are queried together
 
@@ -139,18 +140,21 @@ def build_detector(
     query: QueryConfig,
     methods: Sequence[str] | str | None = None,
     config: DetectorConfig = DetectorConfig(),
-    ref_model: ModelConfig | LoadedModel | None = None,
-    neighbor_model: str | MaskedNeighbors | None = None,
+    models: ModelSpec = ModelSpec(),
     cache: bool = True,
     single_pass: int | None = None,
+    *,
+    seed: int = SEED,
 ) -> Detector:
-    """A Detector over ``lm`` whose queriers (target, and reference model when given) use ``query`` without GP
-    sums (detectors do not use them). Each querier checks the query against its model: a context beyond the
-    model's positions is refused, never changed. With ``single_pass=cap`` the context is derived instead: the
-    longest window every model takes (:func:`single_pass_context`, at most ``cap``), with stride C-1 and no
-    excerpt, so that a text that fits is scored in one forward pass."""
+    """A Detector over ``lm`` whose queriers (target, and the reference model ``models.ref_model`` when given) use
+    ``query`` without GP sums (detectors do not use them) and the run's ``seed`` (excerpts, PAC's and the
+    neighbours' draws); ``models.neighbor_model`` makes the neighbour texts. Each querier checks the query against
+    its model: a context beyond the model's positions is refused, never changed. With ``single_pass=cap`` the
+    context is derived instead: the longest window every model takes (:func:`single_pass_context`, at most
+    ``cap``), with stride C-1 and no excerpt, so that a text that fits is scored in one forward pass."""
     from docaudit.query.cache import StatsCache
 
+    ref_model, neighbor_model = models.ref_model, models.neighbor_model
     ref = None if ref_model is None else ref_model if isinstance(ref_model, LoadedModel) else load_model(ref_model)
     if single_pass is not None:
         context = min(single_pass_context(m, single_pass) for m in (lm, ref) if m is not None)
@@ -158,11 +162,11 @@ def build_detector(
     query = replace(query, gp=False)
     neighbors = neighbor_model
     if isinstance(neighbor_model, str):
-        neighbors = load_masked_lm(neighbor_model, config, lm.config.device)
+        neighbors = load_masked_lm(neighbor_model, config, lm.config.device, seed)
     return Detector(
-        Querier(lm, query, StatsCache() if cache else None),
+        Querier(lm, query, StatsCache() if cache else None, seed=seed),
         methods,
         config,
-        None if ref is None else Querier(ref, query, StatsCache() if cache else None),
+        None if ref is None else Querier(ref, query, StatsCache() if cache else None, seed=seed),
         neighbors,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from docaudit.config import DetectorConfig
+from docaudit.config import SEED, DetectorConfig
 from docaudit.errors import DocauditError
 from docaudit.methods.detectors.registry import PassInput, View, register, register_pass
 from docaudit.methods.detectors.tokens import _loss, n_of, text_seed
@@ -73,8 +73,11 @@ def _special_wrap(tokenizer) -> tuple[list[int], list[int]]:
     return [], []
 
 
-def load_masked_lm(spec: str, config: DetectorConfig = DetectorConfig(), device: str = "auto") -> MaskedNeighbors:
-    """Load a masked LM (local Hugging Face directory or hub id) as a neighbour generator."""
+def load_masked_lm(
+    spec: str, config: DetectorConfig = DetectorConfig(), device: str = "auto", seed: int = SEED
+) -> MaskedNeighbors:
+    """Load a masked LM (local Hugging Face directory or hub id) as a neighbour generator seeded by the run's
+    ``seed``."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from docaudit.query.models import resolve_device
@@ -86,7 +89,7 @@ def load_masked_lm(spec: str, config: DetectorConfig = DetectorConfig(), device:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise DocauditError(f"unknown neighbour model '{spec}': could not be loaded as a masked LM ({reason})") from e
     model.to(resolve_device(device))
-    return MaskedNeighbors(model, tokenizer, config.neighbors, config.neighbor_mask_ratio, config.seed)
+    return MaskedNeighbors(model, tokenizer, config.neighbors, config.neighbor_mask_ratio, seed)
 
 
 @register_pass("neighbor")

@@ -32,22 +32,23 @@ def swap_words(text: str, n_swaps: int, rng: np.random.Generator) -> str:
     return "".join(parts)
 
 
-def pac_copies(text: str, config: DetectorConfig) -> list[str]:
-    """PAC's augmented copies: copy ``c`` (0-based) makes ``max(1, int(pac_swap_ratio * n_words))`` swaps with
-    ``np.random.default_rng([seed, c, text_seed(text)])``. As yyy01/PAC ``src/eda.py`` (``eda``, ``random_swap``:
-    ``max(1, int(alpha * n_words))`` swaps of two random words per copy), except that words are whitespace runs
-    kept in place (the authors split on single spaces) and that the two positions always differ and are seeded
-    per text (the authors retry three times, then skip the swap, with a global seed)."""
+def pac_copies(text: str, config: DetectorConfig, seed: int) -> list[str]:
+    """PAC's augmented copies: copy ``c`` (0-based) makes ``max(1, int(pac_swap_ratio * n_words))`` swaps drawn
+    from the stream ``pac_swaps`` of the run's ``seed``, ``c`` and ``text_seed(text)``. As yyy01/PAC
+    ``src/eda.py`` (``eda``, ``random_swap``: ``max(1, int(alpha * n_words))`` swaps of two random words per
+    copy), except that words are whitespace runs kept in place (the authors split on single spaces) and that the
+    two positions always differ and are seeded per text (the authors retry three times, then skip the swap, with
+    a global seed)."""
     n_words = sum(1 for p in _SPACE.split(text) if p and not p.isspace())
     n_swaps = n_of(config.pac_swap_ratio, n_words)
-    seed = text_seed(text)
-    return [swap_words(text, n_swaps, stream(config.seed, "pac_swaps", c, seed)) for c in range(config.pac_copies)]
+    own = text_seed(text)
+    return [swap_words(text, n_swaps, stream(seed, "pac_swaps", c, own)) for c in range(config.pac_copies)]
 
 
 @register_pass("pac")
 def augmented(detector: PassInput, text: str) -> list[str]:
-    """PAC's augmented copies of the text (:func:`pac_copies`)."""
-    return pac_copies(text, detector.config)
+    """PAC's augmented copies of the text (:func:`pac_copies`), seeded by the run's seed its target querier holds."""
+    return pac_copies(text, detector.config, detector.target.seed)
 
 
 @register("pac", "PAC", "polarized distance of swapped-word copies minus the text's", passes=("pac",))

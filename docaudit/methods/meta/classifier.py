@@ -47,10 +47,10 @@ def _ignore(n: int) -> None:
 
 
 def build_pipeline(
-    meta: MetaConfig, norm: str = "max_tf", features: str = "hist", trees: int | None = None
+    meta: MetaConfig, seed: int, norm: str = "max_tf", features: str = "hist", trees: int | None = None
 ) -> Pipeline:
     """The unfitted meta-classifier: normalization, feature extraction, min-max scaling and the random forest (of
-    ``trees`` trees, by default ``meta.n_estimators``)."""
+    ``trees`` trees, by default ``meta.n_estimators``, seeded by the run's ``seed``)."""
     return Pipeline(
         [
             ("normalize", TokenNormalizer(method=norm, eps=meta.maxnorm_eps)),
@@ -62,7 +62,7 @@ def build_pipeline(
                     n_estimators=meta.n_estimators if trees is None else trees,
                     max_depth=meta.max_depth,
                     min_samples_leaf=meta.min_samples_leaf,
-                    random_state=meta.seed,
+                    random_state=seed,
                     n_jobs=meta.n_jobs,
                 ),
             ),
@@ -89,7 +89,7 @@ def auc_on_one_job(estimator: Pipeline, X, y) -> float:
 
 
 def select(
-    X: np.ndarray, labels: np.ndarray, meta: MetaConfig, tick: Callable[[int], None] = _ignore
+    X: np.ndarray, labels: np.ndarray, meta: MetaConfig, seed: int, tick: Callable[[int], None] = _ignore
 ) -> tuple[str, str]:
     """The (normalization, features) pair the meta-classifier uses on training documents ``X``: the only
     candidate, or the one of best mean inner-CV AUC (the first of equals, as ``GridSearchCV`` ranks them) with
@@ -97,21 +97,21 @@ def select(
     candidates = meta.candidates()
     if len(candidates) == 1:
         return candidates[0]
-    inner = StratifiedKFold(n_splits=meta.inner_folds, shuffle=True, random_state=meta.seed)
+    inner = StratifiedKFold(n_splits=meta.inner_folds, shuffle=True, random_state=seed)
     trees = min(meta.select_trees, meta.n_estimators)
     means = []
     for norm, features in candidates:
-        pipe = build_pipeline(meta, norm, features, trees)
+        pipe = build_pipeline(meta, seed, norm, features, trees)
         means.append(np.mean(cross_val_score(pipe, X, labels, cv=inner, scoring=auc_on_one_job)))
         tick(meta.inner_folds)
     return candidates[int(np.argmax(np.nan_to_num(means, nan=-np.inf)))]
 
 
 def fit_selected(
-    X: np.ndarray, labels: np.ndarray, meta: MetaConfig, tick: Callable[[int], None] = _ignore
+    X: np.ndarray, labels: np.ndarray, meta: MetaConfig, seed: int, tick: Callable[[int], None] = _ignore
 ) -> Pipeline:
     """The meta-classifier fit on ``X``: the pair :func:`select` chooses on ``X``, its full forest fit on ``X``."""
-    pipe = one_job(build_pipeline(meta, *select(X, labels, meta, tick)).fit(X, labels))
+    pipe = one_job(build_pipeline(meta, seed, *select(X, labels, meta, seed, tick)).fit(X, labels))
     tick(1)
     return pipe
 
@@ -121,12 +121,15 @@ def chosen(pipe: Pipeline) -> str:
     return f"{pipe.named_steps['normalize'].method}+{pipe.named_steps['features'].kind}"
 
 
-def fit(stats: Sequence[TokenStats], labels: ArrayLike, meta: MetaConfig, progress: bool = False) -> Pipeline:
-    """Fit the meta-classifier on all given documents (with ``progress``, a bar of its forest fits)."""
+def fit(
+    stats: Sequence[TokenStats], labels: ArrayLike, meta: MetaConfig, seed: int, progress: bool = False
+) -> Pipeline:
+    """Fit the meta-classifier (seeded by the run's ``seed``) on all given documents (with ``progress``, a bar of
+    its forest fits)."""
     labels = np.asarray(labels)
     _check_inner(labels, meta)
     with _fits_bar(meta.forest_fits(), "fitting the meta-classifier", progress) as bar:
-        return fit_selected(as_documents(stats), labels, meta, bar.update)
+        return fit_selected(as_documents(stats), labels, meta, seed, bar.update)
 
 
 def _fits_bar(total: int, desc: str, progress: bool) -> tqdm:
@@ -164,19 +167,21 @@ def evaluate(
     stats: Sequence[TokenStats],
     labels: ArrayLike,
     meta: MetaConfig,
+    seed: int,
     folds: Sequence[tuple[np.ndarray, np.ndarray]] | None = None,
     progress: bool = True,
 ) -> Evaluation:
-    """Train on k-1 chunks, score the held-out chunk, for every fold; scores are P(member)."""
+    """Train on k-1 chunks, score the held-out chunk, for every fold (folds and forests seeded by the run's
+    ``seed``); scores are P(member)."""
     labels = np.asarray(labels)
-    folds = folds or chunk_folds(labels, meta.folds, meta.seed)
+    folds = folds or chunk_folds(labels, meta.folds, seed)
     X = as_documents(stats)
     scores, fold_of, results, configs, pipelines = np.zeros(len(labels)), np.zeros(len(labels), dtype=int), [], [], []
     start = time.perf_counter()
     with _fits_bar(meta.forest_fits(len(folds)), "meta-classifier folds", progress) as bar:
         for i, (train, test) in enumerate(folds):
             _check_inner(labels[train], meta)
-            pipe = fit_selected(X[train], labels[train], meta, bar.update)
+            pipe = fit_selected(X[train], labels[train], meta, seed, bar.update)
             scores[test] = pipe.predict_proba(X[test])[:, 1]
             fold_of[test] = i
             results.append(fold_metrics(labels[test], scores[test]))

@@ -311,7 +311,11 @@ def read_card(path: Path) -> dict:
         if not isinstance(card[key], kind):
             raise DocauditError(f"classifier card {path}: '{key}' must be a {kind.__name__}")
     _check_fields(card["model_config"], ModelConfig, f"classifier card {path}: model_config")
-    _check_fields(card["query"], QueryConfig, f"classifier card {path}: query")
+    query = dict(card["query"])
+    seed = query.pop("seed", 0)  # the run's seed, recorded beside the query settings
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise DocauditError(f"classifier card {path}: query: 'seed' has the wrong type ({type(seed).__name__})")
+    _check_fields(query, QueryConfig, f"classifier card {path}: query")
     card = with_current_names(card)
     auc = card["pooled_bootstrap_95"].get("auc")
     values = [auc.get(k) for k in (INTERVAL[0], "point", INTERVAL[1])] if isinstance(auc, dict) else []
