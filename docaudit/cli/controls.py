@@ -13,10 +13,12 @@ from docaudit.cli.options import (
     format_option,
     model_config,
     model_options,
+    out_option,
+    overwrite_option,
     strict_option,
 )
 from docaudit.cli.preflight import DRY_RUN_KEY, check_inputs, dry_run_option
-from docaudit.config import ControlsConfig, ModelConfig
+from docaudit.config import CONTROLS_PRESETS, ControlsConfig, ModelConfig
 
 SETTINGS = (
     "passages",
@@ -56,22 +58,36 @@ SETTINGS = (
     help="Model that cannot have seen the books: its contrast is subtracted (forms of --model).",
     section="model",
 )
+@option(
+    "--preset",
+    type=click.Choice(sorted(CONTROLS_PRESETS)),
+    default="default",
+    show_default=True,
+    help="Named settings (fast: 16 passages of 32+32+32 tokens, 3 suffixes); options given explicitly win.",
+    section="method",
+)
 @field_options(ControlsConfig, *SETTINGS)
 @cleaning_options
+@out_option("Write controls.json, controls.csv and controls.html here.")
+@overwrite_option()
 @strict_option
 @dry_run_option
 @format_option
 @friendly_errors
-def controls(books, library, generator, reference, raw, normalize_chars, strict, fmt, **kw):
+def controls(books, library, generator, reference, preset, raw, normalize_chars, out, overwrite, strict, fmt, **kw):
     """Test BOOKS for membership against synthetic suffixes a generator writes for each book's own prefixes."""
     from docaudit import api
     from docaudit.audit.synthetic_controls import planned_cost
     from docaudit.corpus.documents import Skips
-    from docaudit.report.controls import controls_json, controls_rows, format_controls
+    from docaudit.report.controls import controls_json, controls_rows, format_controls, write_controls
     from docaudit.run import DocumentSpec
 
-    config = config_from(ControlsConfig, kw)
-    files = check_inputs(list(books), list(library) or None, strict, names=("books", "null library"))
+    given = click.get_current_context().get_parameter_source
+    config = config_from(
+        ControlsConfig, kw, **{k: v for k, v in CONTROLS_PRESETS[preset].items() if given(k).name == "DEFAULT"}
+    )
+    output = (out, "controls", overwrite, (*books, *library))
+    files = check_inputs(list(books), list(library) or None, strict, output=output, names=("books", "null library"))
     if click.get_current_context().meta.get(DRY_RUN_KEY, False):
         cost = planned_cost(len(files or []), config, 2 if reference else 1)
         click.echo(
@@ -92,10 +108,12 @@ def controls(books, library, generator, reference, raw, normalize_chars, strict,
         DocumentSpec(raw=raw, normalize_chars=normalize_chars, skips=Skips(strict)),
         show_progress(),
     )
+    if out:
+        write_controls(result, out, overwrite)
     warn_skipped(result["skipped"])
     if fmt == "json":
         echo_json(controls_json(result))
     elif fmt == "csv":
         echo_csv(controls_rows(result))
     else:
-        click.echo(format_controls(result))
+        click.echo(format_controls(result) + (f"\n\nwrote {out}" if out else ""))
