@@ -211,7 +211,7 @@ def main() -> None:
         print(json.dumps({"target": k, "dose": dose, **summary(these)}), flush=True)
         rows += these
         print(f"target {k} scored at {time.time() - began:.0f} s", file=sys.stderr)
-    result = {"settings": SETTINGS.generation_key(), "library": args.library, "all": summary(rows)}
+    result = {"settings": SETTINGS.generation_key(0), "library": args.library, "all": summary(rows)}
     result.update(era_shift=era_shift(rows), rows=rows)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps({"all": result["all"], "era_shift": result["era_shift"]}))

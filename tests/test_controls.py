@@ -244,3 +244,54 @@ def test_generation_is_seeded(tiny_gpt2):
     assert a == continuations(lm, prompts, 2, 5, options)
     assert [len(r) for rows in a for r in rows] == [5] * 4
     torch.manual_seed(0)
+
+
+def test_preset_fast_and_explicit_options_win(shelf, tiny_gpt2):
+    args = [shelf / "books", "--model", tiny_gpt2, "--null-library", shelf / "library", "--dry-run"]
+    fast = run([*args, "--preset", "fast"])
+    assert fast.exit_code == 0, fast.output
+    assert "at most 80 passages in 5 texts; 7,680 tokens generated" in fast.output  # 5 × 16 passages × 3 × 32
+    mixed = run([*args, "--preset", "fast", "--passages", "8"])
+    assert "at most 40 passages in 5 texts; 3,840 tokens generated" in mixed.output
+    assert ControlsConfig.preset("fast", samples=2).samples == 2
+    assert ControlsConfig.preset("default") == ControlsConfig()
+
+
+@pytest.mark.slow
+def test_out_writes_a_page_that_escapes_book_names(shelf, tiny_gpt2, tiny_llama, tmp_path):
+    books = tmp_path / "books"
+    books.mkdir()
+    text = next((shelf / "books").glob("*.txt")).read_text()
+    (books / "<img src=x onerror=alert(1)>.txt").write_text(text)
+    out = tmp_path / "out"
+    args = [books, "--model", tiny_llama, "--generator", tiny_gpt2, "--null-library", shelf / "library"]
+    args += [*SMALL_ARGS, "--min-library", "3", "--out", out]
+    result = run(args)
+    assert result.exit_code == 0, result.output
+    assert f"wrote {out}" in result.output
+    page = (out / "controls.html").read_text()
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page and "<img" not in page
+    assert "font-family: system-ui" in page  # the shared head of templates/base.html
+    row = json.loads((out / "controls.json").read_text())["books"][0]
+    assert f"{row['contrast']:+.4f}" in page and row["verdict"] in page
+    assert (out / "controls.csv").read_text().startswith("file,id,sha256,verdict")
+    again = run(args)
+    assert again.exit_code == 3 and "--overwrite" in again.output
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    refused = run([*args[:-1], foreign])
+    assert refused.exit_code == 3 and (foreign / "notes.txt").read_text() == "mine"
+
+
+def test_batched_rows_do_not_change_what_is_sampled(tiny_gpt2):
+    """Rows of one ``generate`` call have the same length (no padding), so a row's continuation does not depend on
+    its batch: at a temperature low enough to be greedy, batches of 1 and of 4 give the same tokens."""
+    from docaudit.query.generate import continuations
+    from docaudit.query.models import load_model
+
+    lm = load_model(ModelConfig(model=str(tiny_gpt2)))
+    prompts = [[5, 6, 7, 8], [9, 10, 11, 12], [13, 14, 15, 16]]
+    single = continuations(lm, prompts, 2, 6, {"temperature": 1e-4, "seed": 1, "batch_size": 1})
+    batched = continuations(lm, prompts, 2, 6, {"temperature": 1e-4, "seed": 2, "batch_size": 4})
+    assert single == batched

@@ -89,7 +89,8 @@ def map_books(request: MapRequest) -> MapOutcome:
 class ControlsRequest:
     """Test each of ``books`` for membership in ``model`` against synthetic suffixes ``generator`` writes for the
     books' own prefixes: the null from the never-seen texts ``library``, a ``reference`` model that cannot have
-    seen the books, or both (one at least)."""
+    seen the books, or both (one at least). With ``out``, ``controls.json``/``.csv``/``.html`` written there (a new
+    or empty folder, or an earlier controls output with ``overwrite``)."""
 
     books: Sequence[object]
     model: ModelConfig | LoadedModel = field(default_factory=ModelConfig)
@@ -99,6 +100,12 @@ class ControlsRequest:
     config: ControlsConfig = field(default_factory=ControlsConfig)
     reading: DocumentSpec = field(default_factory=DocumentSpec)
     run: RunContext = field(default_factory=RunContext)
+    out: Path | None = None
+    overwrite: bool = False
+
+    def inputs(self) -> list:
+        """Every local input: what the output folder must not be or contain."""
+        return local_inputs((self.books, self.library, self.model, self.generator, self.reference))
 
 
 @dataclass
@@ -137,13 +144,16 @@ def synthetic_controls(request: ControlsRequest) -> ControlsResult:
     from docaudit.audit.synthetic_controls import controls_audit
     from docaudit.corpus.documents import load_documents
     from docaudit.errors import DocauditError
+    from docaudit.outputs import prepare_output
     from docaudit.provenance import document_records, model_record
     from docaudit.query.progress import showing
-    from docaudit.report.controls import controls_json, controls_rows
+    from docaudit.report.controls import controls_json, controls_rows, write_controls
 
     r = request
     if r.library is None and r.reference is None:
         raise DocauditError("synthetic controls need a null: give --null-library DIR, --reference MODEL, or both")
+    if r.out is not None:
+        prepare_output(r.out, "controls", r.overwrite, r.inputs())
     reading = recorded(r.reading)
     read = (reading.raw, r.run.progress, reading.skips, reading.normalize_chars)
     docs = load_documents(r.books, *read)
@@ -167,4 +177,6 @@ def synthetic_controls(request: ControlsRequest) -> ControlsResult:
         inputs=document_records(docs, "judged") + document_records(library_docs or [], "library"),
         model=model_record(loaded["target"]),
     )
+    if r.out is not None:
+        write_controls(result, Path(r.out), r.overwrite)
     return ControlsResult(result, controls_rows(result), envelope_of("controls", controls_json(result), r.run))

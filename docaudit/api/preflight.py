@@ -303,7 +303,8 @@ def _traps_make(r: TrapsMakeRequest) -> list[Checks]:
 def _controls(r: ControlsRequest) -> list[Checks]:
     names = ("books", "null library")
     library = list(r.library) if r.library else None
-    return [Checks("controls", list(r.books), library, names=names, reading=r.reading, no_model=True)]
+    output = (r.out, "controls", r.overwrite, r.inputs())
+    return [Checks("controls", list(r.books), library, names=names, output=output, reading=r.reading, no_model=True)]
 
 
 CHECKS: dict[type, Callable[[object], list[Checks]]] = {

@@ -13,11 +13,13 @@ from docaudit.cli.options import (
     format_option,
     model_config,
     model_options,
+    out_option,
+    overwrite_option,
     seed_option,
     strict_option,
 )
 from docaudit.cli.preflight import dry_run, dry_run_option
-from docaudit.config import ControlsConfig, ModelConfig
+from docaudit.config import CONTROLS_PRESETS, ControlsConfig, ModelConfig
 from docaudit.run import DocumentSpec
 
 SETTINGS = (
@@ -57,18 +59,32 @@ SETTINGS = (
     help="Model that cannot have seen the books: its contrast is subtracted (forms of --model).",
     section="model",
 )
+@option(
+    "--preset",
+    type=click.Choice(sorted(CONTROLS_PRESETS)),
+    default="default",
+    show_default=True,
+    help="Named settings (fast: 16 passages of 32+32+32 tokens, 3 suffixes); options given explicitly win.",
+    section="method",
+)
 @field_options(ControlsConfig, *SETTINGS)
 @seed_option("controls")
 @cleaning_options
+@out_option("Write controls.json, controls.csv and controls.html here.")
+@overwrite_option()
 @strict_option
 @dry_run_option
 @format_option
 @friendly_errors
-def controls(books, library, generator, reference, raw, normalize_chars, strict, fmt, **kw):
+def controls(books, library, generator, reference, preset, raw, normalize_chars, out, overwrite, strict, fmt, **kw):
     """Test BOOKS for membership against synthetic suffixes a generator writes for each book's own prefixes."""
     from docaudit import api
     from docaudit.report.controls import format_controls
 
+    given = click.get_current_context().get_parameter_source
+    config = config_from(
+        ControlsConfig, kw, **{k: v for k, v in CONTROLS_PRESETS[preset].items() if given(k).name == "DEFAULT"}
+    )
     target = model_config(kw)
     device = {"device": target.device, "dtype": target.dtype}
     request = api.ControlsRequest(
@@ -77,9 +93,11 @@ def controls(books, library, generator, reference, raw, normalize_chars, strict,
         ModelConfig(model=generator, **device),
         None if reference is None else ModelConfig(model=reference, **device),
         list(library) or None,
-        config_from(ControlsConfig, kw),
+        config,
         DocumentSpec(raw=raw, normalize_chars=normalize_chars, strict=strict),
         run_context(seed=kw["seed"]),
+        out,
+        overwrite,
     )
     if dry_run():
         [estimate] = api.estimate(request)
@@ -94,6 +112,6 @@ def controls(books, library, generator, reference, raw, normalize_chars, strict,
     result = api.synthetic_controls(request)
     warn_skipped(result.controls["skipped"])
     if fmt == "table":
-        click.echo(format_controls(result.controls))
+        click.echo(format_controls(result.controls) + (f"\n\nwrote {out}" if out else ""))
     else:
         echo_result(result, fmt)

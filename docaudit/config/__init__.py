@@ -26,7 +26,7 @@ from docaudit.config.base import (
     check_range,
     setting,
 )
-from docaudit.config.controls import ControlsConfig
+from docaudit.config.controls import CONTROLS_PRESETS, ControlsConfig
 from docaudit.config.inputs import (
     GROUP_SEPARATOR,
     HUB_PROBE_SECONDS,
@@ -45,6 +45,7 @@ from docaudit.config.seed import SEED, SEED_HELP
 
 __all__ = [
     "ControlsConfig",
+    "CONTROLS_PRESETS",
     "PACKAGE_DIR",
     "DEFAULT_CLASSIFIER",
     "MANIFESTS_DIR",

@@ -51,6 +51,13 @@ class ControlsConfig:
     def passage_tokens(self) -> int:
         return self.context_tokens + self.prefix_tokens + self.suffix_tokens
 
+    @classmethod
+    def preset(cls, name: str, **overrides) -> ControlsConfig:
+        """The settings of a named preset (``CONTROLS_PRESETS``), then ``overrides``."""
+        if name not in CONTROLS_PRESETS:
+            raise DocauditError(f"--preset {name!r} is not one of {', '.join(sorted(CONTROLS_PRESETS))}")
+        return cls(**CONTROLS_PRESETS[name] | overrides)
+
     def generation_key(self, seed: int) -> dict:
         """The settings that decide the generated text, with the run's ``seed`` (with the book and the generator
         they key its cache; the same seed gives the same key as when the seed was a setting here)."""
@@ -67,3 +74,13 @@ class ControlsConfig:
     def used(self, seed: int) -> dict:
         """The settings as written into the output, with the run's ``seed`` where it has always stood."""
         return with_seed(asdict(self), seed, after="alpha")
+
+
+#: Named settings of ``controls --preset``. ``fast``: 16 passages of 32 + 32 + 32 generator tokens and 3 synthetic
+#: suffixes (one serves the placebo), 1,536 generated and about 6,200 scored tokens per book and scoring model
+#: instead of 6,144 and 23,200: sized so that one book with the embedded Gemma as generator and target stays within
+#: about 15 CPU minutes on 2 cores (measured in docs/benchmarks.md); 16 passages still give 4 blocks of 4.
+CONTROLS_PRESETS: dict[str, dict] = {
+    "default": {},
+    "fast": {"passages": 16, "context_tokens": 32, "prefix_tokens": 32, "suffix_tokens": 32, "samples": 3},
+}

@@ -199,8 +199,7 @@ def verdict_summary(info: dict) -> str:
 
 def render_html(report: ContaminationReport, images: Path) -> str:
     """The report page, from the package's jinja2 template with every value escaped."""
-    import jinja2
-
+    from docaudit.report.pages import render_page
     from docaudit.report.plots import png_data_uri
     from docaudit.report.tables import beyond_blind_sentence
 
@@ -234,12 +233,8 @@ def render_html(report: ContaminationReport, images: Path) -> str:
         ("Tokenizer hash", prov["tokenizer"]),
         ("Command", prov["command"]),
     ]
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    return env.get_template("contamination.html").render(
+    return render_page(
+        "contamination.html",
         n_books=info["n_books"],
         method=info["method_title"],
         model=info["model_identity"],

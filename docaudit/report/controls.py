@@ -1,8 +1,11 @@
 """What ``docaudit controls`` prints: per book the verdict line first, then the contrast with its interval, the
-placebo and the cost; as rows for JSON and CSV."""
+placebo and the cost; as rows for JSON and CSV; and, with ``--out``, the same as files and an HTML page."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from docaudit.inference.verdicts import EVIDENCE, INCONCLUSIVE
 from docaudit.report.verdicts import _num, verdict_line
 
 
@@ -73,3 +76,42 @@ def format_controls(result: dict) -> str:
             )
         lines.append("")
     return "\n".join(lines).rstrip()
+
+
+def render_html(result: dict) -> str:
+    """The page of the run: the null, and per book its verdict, contrast with its 95% interval, p, q and placebo
+    (every value escaped: the books' names are the user's)."""
+    from docaudit.report.pages import render_page
+
+    rows = [
+        {
+            "id": r["id"],
+            "verdict": r["verdict"],
+            "reason": r["reason"],
+            "css": {EVIDENCE: "evidence", INCONCLUSIVE: "inconclusive"}.get(r["verdict"], ""),
+            "contrast": _num(r["contrast"], "+.4f"),
+            "interval": f"{_num(r['contrast_ci_low'], '+.4f')} to {_num(r['contrast_ci_high'], '+.4f')}",
+            "p_value": _num(r["p_value"]),
+            "q_value": _num(r["q_value"]),
+            "placebo": _num(r["placebo"], "+.4f"),
+            "passages": r["passages"],
+        }
+        for r in controls_rows(result)
+    ]
+    roles = (("target", result["model"]), ("generator", result["generator"]), ("reference", result["reference"]))
+    models = [(role, f"{m['id']} ({m['identity']})") for role, m in roles if m is not None]
+    return render_page("controls.html", rows=rows, null=result["null"], settings=result["settings"], models=models)
+
+
+def write_controls(result: dict, out: Path, overwrite: bool = False) -> None:
+    """``controls.json``, ``controls.csv`` and a self-contained ``controls.html`` into ``out`` (a new or empty
+    folder, or an earlier controls output with ``overwrite``), written whole or not at all."""
+    import pandas as pd
+
+    from docaudit.io import json_text
+    from docaudit.outputs import staged_dir
+
+    with staged_dir(Path(out), "controls", overwrite) as tmp:
+        (tmp / "controls.json").write_text(json_text(controls_json(result)), encoding="utf-8")
+        pd.DataFrame(controls_rows(result)).to_csv(tmp / "controls.csv", index=False)
+        (tmp / "controls.html").write_text(render_html(result), encoding="utf-8")

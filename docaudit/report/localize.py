@@ -125,20 +125,12 @@ def write_map(result: MapResult, out: Path, overwrite: bool = False) -> None:
 
 def render_html(result: MapResult, image: Path) -> str:
     """The map's page from the package's jinja2 template, every value escaped."""
-    import jinja2
-
+    from docaudit.report.pages import render_page
     from docaudit.report.plots import png_data_uri
 
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
     frame = map_frame(result)
     books = [
         {"line": book_line(b, result.info), "rows": frame[frame.file == b["file"]].to_dict(orient="records")}
         for b in result.books
     ]
-    return env.get_template("map.html").render(
-        books=books, info=result.info, image=png_data_uri(image), number=_number, band=_band
-    )
+    return render_page("map.html", books=books, info=result.info, image=png_data_uri(image), number=_number, band=_band)
