@@ -177,7 +177,7 @@ def trained(tmp_path_factory, tiny_gpt2) -> Path:
     cache holds its entries), for the tests that predict with one or edit copies of it."""
     from docaudit.cli import main
 
-    dirs = document_sets(tmp_path_factory.mktemp("sets"))
+    dirs = document_sets(tmp_path_factory.mktemp("trained-sets"))
     out = tmp_path_factory.mktemp("models") / "tiny"
     args = ["train", "--members", dirs["mem"], "--nonmembers", dirs["non"], "--model", tiny_gpt2, "--out", out]
     args += ["--context", "16", "--trees", "20", "--bins", "20", "--norm", "max_tf", "--features", "hist"]

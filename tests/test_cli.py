@@ -297,7 +297,7 @@ def test_predict_asks_to_retrain_an_older_classifier_and_refuses_tampered_fold_m
     auc = card["pooled_bootstrap_95"]["auc"]["point"]
     assert card["warning"] == shift_warning(card["blind"]["blind_auc"], auc) and "pooled" in card["quality"]
     assert card["conformal"]["n_nonmembers"] == 4 and len(card["conformal"]["nonmember_scores"]) == 2
-    book = sorted(trained.parent.parent.glob("sets*/mem/*.txt"))[0]
+    book = sorted(trained.parent.parent.glob("trained-sets*/mem/*.txt"))[0]
     old = tmp_path / "old"
     shutil.copytree(trained, old)
     (old / "folds.skops").unlink()
@@ -328,7 +328,7 @@ def test_predict_asks_to_retrain_an_older_classifier_and_refuses_tampered_fold_m
 
 
 def test_predict_refuses_an_alpha_outside_0_1(trained):
-    book = sorted(trained.parent.parent.glob("sets*/mem/*.txt"))[0]
+    book = sorted(trained.parent.parent.glob("trained-sets*/mem/*.txt"))[0]
     assert_clean_error(run("predict", "--classifier", trained, "--alpha", "0", book), "--alpha must be in (0, 1)")
 
 
