@@ -58,9 +58,9 @@ class TimedWorker(distributed._Worker):
         super().__init__()
         self.tasks: list[tuple[float, object]] = []
 
-    def stats(self, model, query, items):
+    def stats(self, model, query, seed, items):
         started = time.perf_counter()
-        out = super().stats(model, query, items)
+        out = super().stats(model, query, seed, items)
         self.tasks.append((time.perf_counter() - started, out))
         return out
 
@@ -150,7 +150,7 @@ def on_ray(querier, query, items, workers: int, threads: int, folder: Path) -> d
             started = time.perf_counter()
             first = [(items[0][0], sha256_text(items[0][0]))]
             on_workers = replace(querier.lm.config, device=pool.device)
-            ray.get([a.stats.remote(on_workers, query, first) for a in pool.actors])  # each has the model
+            ray.get([a.stats.remote(on_workers, query, querier.seed, first) for a in pool.actors])  # each has the model
             out["other_model_loads_s"] = time.perf_counter() - started
             ray.get([a.forget.remote() for a in pool.actors])
             processes = [psutil.Process(pid) for pid in ray.get([a.ping.remote() for a in pool.actors])]

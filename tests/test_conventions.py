@@ -128,10 +128,10 @@ def test_cache_info_and_clear_touch_only_docaudit_entries(sets, tiny_gpt2, tmp_p
     stats = summary["kinds"]["stats"]
     assert stats["entries"] == len(entries) == 4 and stats["bytes"] == sum(p.stat().st_size for p in entries)
     # and the memo of the model folder's weights hash, and the throughput this run measured
-    assert summary["entries"] == 6 and summary["kinds"]["rates"]["entries"] == 1
+    assert summary["entries"] == 7 and summary["kinds"]["rates"]["entries"] == 2  # the querier's rate, score's rest
     ((model, row),) = summary["models"].items()
     assert model.startswith("local@") and row["entries"] == 4
-    assert "6 entries" in run("cache", "info").stdout
+    assert "7 entries" in run("cache", "info").stdout
     stats = tmp_path / "cache" / "stats"
     foreign = [stats / "notes.txt", stats / "ab" / "mine.npz", stats / "ab" / ("c" * 64 + ".npz")]
     for f in foreign:
@@ -149,7 +149,7 @@ def test_cache_info_and_clear_touch_only_docaudit_entries(sets, tiny_gpt2, tmp_p
 def test_cache_clear_asks_before_deleting(sets, tiny_gpt2):
     assert run("score", "--model", tiny_gpt2, "--context", "32", "--methods", "loss", sets["mem"]).exit_code == 0
     no = run("cache", "clear")
-    assert no.exit_code != 0 and json.loads(run("cache", "info", "--format", "json").stdout)["entries"] == 6
+    assert no.exit_code != 0 and json.loads(run("cache", "info", "--format", "json").stdout)["entries"] == 7
 
 
 @pytest.fixture()

@@ -319,7 +319,7 @@ def test_an_evaluation_with_many_jobs_gives_the_same_bytes_twice():
     meta = MetaConfig(
         n_estimators=100, bins=10, n_jobs=8, norm="auto", norms=("none", "max_tf"), features="hist", folds=2
     )
-    runs = [evaluate(stats, labels, meta, progress=False) for _ in range(2)]
+    runs = [evaluate(stats, labels, meta, 0, progress=False) for _ in range(2)]
     assert runs[0].scores.tobytes() == runs[1].scores.tobytes() and runs[0].configs == runs[1].configs
 
 

@@ -97,7 +97,8 @@ def test_predict_p_values_recomputed_from_the_classifier_folder(judged):
     folds = sio.loads((out / "folds.skops").read_bytes(), trusted=trusted_types(FOLD_NODES))
     docs = load_documents([r["file"] for r in rows], raw=card["raw"], normalize_chars=card["normalize_chars"])
     lm = load_model(ModelConfig(model=str(model)))
-    stats = query_documents(open_querier(lm, QueryConfig(**card["query"])), docs)
+    query, seed = QueryConfig.recorded(card["query"])
+    stats = query_documents(open_querier(lm, query, seed=seed), docs)
     X, y = saved["features"], saved["labels"]
     pipe = saved["pipeline"]
     rows_new = pipe[:-1].transform(as_documents(stats))
