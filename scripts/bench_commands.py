@@ -102,50 +102,33 @@ class PassTimer:
         Querier.compute_many, Querier.compute = self.saved
 
 
-def estimates(lm, sets: dict, scale_snippets: int, work: Path) -> dict:
-    """Each command's estimated seconds (no model load: the commands reuse the loaded one), from its documents'
-    lengths, as ``--dry-run`` computes it."""
-    from docaudit.audit import costs
-    from docaudit.config import ContaminationConfig, MetaConfig, QueryConfig
-    from docaudit.config.rules import TOKENS_PER_WORD
-    from docaudit.methods.detectors.registry import default_methods
+def estimate_s(request) -> tuple[float, dict]:
+    """The request's estimated seconds as ``--dry-run`` computes them (``api.estimate``), less loading the model
+    (the commands reuse the loaded one), and each step's."""
+    from docaudit import api
 
-    def tokens(*folders) -> list[int]:
-        """The documents' sizes in bytes (the cost model turns them into tokens at the measured bytes per token)."""
-        return [p.stat().st_size for f in folders for p in sorted(Path(f).iterdir())]
-
-    model, default = lm.config, tuple(default_methods())
-    report = ContaminationConfig()
-    snippet_tokens = round(scale_snippets * report.snippet_words * TOKENS_PER_WORD)
-    plans = {
-        "score": (costs.Shape("score", default), tokens(sets["score"]), QueryConfig()),
-        "sequence": (
-            costs.Shape("sequence", default),
-            tokens(sets["seq_m"], sets["seq_n"]),
-            QueryConfig(context=2048),
-        ),
-        "report": (
-            costs.Shape("report", (report.method,)),
-            tokens(sets["books"], sets["cal_m"], sets["cal_n"]),
-            QueryConfig(max_tokens=snippet_tokens),
-        ),
-        "evaluate": (
-            costs.Shape("evaluate", default, meta=MetaConfig(folds=2), folds=2, blind=True, beyond=True),
-            tokens(sets["ev_m"], sets["ev_n"]),
-            QueryConfig(),
-        ),
-    }
-    out = {}
-    for name, (shape, lengths, query) in plans.items():
-        plan = costs.command_plan(shape, lengths, query, model, load=False)
-        out[name] = {
-            "estimate_s": round(plan.seconds, 2),
-            "estimate_steps": {step.name: round(step.seconds, 2) for step in plan.steps},
-        }
-    return out
+    plan = api.estimate(request)[0].plan()
+    steps = {s.name: s.seconds for s in plan.steps if s.name != "loading the model"}
+    return round(sum(steps.values()), 2), {k: round(v, 2) for k, v in steps.items()}
 
 
-def run_commands(lm, work: Path, scale: float, commands, earlier: Path | None = None, save: Path | None = None) -> dict:
+def whole_books(folder: Path, group: str, n: int, skip: int = 0) -> Path:
+    """Copies of ``n`` whole books of the corpus's ``group`` (after the first ``skip``)."""
+    folder.mkdir(parents=True)
+    for book in sorted((CORPUS / group).glob("*.txt"))[skip : skip + n]:
+        shutil.copyfile(book, folder / book.name)
+    return folder
+
+
+def run_commands(
+    lm,
+    work: Path,
+    scale: float,
+    commands,
+    earlier: Path | None = None,
+    save: Path | None = None,
+    issue: bool = False,
+) -> dict:
     from docaudit import api
     from docaudit.audit.specs import EvaluationSpec, ReportSpec
     from docaudit.config import ContaminationConfig, MetaConfig, QueryConfig
@@ -164,29 +147,37 @@ def run_commands(lm, work: Path, scale: float, commands, earlier: Path | None = 
         "ev_m": write_excerpts(work / "ev_m", "members", n(20), n(1500)),
         "ev_n": write_excerpts(work / "ev_n", "nonmembers", n(20), n(1500)),
     }
+    snippets = ContaminationConfig(snippets=n(10))
+    evaluation, ev_query = EvaluationSpec(MetaConfig(folds=2), folds=2), QueryConfig()
+    if issue:  # the sizes of the issue's runs: whole books, 10 snippets of 128 words, 6 + 6 books at 512 tokens
+        sets["books"] = work / "books-issue"
+        sets["books"].mkdir()
+        for group in ("members", "nonmembers"):
+            for book in sorted((CORPUS / group).glob("*.txt"))[10:12]:
+                shutil.copyfile(book, sets["books"] / book.name)
+        sets["cal_m"] = whole_books(work / "cal_m-issue", "members", 5)
+        sets["cal_n"] = whole_books(work / "cal_n-issue", "nonmembers", 5)
+        sets["ev_m"] = whole_books(work / "ev_m-issue", "members", 6, skip=5)
+        sets["ev_n"] = whole_books(work / "ev_n-issue", "nonmembers", 6, skip=5)
+        snippets = ContaminationConfig(snippets=10, snippet_words=128)
+        evaluation, ev_query = EvaluationSpec(), QueryConfig(max_tokens=512)
+    model = api.ModelSpec(lm)
+    requests = {
+        "score": api.ScoreRequest([sets["score"]], model),
+        "sequence": api.SequenceRequest([sets["seq_m"]], [sets["seq_n"]], models=model),
+        "report": api.ReportRequest(
+            [sets["books"]], [sets["cal_m"]], [sets["cal_n"]], work / "report-out", models=model,
+            spec=ReportSpec(snippets),
+        ),
+        "evaluate": api.EvaluateRequest(
+            [sets["ev_m"]], [sets["ev_n"]], models=model, query=ev_query, spec=evaluation
+        ),
+    }  # fmt: skip
     runs = {
-        "score": lambda: api.score(api.ScoreRequest([sets["score"]], api.ModelSpec(lm))),
-        "sequence": lambda: api.sequence(
-            api.SequenceRequest([sets["seq_m"]], [sets["seq_n"]], models=api.ModelSpec(lm))
-        ),
-        "report": lambda: api.report(
-            api.ReportRequest(
-                [sets["books"]],
-                [sets["cal_m"]],
-                [sets["cal_n"]],
-                work / "report-out",
-                models=api.ModelSpec(lm),
-                spec=ReportSpec(ContaminationConfig(snippets=n(10))),
-            )
-        ),
-        "evaluate": lambda: api.evaluate(
-            api.EvaluateRequest(
-                [sets["ev_m"]],
-                [sets["ev_n"]],
-                models=api.ModelSpec(lm),
-                spec=EvaluationSpec(MetaConfig(folds=2), folds=2),
-            )
-        ),
+        "score": api.score,
+        "sequence": api.sequence,
+        "report": api.report,
+        "evaluate": api.evaluate,
     }
     counter = Forwards(getattr(lm.model, "base_model", lm.model))  # the trunk: every pass goes through it
     timer = PassTimer()
@@ -215,7 +206,10 @@ def run_commands(lm, work: Path, scale: float, commands, earlier: Path | None = 
                 if entry.exists():
                     shutil.copy(entry, rates._path(name))
         shutil.copytree(rates.cache_root() / rates.RATES_FOLDER, kept)
-        planned = estimates(lm, sets, n(10), work)
+        planned = {}
+        for name in commands:
+            total, steps = estimate_s(requests[name])
+            planned[name] = {"estimate_s": total, "estimate_steps": steps}
         for name in commands:
             os.environ["DOCAUDIT_CACHE"] = str(work / f"cache-{name}")  # every command starts from an empty cache
             (work / f"cache-{name}").mkdir()
@@ -223,7 +217,7 @@ def run_commands(lm, work: Path, scale: float, commands, earlier: Path | None = 
             counter.reset()
             timer.seconds = 0.0
             t, cpu = time.perf_counter(), time.process_time()
-            runs[name]()
+            runs[name](requests[name])
             out[name] = _row(counter, time.perf_counter() - t)
             out[name]["cpu_s"] = round(time.process_time() - cpu, 2)
             out[name]["over_querier"] = out[name]["tokens_per_s"] / out["querier"]["tokens_per_s"]
@@ -256,6 +250,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--model", default=None, help="Hub id or local directory (default: embedded Gemma-3-270M).")
     ap.add_argument("--tiny", action="store_true", help="A small Llama built from its config (random weights).")
     ap.add_argument("--scale", type=float, default=1.0, help="Scale of the document sets (default 1).")
+    ap.add_argument(
+        "--issue-sizes",
+        action="store_true",
+        help="evaluate 6 + 6 whole books at --max-tokens 512 (5 folds), report 10 snippets of 128 words of 4 "
+        "books calibrated on 5 + 5 whole books.",
+    )
     ap.add_argument("--commands", default=",".join(COMMANDS), help="Comma-separated subset of the commands.")
     ap.add_argument("--json", default=None, help="Write the result as JSON to this file ('-': stdout).")
     ap.add_argument("--save-rates", type=Path, default=None, help="Keep the rates the commands measured here.")
@@ -292,12 +292,13 @@ def main(argv=None) -> dict:
         t = time.perf_counter()
         lm = load_model(config)
         load = {"seconds": round(time.perf_counter() - t, 2), "estimate_s": round(estimated_load, 2)}
-        rows = run_commands(lm, work, args.scale, commands, args.rates, args.save_rates)
+        rows = run_commands(lm, work, args.scale, commands, args.rates, args.save_rates, args.issue_sizes)
     result = {
         "model": lm.identity,
         "cpu": cpu_name(),
         "loadavg": [round(x, 2) for x in os.getloadavg()],
         "scale": args.scale,
+        "issue_sizes": args.issue_sizes,
         "load": load,
         **rows,
     }

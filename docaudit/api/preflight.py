@@ -195,8 +195,11 @@ def _methods(methods: Sequence[str] | str | None) -> str | None:
 
 
 def _model(model: object) -> ModelConfig:
-    """The model configuration an estimate is made for (a model already loaded: the default's rates)."""
-    return model if isinstance(model, ModelConfig) else ModelConfig()
+    """The model configuration an estimate is made for (a model already loaded: its own configuration's rates)."""
+    if isinstance(model, ModelConfig):
+        return model
+    config = getattr(model, "config", None)
+    return config if isinstance(config, ModelConfig) else ModelConfig()
 
 
 def _train(r: TrainRequest) -> list[Checks]:
