@@ -119,6 +119,11 @@ def test_extra_passes_are_batched(lms, one_thread):
         np.testing.assert_allclose(batched.scores[m], [r[m] for r in rows], rtol=1e-5, atol=1e-6, err_msg=m)
 
 
+def _opened(querier):
+    """The querier's backend, opened (a model whose weights wait for the first pass opens it then)."""
+    return querier.backend.open() if hasattr(querier.backend, "open") else querier.backend
+
+
 def test_onednn_head_equals_reference(lms, monkeypatch, one_thread):
     """The pre-packed oneDNN head (used for large float32 heads on the CPU; forced here on a tiny one) gives the
     reference's values, dense in and out where torch has oneDNN's pointwise linear."""
@@ -131,7 +136,7 @@ def test_onednn_head_equals_reference(lms, monkeypatch, one_thread):
     monkeypatch.setattr(backend, "ONEDNN_MIN_WEIGHT", 0)
     lm = lms["llama"]
     querier = Querier(lm, QueryConfig(context=16, stride=15))
-    head = querier.backend._head
+    head = _opened(querier)._head
     assert head.packed is not None
     assert head.dense_io == hasattr(torch.ops.mkldnn, "_linear_pointwise")
     ids = querier.token_ids(_texts(1, 800)[0], "0" * 64)[:45]
@@ -139,3 +144,27 @@ def test_onednn_head_equals_reference(lms, monkeypatch, one_thread):
     ref, _ = naive_token_stats(lm.model, ids.tolist(), 16, 15, querier.bos)
     for name in ("logp", "max_logp", "mu", "sigma"):
         np.testing.assert_allclose(getattr(stats, name), ref[name], atol=1e-5, rtol=0, err_msg=name)
+
+
+def test_backends_share_the_prepared_head_until_its_weight_changes(tiny_llama, monkeypatch, one_thread):
+    """Every backend opened on a model shares its trunk and packed head (made once: seconds on a large model), and
+    a head trained in place since is packed again, so a second query sees the new weights (the packed weight is a
+    copy)."""
+    import torch
+
+    from docaudit.query.backends import transformers as backend
+
+    monkeypatch.setattr(backend, "ONEDNN_MIN_WEIGHT", 0)
+    lm = load_model(ModelConfig(model=str(tiny_llama)))
+    first, second = (Querier(lm, QueryConfig(context=16, stride=15)) for _ in range(2))
+    assert _opened(first)._head is _opened(second)._head
+    ids = first.token_ids(_texts(1, 800)[0], "0" * 64)[:45]
+    before = first.compute(ids)
+    with torch.no_grad():
+        lm.model.get_output_embeddings().weight.mul_(1.5)
+    changed = Querier(lm, QueryConfig(context=16, stride=15))
+    assert _opened(changed)._head is not _opened(first)._head
+    after = changed.compute(ids)
+    ref, _ = naive_token_stats(lm.model, ids.tolist(), 16, 15, changed.bos)
+    np.testing.assert_allclose(after.logp, ref["logp"], atol=1e-5, rtol=0)
+    assert not np.allclose(after.logp, before.logp, atol=1e-3)

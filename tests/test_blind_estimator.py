@@ -106,3 +106,23 @@ def test_one_class_or_mismatched_labels_are_refused():
         BlindClassifier().fit(texts, np.ones(8))
     with pytest.raises(DocauditError, match="labels"):
         BlindClassifier().fit(texts, y[:6])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_fold_models_kept_score_as_a_refit_does(kind):
+    """``evaluate_blind`` keeps each fold's fitted model; what reuses them (the report's blind p-values, a card's
+    conformal section) gets the scores a refit on the same folds gives, and nothing on other folds."""
+    from docaudit.methods.blind import fit_fold, fitted_on, fold_scores
+
+    texts, y = texts_and_labels()
+    features = BlindFeatures(texts)
+    folds = chunk_folds(y, 3, 0)
+    blind = evaluate_blind(features, y, folds, kinds=(kind,), seed=0)
+    kept = fitted_on(blind, kind, folds)
+    assert kept is not None and len(kept) == 3
+    for model, (train, test) in zip(kept, folds):
+        refit = fit_fold(BlindFeatures(texts), kind, y, train, 0)
+        np.testing.assert_array_equal(
+            fold_scores(model, features, kind, test), fold_scores(refit, features, kind, test)
+        )
+    assert fitted_on(blind, kind, chunk_folds(y, 3, 1)) is None and fitted_on(blind, "other", folds) is None

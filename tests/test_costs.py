@@ -49,9 +49,12 @@ def test_evaluate_counts_every_step_at_the_measured_rates():
     assert steps["model passes: documents"] == pytest.approx(1310 / 500)
     assert steps["model passes: lower"] == pytest.approx(sequences / 500)
     assert steps["model passes: pac (5 per text)"] == pytest.approx(5 * sequences / 500)
-    # two folds, each 10 candidates x 3 inner folds of 100 trees and the chosen pair's 500
-    assert steps["meta-classifier (model selection and fits)"] == pytest.approx(2 * (10 * 3 * 100 + 500) * 0.002)
-    # the rest (blind baselines, beyond-blind refits, bootstraps, scoring): its documented rate per pass token
+    # two folds, each 10 candidates x 3 inner folds and the chosen pair's 500 trees, and the beyond-blind
+    # comparison's 3 inner refits; a training fold holds 1 of the 3 documents, so the search's forests have the
+    # fewest trees, 20
+    trees = 2 * (10 * 3 * 20 + 500) + 2 * 3 * 20
+    assert steps["meta-classifier (model selection and fits)"] == pytest.approx(trees * 0.002)
+    # the rest (blind baselines, bootstraps, scoring): its documented rate per pass token
     passed = 1310 + sequences + 5 * sequences
     rest = OTHER_SECONDS_PER_TOKEN["evaluate"]
     assert steps["the rest (tokenizing, scoring, blind baselines, bootstraps)"] == pytest.approx(passed * rest)

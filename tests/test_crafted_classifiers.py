@@ -307,7 +307,7 @@ def test_a_fitted_forest_gives_the_same_bytes_on_every_prediction_with_many_jobs
     """With ``n_jobs`` > 1, the trees' probabilities were added in the order the threads finished: ten predictions
     of the same documents gave ten different arrays."""
     stats, labels = synthetic_stats(60), np.array([0, 1] * 30)
-    meta = MetaConfig(n_estimators=300, bins=10, n_jobs=8, norm="max_tf", features="hist")
+    meta = MetaConfig(n_estimators=300, bins=10, n_jobs=8, parallel_from=0, norm="max_tf", features="hist")
     estimator = fit(stats, labels, meta, 0)
     X = as_documents(synthetic_stats(200, seed=1))
     assert len({estimator.predict_proba(X).tobytes() for _ in range(10)}) == 1
@@ -317,7 +317,14 @@ def test_a_fitted_forest_gives_the_same_bytes_on_every_prediction_with_many_jobs
 def test_an_evaluation_with_many_jobs_gives_the_same_bytes_twice():
     stats, labels = synthetic_stats(60), np.array([0, 1] * 30)
     meta = MetaConfig(
-        n_estimators=100, bins=10, n_jobs=8, norm="auto", norms=("none", "max_tf"), features="hist", folds=2
+        n_estimators=100,
+        bins=10,
+        n_jobs=8,
+        parallel_from=0,
+        norm="auto",
+        norms=("none", "max_tf"),
+        features="hist",
+        folds=2,
     )
     runs = [evaluate(stats, labels, meta, 0, progress=False) for _ in range(2)]
     assert runs[0].scores.tobytes() == runs[1].scores.tobytes() and runs[0].configs == runs[1].configs

@@ -56,3 +56,26 @@ def test_evaluation_bar_counts_every_fit(capsys):
     assert "meta-classifier folds" in err and "2/2" in err
     classifier.evaluate(stats, labels, meta, 0, progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_search_forests_grow_with_the_training_documents():
+    """The search's forests: 3 trees per training document, at least 20, at most ``select_trees`` (and never more
+    than the final forest); every forest of a fold's search has that many trees."""
+    meta = MetaConfig()
+    assert [meta.search_trees(n) for n in (1, 6, 7, 20, 33, 34, 1000)] == [20, 20, 21, 60, 99, 100, 100]
+    assert MetaConfig(n_estimators=50).search_trees(1000) == 50 and meta.search_trees() == 100
+    rng = np.random.default_rng(0)
+    stats, labels = synthetic_stats(14, rng), np.array([0, 1] * 7)
+    grown = []
+    original = classifier.build_pipeline
+
+    def spy(*args, **kwargs):
+        pipe = original(*args, **kwargs)
+        grown.append(pipe.named_steps["forest"].n_estimators)
+        return pipe
+
+    meta = replace(META, select_trees=100, n_estimators=200)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(classifier, "build_pipeline", spy)
+        classifier.fit_selected(classifier.as_documents(stats), labels, meta, 0)
+    assert grown == [3 * 14] * len(meta.candidates()) + [200]

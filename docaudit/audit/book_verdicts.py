@@ -30,7 +30,7 @@ from docaudit.inference.calibration import calibration_problems, detection_rates
 from docaudit.inference.conformal import cross_conformal_p
 from docaudit.inference.snippet_rates import compared_count, debiased_interval, matched_rate_p, subsample
 from docaudit.inference.verdicts import DEFAULT_ALPHA, run_verdicts
-from docaudit.methods.blind import BlindFeatures, fit_fold, fold_scores
+from docaudit.methods.blind import BlindFeatures, fit_fold, fitted_on, fold_scores
 from docaudit.metrics import chunk_folds
 from docaudit.seeds import stream
 
@@ -96,8 +96,9 @@ def blind_p_values(groups: dict[str, list[Document]], blind: dict | None, folds:
     features = BlindFeatures([d.text for d in cal])
     books = BlindFeatures([d.text for d in groups["audited"]], features.max_chars)
     book_scores, held = [], []
-    for train, test in splits:
-        model = fit_fold(features, kind, labels, train, seed)
+    fitted = fitted_on(blind, kind, splits)  # the blind baseline's own fits when it ran on these folds
+    for i, (train, test) in enumerate(splits):
+        model = fit_fold(features, kind, labels, train, seed) if fitted is None else fitted[i]
         book_scores.append(fold_scores(model, books, kind))
         held.append(fold_scores(model, features, kind, test[labels[test] == 0]))
     p = cross_conformal_p(book_scores, held, factor=1)

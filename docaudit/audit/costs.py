@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from docaudit.config import DetectorConfig, MetaConfig, ModelConfig, QueryConfig
+from docaudit.config import BeyondBlindConfig, DetectorConfig, MetaConfig, ModelConfig, QueryConfig
 from docaudit.config.rules import (
     CHARS_PER_TOKEN,
     LOAD_SECONDS,
@@ -142,11 +142,19 @@ def sequence_tokens(tokens: Sequence[int], query: QueryConfig, n_sequences: int)
     return sum(min(n_sequences, windows_of(n, query.context, stride)) * min(n, query.context) for n in tokens)
 
 
-def add_meta(plan: Plan, meta: MetaConfig, folds: int, final_fit: bool) -> None:
+def add_meta(plan: Plan, meta: MetaConfig, folds: int, final_fit: bool, beyond: bool = False) -> None:
     """The meta-classifier's forests: one fit per fold (the inner search included) and, with ``final_fit``
-    (``train``), one on every document."""
-    n = folds + final_fit
-    plan.add_trees("meta-classifier (model selection and fits)", meta.trees(n), meta.forest_fits(n))
+    (``train``), one on every document; with ``beyond``, the beyond-blind comparison's refits (inner folds of every
+    outer fold, with the search's smaller forests: ``methods.beyond_blind.meta_scorer``)."""
+    training = plan.documents * (folds - 1) // max(folds, 1)  # documents of a training fold
+    trees = meta.trees(folds, training) + (meta.trees(1, plan.documents) if final_fit else 0)
+    fits = meta.forest_fits(folds + final_fit)
+    if beyond:
+        inner = BeyondBlindConfig().inner_folds
+        refits = folds * inner
+        trees += refits * meta.search_trees(training * (inner - 1) // inner)
+        fits += refits
+    plan.add_trees("meta-classifier (model selection and fits)", trees, fits)
 
 
 def other_rate(variant: str) -> tuple[float, bool]:
@@ -235,5 +243,5 @@ def command_plan(shape: Shape, sizes: Sequence[int], query: QueryConfig, model: 
         add_extra_passes(plan, shape.methods, shape.detector, plan.tokens)
     add_other(plan, shape.variant)
     if shape.meta is not None:
-        add_meta(plan, shape.meta, shape.folds, final_fit=shape.command == "train")
+        add_meta(plan, shape.meta, shape.folds, final_fit=shape.command == "train", beyond=shape.beyond)
     return plan

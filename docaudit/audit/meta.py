@@ -31,7 +31,7 @@ from docaudit.errors import DocauditError
 from docaudit.inference.conformal import cross_conformal_p
 from docaudit.inference.verdicts import BLIND_GATE_LEVEL, DEFAULT_ALPHA, Reason, run_verdicts, smallest_p
 from docaudit.methods import beyond_blind
-from docaudit.methods.blind import BlindFeatures, evaluate_blind, fit_fold, fold_scores, shift_warning
+from docaudit.methods.blind import BlindFeatures, evaluate_blind, fit_fold, fitted_on, fold_scores, shift_warning
 from docaudit.methods.meta import classifier as meta_classifier
 from docaudit.methods.meta.conformal_data import conformal_p_values, fit_conformal_data, load_conformal
 from docaudit.methods.meta.folds import conformal_card, load_folds
@@ -195,7 +195,7 @@ def conformal_section(evaluation, folds, features: BlindFeatures, blind: dict, s
     non-members that fold held out; the fewest tokens queried from a known non-member. Returns the card section
     and the fold blind models."""
     labels, kind = evaluation.labels, blind["best_kind"]
-    models = [fit_fold(features, kind, labels, train, seed) for train, _ in folds]
+    models = fitted_on(blind, kind, folds) or [fit_fold(features, kind, labels, train, seed) for train, _ in folds]
     held_out = [test[labels[test] == 0] for _, test in folds]
     section = {
         "variant": "full-conformal",

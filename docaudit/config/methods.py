@@ -36,13 +36,21 @@ class MetaConfig:
     inner_folds: int = 3
     n_estimators: int = setting(500, "Random-forest trees.", "method", flag="--trees")
     # trees of the forests that only rank the candidates in the inner search of "auto" (the chosen pair is then fit
-    # with ``n_estimators``): docs/benchmarks.md, "Model selection", measures AUC and time against 500
+    # with ``n_estimators``): docs/benchmarks.md, "Model selection", measures AUC and time against 500; fewer on
+    # small training sets (``search_trees``)
     select_trees: int = 100
+    # the search's forests hold this many trees per training document (at least ``min_select_trees``, at most
+    # ``select_trees``): on a few documents the inner AUC moves in steps of a document pair, whatever the forest
+    min_select_trees: int = 20
+    select_trees_per_document: int = 3
     max_depth: int = 5
     min_samples_leaf: int = 3
     maxnorm_eps: float = 1e-5
     agg_token_count: bool = False
     n_jobs: int = -1
+    # forests of fewer training documents are fit on one job: on small sets the threads' overhead outweighs the
+    # work they share (docs/benchmarks.md, "Forests on one job or many")
+    parallel_from: int = 64
 
     def __post_init__(self):
         check_count("--bins", self.bins, 1, MAX_BINS)
@@ -63,16 +71,29 @@ class MetaConfig:
         forests') where it has always stood."""
         return with_seed(asdict(self), seed, after="inner_folds")
 
+    def jobs(self, documents: int) -> int:
+        """The jobs that fit a forest on ``documents`` training documents."""
+        return self.n_jobs if documents >= self.parallel_from else 1
+
     def forest_fits(self, n_fits: int = 1) -> int:
         """Forests grown by ``n_fits`` fits of the meta-classifier: each the inner search's (candidates x inner
         folds, none with a single candidate) and the chosen pipeline's one."""
         candidates = len(self.candidates())
         return n_fits * (1 + (candidates * self.inner_folds if candidates > 1 else 0))
 
-    def trees(self, n_fits: int = 1) -> int:
-        """Trees grown by ``n_fits`` fits (the inner search's smaller forests and the chosen one's)."""
+    def search_trees(self, documents: int | None = None) -> int:
+        """Trees of each forest of the inner search over ``documents`` training documents (None: as many as
+        ``select_trees`` allows)."""
+        most = min(self.select_trees, self.n_estimators)
+        if documents is None:
+            return most
+        return min(most, max(self.min_select_trees, self.select_trees_per_document * documents))
+
+    def trees(self, n_fits: int = 1, documents: int | None = None) -> int:
+        """Trees grown by ``n_fits`` fits on ``documents`` training documents each (the inner search's smaller
+        forests and the chosen one's)."""
         candidates = len(self.candidates())
-        search = candidates * self.inner_folds * min(self.select_trees, self.n_estimators) if candidates > 1 else 0
+        search = candidates * self.inner_folds * self.search_trees(documents) if candidates > 1 else 0
         return n_fits * (search + self.n_estimators)
 
 

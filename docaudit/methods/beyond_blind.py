@@ -35,6 +35,7 @@ give exactly from placement values: the p-value has no resampling noise and cost
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -50,6 +51,7 @@ from docaudit.methods.blind import BlindClassifier, BlindFeatures
 from docaudit.methods.document_level import LEVELS
 from docaudit.methods.meta import classifier
 from docaudit.metrics import chunk_folds, delong_test, paired_auc_difference_ci
+from docaudit.query import rates
 from docaudit.query.progress import shown
 
 FoldScorer = Callable[[int, np.ndarray, np.ndarray], np.ndarray]
@@ -71,13 +73,20 @@ def blind_scorer(features: BlindFeatures, kind: str, labels, seed: int = 0) -> F
 
 def meta_scorer(stats, labels, meta: MetaConfig, configs: Sequence[str], seed: int) -> FoldScorer:
     """The meta-classifier refit on any training indices of outer fold ``i`` with the configuration chosen on that
-    fold (``configs[i]``, e.g. ``max_tf+hist``), so the inner fits search nothing again."""
+    fold (``configs[i]``, e.g. ``max_tf+hist``), so the inner fits search nothing again. These fits only give the
+    combiner inner scores to weigh (the outer fold's test scores are the evaluation's own), so their forests are the
+    search's (``meta.search_trees``), which rank documents as the full forest does (docs/benchmarks.md, "Model
+    selection")."""
     X, y = classifier.as_documents(stats), np.asarray(labels)
 
     def score(fold, train, test):
+        start = time.perf_counter()
+        trees = meta.search_trees(len(train))
         norm, features = configs[fold].split("+")
-        pipe = classifier.one_job(classifier.build_pipeline(meta, seed, norm, features).fit(X[train], y[train]))
-        return pipe.predict_proba(X[test])[:, 1]
+        pipe = classifier.build_pipeline(meta, seed, norm, features, trees, len(train))
+        scores = classifier.one_job(pipe.fit(X[train], y[train])).predict_proba(X[test])[:, 1]
+        rates.record_forest(trees, time.perf_counter() - start)
+        return scores
 
     return score
 

@@ -290,9 +290,11 @@ def evaluate_blind(
     texts, or their :class:`BlindFeatures` (then ``max_chars`` is theirs). ``progress``: a bar of the fits (None:
     as the running call shows progress).
 
-    Returns ``{"kinds": {kind: {"folds": [FoldMetrics, ...], "summary": summarize(...), "scores": ndarray}},
-    "blind_auc": float, "best_kind": str, "max_chars": int | None}``; ``scores`` holds each document's
-    out-of-fold score (NaN for a document in no test fold) and ``blind_auc`` is the largest mean AUC over kinds.
+    Returns ``{"kinds": {kind: {"folds": [FoldMetrics, ...], "summary": summarize(...), "scores": ndarray,
+    "models": [fitted, ...]}}, "blind_auc": float, "best_kind": str, "max_chars": int | None, "splits": folds}``;
+    ``scores`` holds each document's out-of-fold score (NaN for a document in no test fold), ``models`` each fold's
+    fitted pipeline as :func:`fit_fold` makes it (reused by what needs the same fits on the same folds), and
+    ``blind_auc`` is the largest mean AUC over kinds.
     """
     y = np.asarray(labels).astype(int)
     features = texts if isinstance(texts, BlindFeatures) else BlindFeatures(texts, max_chars)
@@ -301,7 +303,7 @@ def evaluate_blind(
     kinds = tuple(kinds)
     if not kinds:
         raise DocauditError("no blind baseline kind selected")
-    out: dict = {"kinds": {}, "max_chars": features.max_chars}
+    out: dict = {"kinds": {}, "max_chars": features.max_chars, "splits": list(folds)}
     steps = [(kind, i) for kind in kinds for i in range(len(folds))]
     bar = None
     if shown() if progress is None else progress:
@@ -310,15 +312,22 @@ def evaluate_blind(
         bar = tqdm(total=len(steps), desc="blind baselines", unit="fold")
     for kind in kinds:
         scores = np.full(len(y), np.nan)
-        fold_results = []
+        fold_results, models = [], []
         estimator = BlindClassifier(kind, features.max_chars, random_state=seed)
         for train, test in folds:
-            s = clone(estimator).fit(features[train], y[train]).decision_function(features[test])
+            fitted = clone(estimator).fit(features[train], y[train])
+            s = fitted.decision_function(features[test])
             scores[test] = s
             fold_results.append(fold_metrics(y[test], s))
+            models.append(fitted.model_)
             if bar is not None:
                 bar.update(1)
-        out["kinds"][kind] = {"folds": fold_results, "summary": summarize(fold_results), "scores": scores}
+        out["kinds"][kind] = {
+            "folds": fold_results,
+            "summary": summarize(fold_results),
+            "scores": scores,
+            "models": models,
+        }
         log.info("blind baseline %s: AUC %.3f", kind, out["kinds"][kind]["summary"]["auc_mean"])
     if bar is not None:
         bar.close()
@@ -355,6 +364,15 @@ def shift_warning(blind_auc: float | None, best_membership_auc: float | None = N
         f"formatting), so a membership AUC on them is not evidence that the model was trained on the members. "
         f"Compare against this baseline, or use sets where membership was assigned at random."
     )
+
+
+def fitted_on(blind: dict, kind: str, folds) -> list[Pipeline] | None:
+    """The fold models of ``kind`` that :func:`evaluate_blind` fit (``blind``, its result) when it ran on the same
+    ``folds``, else None."""
+    same = len(blind.get("splits", ())) == len(folds) and all(
+        np.array_equal(a, c) and np.array_equal(b, d) for (a, b), (c, d) in zip(blind["splits"], folds)
+    )
+    return blind["kinds"][kind].get("models") if same and kind in blind["kinds"] else None
 
 
 def fit_fold(features: BlindFeatures, kind: str, labels, train, seed: int = 0) -> Pipeline:

@@ -5,9 +5,10 @@ documents only. Checked against computationalprivacy/document-level-membership-i
 500 trees, max depth 5, min samples per leaf 3) and ``main.py`` (train on k-1 chunks, test on the held-out one).
 
 With ``norm``/``features`` = "auto" the configuration is chosen by an inner cross-validated search inside each
-training fold, so the outer AUC measures the whole procedure. The search's forests have ``select_trees`` trees
-(fewer than the final forest's: the search only ranks the candidates, and ten candidates times the inner folds of
-500-tree forests were most of a cached run's time on small sets); the chosen configuration is then fit with
+training fold, so the outer AUC measures the whole procedure. The search's forests have ``select_trees`` trees, fewer
+on small training sets (``MetaConfig.search_trees``; fewer than the final forest's: the search only ranks the
+candidates, and ten candidates times the inner folds of 500-tree forests were most of a cached run's time on small
+sets); the chosen configuration is then fit with
 ``n_estimators`` trees on the whole training fold, as ``GridSearchCV(refit=True)`` would with equal sizes (the search
 is written out so that a progress bar counts its fits)."""
 
@@ -47,10 +48,17 @@ def _ignore(n: int) -> None:
 
 
 def build_pipeline(
-    meta: MetaConfig, seed: int, norm: str = "max_tf", features: str = "hist", trees: int | None = None
+    meta: MetaConfig,
+    seed: int,
+    norm: str = "max_tf",
+    features: str = "hist",
+    trees: int | None = None,
+    documents: int | None = None,
 ) -> Pipeline:
     """The unfitted meta-classifier: normalization, feature extraction, min-max scaling and the random forest (of
-    ``trees`` trees, by default ``meta.n_estimators``, seeded by the run's ``seed``)."""
+    ``trees`` trees, by default ``meta.n_estimators``, seeded by the run's ``seed``; fit on the jobs
+    :meth:`MetaConfig.jobs` gives for ``documents`` training documents, ``meta.n_jobs`` when not given). The jobs
+    change the time only: every tree's seed is drawn before they start."""
     return Pipeline(
         [
             ("normalize", TokenNormalizer(method=norm, eps=meta.maxnorm_eps)),
@@ -63,7 +71,7 @@ def build_pipeline(
                     max_depth=meta.max_depth,
                     min_samples_leaf=meta.min_samples_leaf,
                     random_state=seed,
-                    n_jobs=meta.n_jobs,
+                    n_jobs=meta.n_jobs if documents is None else meta.jobs(documents),
                 ),
             ),
         ]
@@ -93,15 +101,15 @@ def select(
 ) -> tuple[str, str]:
     """The (normalization, features) pair the meta-classifier uses on training documents ``X``: the only
     candidate, or the one of best mean inner-CV AUC (the first of equals, as ``GridSearchCV`` ranks them) with
-    forests of ``meta.select_trees`` trees; ``tick(n)`` after every candidate's ``n`` inner fits."""
+    forests of ``meta.search_trees(len(X))`` trees; ``tick(n)`` after every candidate's ``n`` inner fits."""
     candidates = meta.candidates()
     if len(candidates) == 1:
         return candidates[0]
     inner = StratifiedKFold(n_splits=meta.inner_folds, shuffle=True, random_state=seed)
-    trees = min(meta.select_trees, meta.n_estimators)
+    trees = meta.search_trees(len(X))
     means = []
     for norm, features in candidates:
-        pipe = build_pipeline(meta, seed, norm, features, trees)
+        pipe = build_pipeline(meta, seed, norm, features, trees, len(X))
         means.append(np.mean(cross_val_score(pipe, X, labels, cv=inner, scoring=auc_on_one_job)))
         tick(meta.inner_folds)
     return candidates[int(np.argmax(np.nan_to_num(means, nan=-np.inf)))]
@@ -111,7 +119,7 @@ def fit_selected(
     X: np.ndarray, labels: np.ndarray, meta: MetaConfig, seed: int, tick: Callable[[int], None] = _ignore
 ) -> Pipeline:
     """The meta-classifier fit on ``X``: the pair :func:`select` chooses on ``X``, its full forest fit on ``X``."""
-    pipe = one_job(build_pipeline(meta, seed, *select(X, labels, meta, seed, tick)).fit(X, labels))
+    pipe = one_job(build_pipeline(meta, seed, *select(X, labels, meta, seed, tick), documents=len(X)).fit(X, labels))
     tick(1)
     return pipe
 
@@ -187,5 +195,6 @@ def evaluate(
             results.append(fold_metrics(labels[test], scores[test]))
             configs.append(chosen(pipe))
             pipelines.append(pipe)
-    rates.record_forest(meta.trees(len(folds)), time.perf_counter() - start)
+    grown = sum(meta.trees(1, len(train)) for train, _ in folds)
+    rates.record_forest(grown, time.perf_counter() - start)
     return Evaluation(labels, scores, fold_of, results, configs, pipelines)

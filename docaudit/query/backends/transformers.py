@@ -134,6 +134,23 @@ def split_model(model: torch.nn.Module) -> tuple[Callable, Callable, torch.nn.Mo
     return trunk, head_fn, head, cap
 
 
+def prepared(model: torch.nn.Module, device: torch.device, rows: int) -> tuple[Callable, _Head]:
+    """The model's trunk and its LM head for chunks of ``rows`` rows, made once per model and kept on it: the split's
+    check and the head's packed weight take seconds, and every backend opened on the model (the querier's, each
+    detector's) shares them. They are made again when the head's weight has changed since (training in place bumps
+    its version; the packed weight is a copy) or the head's settings have."""
+    head = model.get_output_embeddings()
+    weight = getattr(head, "weight", None)
+    version = None if weight is None else (id(weight), weight.data_ptr(), weight._version)
+    made_for = (device, rows, CPU_ONEDNN_HEAD, ONEDNN_MIN_WEIGHT, version)
+    held = getattr(model, "_docaudit_prepared", None)
+    if held is None or held[0] != made_for:
+        trunk, head_fn, module, cap = split_model(model)
+        held = (made_for, trunk, _Head(head_fn, module, cap, device, rows))
+        model._docaudit_prepared = held
+    return held[1], held[2]
+
+
 class TransformersBackend(Backend):
     """The model's trunk once per batch of windows, its LM head and the reductions per chunk of positions."""
 
@@ -143,8 +160,7 @@ class TransformersBackend(Backend):
         self.vocab_size, self.device = vocab_size, device
         self.kind = "cuda" if device.type == "cuda" else "cpu"
         self.chunk_rows = max(1, LOGIT_ELEMENTS_PER_CHUNK[self.kind] // vocab_size)
-        self._trunk, head_fn, module, cap = split_model(model)
-        self._head = _Head(head_fn, module, cap, device, self.chunk_rows)
+        self._trunk, self._head = prepared(model, device, self.chunk_rows)
         self.work = WorkBuffers(device)
 
     def batch_size(self, context: int) -> int:
