@@ -13,9 +13,10 @@ model passes and ``other_share`` the rest's share of the command's wall time (th
 ``rest_ms_per_token`` is what the run itself recorded of its work beside the passes, loading and forests, per token
 of its passes (``audit.costs.measured_run``; the documented defaults in ``config/rules.py`` come from it).
 
-Estimates: the model's load time and the querier's scored tokens per second are measured at the start and kept
-in the cache's ``rates`` entries (as a real run keeps them; only these: the rest of each command is estimated at
-its documented rate), then each command's cost model
+Estimates: the model's load time, the querier's scored tokens per second and the tokenizer's bytes per token are
+measured at the start and kept in the cache's ``rates`` entries (as a real run keeps them; only these: the rest of
+each command is estimated at its documented rate, or with ``--rates`` at what an earlier run measured), then each
+command's cost model
 (``docaudit.audit.costs.command_plan``, what ``--dry-run`` prints) is computed from the documents' lengths before
 it runs; ``estimate_over_actual`` compares it with the command's wall time (the goal: within 1.5x either way).
 The load is measured once and estimated once (``load``), outside the commands, which reuse the loaded model.
@@ -187,7 +188,10 @@ def run_commands(
 
         querier = Querier(lm, QueryConfig(gp=False), cache=None)
         text = " ".join(p.read_text() for p in sorted(sets["ev_m"].iterdir()))
-        ids = querier.token_ids(text, "0" * 64)[: max(2048, round(8192 * scale))]
+        ids = querier.token_ids(text, "0" * 64)
+        # the tokenizer's bytes per token, as a real run keeps it (the sizes an estimate starts from are bytes)
+        rates.record_query(lm.config, 0, 0.0, whole=(len(text.encode("utf-8")), len(ids)))
+        ids = ids[: max(2048, round(8192 * scale))]
         querier.compute(ids[:200])  # warm-up
         seconds = 0.0
         while seconds < 2 * rates.MIN_SECONDS:  # long enough to be kept as the rate, as a real query's is

@@ -99,6 +99,21 @@ def make_model(
     return tmp
 
 
+def pytest_configure(config):
+    """Every cache write of the session, session- and module-scoped fixtures' included (a model loaded once records
+    its load time), goes to a folder of the session's, never to the user's cache."""
+    import tempfile
+
+    config._docaudit_cache = tempfile.TemporaryDirectory(prefix="docaudit-tests-cache-")
+    os.environ["DOCAUDIT_CACHE"] = config._docaudit_cache.name
+
+
+def pytest_unconfigure(config):
+    held = getattr(config, "_docaudit_cache", None)
+    if held is not None:
+        held.cleanup()
+
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DOCAUDIT_CACHE", str(tmp_path / "cache"))

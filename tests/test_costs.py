@@ -99,3 +99,20 @@ def test_a_damaged_or_old_measurement_is_not_used(monkeypatch):
         assert costs.rates_for(model).tokens_per_s == QUERY_TOKENS_PER_SECOND["transformers"]
     path.write_text("{not json")
     assert costs.rates_for(model).measured == ()
+
+
+def test_a_command_keeps_its_work_beside_the_passes_per_pass_token():
+    """What ``costs.measuring`` keeps: the block's wall time less its model passes, loading and forests, per token
+    of its passes; the next estimate of that variant uses it."""
+    import time
+
+    model = ModelConfig(model="some/hub-model")
+    with costs.measuring("report"):
+        rates.record_query(model, 2000, 0.3)  # counted as 0.3 s of passes over 2,000 tokens (not spent here)
+        rates.record_load(model, 0.2)
+        time.sleep(0.9)  # the passes and loading counted, and 0.4 s of the rest
+    start = time.perf_counter()
+    kept = rates.measured(rates.OTHER_KEY, "report s/token")
+    assert kept is not None and 0.35 / 2000 <= kept <= (0.45 + time.perf_counter() - start) / 2000
+    assert costs.other_rate("report") == (kept, True)
+

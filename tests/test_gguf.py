@@ -97,6 +97,30 @@ def test_first_conversion_is_kept(tiny_gguf, tmp_path):
     assert json.loads(again.stdout)["rows"][0]["loss"] == json.loads(first.stdout)["rows"][0]["loss"]
 
 
+def test_the_load_time_kept_leaves_out_the_first_conversion(tiny_gguf, monkeypatch):
+    """A first use converts the file once; the load time kept for later estimates is a later run's, without it (a
+    conversion of minutes kept as the load time made every later estimate minutes too long)."""
+    import time
+
+    from docaudit.config import ModelConfig
+    from docaudit.query import rates, sources
+    from docaudit.query.models import load_model
+
+    convert = sources._convert_gguf
+
+    def slow(*args):
+        time.sleep(2.0)
+        convert(*args)
+
+    monkeypatch.setattr(sources, "_convert_gguf", slow)
+    config = ModelConfig(model=str(tiny_gguf), backend="transformers", device="cpu")
+    start = time.perf_counter()
+    with rates.clock() as spent:
+        load_model(config).model  # noqa: B018 (the weights, deferred, load on first access)
+    assert time.perf_counter() - start >= 2.0 and spent["load"] >= 2.0  # the command's own time counts it
+    assert rates.measured(rates.model_key(config), "load_s") < 1.5
+
+
 def test_copy_under_another_name_is_the_same_model(tiny_gguf, tmp_path):
     copy = shutil.copy(tiny_gguf, tmp_path / "renamed.gguf")
     assert resolve_source(str(copy)).identity == resolve_source(str(tiny_gguf)).identity

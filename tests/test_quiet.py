@@ -19,7 +19,7 @@ from test_gguf import write_gguf
 from docaudit import api
 from docaudit.audit.specs import EvaluationSpec
 from docaudit.config import MetaConfig, ModelConfig, QueryConfig
-from docaudit.config.rules import check_folds, check_inner_folds
+from docaudit.config.rules import QUERY_TOKENS_PER_SECOND, check_folds, check_inner_folds
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
 from docaudit.run import DetectorSpec, ModelSpec, RunContext
@@ -163,7 +163,7 @@ def test_dry_run_says_what_it_would_query_and_loads_nothing(sets, tmp_path):
     windows = sum(1 if t <= 64 else -(-(t - 64) // 63) + 1 for t in (-(-s // 4) for s in sizes))
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"dry run: querying 8 documents, ~{tokens:,} tokens, ~")
-    assert lines[0].endswith(" in all (366 tok/s, documented)")
+    assert lines[0].endswith(f" in all ({QUERY_TOKENS_PER_SECOND['transformers']:.0f} tok/s, documented)")
     assert f"{windows:,} model passes (windows of 64 tokens)" in lines[1]
     # loading, then the passes: the documents, the lowercased sequences and PAC's five copies of each sequence
     assert lines[2].startswith("  loading the model: once, ~")

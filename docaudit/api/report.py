@@ -131,6 +131,7 @@ def report(request: ReportRequest) -> ReportResult:
     """Per-book contamination rates (``audit.contamination.contamination_report``) by each method, each report
     written to its folder (``ReportRequest.folders``)."""
     from docaudit.audit.contamination import contamination_report
+    from docaudit.audit.costs import measuring
     from docaudit.io import json_text
     from docaudit.provenance import envelope
     from docaudit.report.contamination import report_document
@@ -140,10 +141,11 @@ def report(request: ReportRequest) -> ReportResult:
     reports = {}
     for method, where in folders.items():
         reading = recorded(replace(r.reading, skips=None) if len(folders) > 1 else r.reading)
-        with scaled(r.run) as run:
-            books = (r.books, r.calibrate_members, r.calibrate_nonmembers)
-            result = contamination_report(*books, r.models, r.detector, r.of_method(method), reading, run)
-        document = json.loads(json_text(envelope("report", report_document(result))))  # as report.json holds it
-        reports[method] = MethodReport(method, result, where, document)
-        reports[method].write(where, r.overwrite)
+        with measuring("report"):  # the report's work beside its passes, its plots and page included
+            with scaled(r.run) as run:
+                books = (r.books, r.calibrate_members, r.calibrate_nonmembers)
+                result = contamination_report(*books, r.models, r.detector, r.of_method(method), reading, run)
+            document = json.loads(json_text(envelope("report", report_document(result))))  # as report.json holds it
+            reports[method] = MethodReport(method, result, where, document)
+            reports[method].write(where, r.overwrite)
     return ReportResult(reports)

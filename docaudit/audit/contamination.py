@@ -43,7 +43,6 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from docaudit.audit.book_verdicts import blind_p_values, book_verdicts
-from docaudit.audit.costs import measured_run
 from docaudit.audit.specs import ReportSpec
 from docaudit.config import (
     BeyondBlindConfig,
@@ -231,7 +230,6 @@ def _rates(snippets: pd.DataFrame, tau: float, confidence: float) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-@measured_run("report")
 def contamination_report(
     books,
     calibrate_members,

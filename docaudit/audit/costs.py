@@ -11,11 +11,12 @@ in the cache take no model pass; the estimate counts them as queried (a cold cac
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from docaudit.config import BeyondBlindConfig, DetectorConfig, MetaConfig, ModelConfig, QueryConfig
@@ -199,17 +200,24 @@ def measured_run(command: str, parts: Callable[[dict], tuple[bool, bool, bool]] 
                 bound = signature.bind(*args, **kwargs)
                 bound.apply_defaults()
                 name = variant(command, *parts(bound.arguments))
-            with rates.clock() as spent:
-                start = time.perf_counter()
-                out = run(*args, **kwargs)
-                wall = time.perf_counter() - start
-            rest = wall - spent["passes"] - spent["load"] - spent["forests"]
-            rates.record_other(name, spent["tokens"], rest)
-            return out
+            with measuring(name):
+                return run(*args, **kwargs)
 
         return timed
 
     return decorate
+
+
+@contextlib.contextmanager
+def measuring(variant: str) -> Iterator[None]:
+    """Measure the block's work beside its model passes, loading and forests (``rates.clock``), kept as
+    ``variant``'s seconds per pass token for the next estimate (a command whose outputs are written outside its
+    audit function measures both here, so the writing is counted)."""
+    with rates.clock() as spent:
+        start = time.perf_counter()
+        yield
+        wall = time.perf_counter() - start
+    rates.record_other(variant, spent["tokens"], wall - spent["passes"] - spent["load"] - spent["forests"])
 
 
 @dataclass(frozen=True)

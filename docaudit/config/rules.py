@@ -6,21 +6,23 @@ from __future__ import annotations
 
 from docaudit.errors import DocauditError
 
-# Scored tokens per second of the querier on the embedded Gemma-3-270M on a 2-core CPU, every statistic
-# (docs/benchmarks.md, "transformers querier vs the raw forward" and "llama.cpp K/V cache precision"): the rate a
-# ``--dry-run`` estimate states. A served model (--backend openai) has no measured rate.
-QUERY_TOKENS_PER_SECOND = {"transformers": 366.0, "llamacpp": 321.0}
-# Seconds to load the embedded model once converted (docs/benchmarks.md, "Estimates against actual runs"); the
-# first use of a GGUF file with --backend transformers converts it once, which takes longer and is not counted.
+# Scored tokens per second of the querier on the embedded Gemma-3-270M on a 2-core CPU, every statistic: the rate
+# a ``--dry-run`` estimate states until a real run has measured this machine's. 163 by ``scripts/bench_commands.py
+# --issue-sizes`` (one long document, load average 1.8; docs/benchmarks.md, "Estimates against actual runs"); an
+# earlier idle machine measured 366 ("transformers querier vs the raw forward"): the lower is kept, so that a first
+# estimate errs long. llama.cpp: "llama.cpp K/V cache precision". A served model (--backend openai) has none.
+QUERY_TOKENS_PER_SECOND = {"transformers": 163.0, "llamacpp": 321.0}
+# Seconds to load the embedded model once converted (docs/benchmarks.md, "Estimates against actual runs": 5.1 and
+# 5.8 s; 10.5 s earlier); the first use of a GGUF file converts it once, which takes longer and is never kept as
+# the load time (``query.rates.one_time``).
 LOAD_SECONDS = {"transformers": 10.5, "llamacpp": 3.0, "openai": 0.5}
 # Seconds per tree of the meta-classifier's random forests (fit and scoring, depth 5, a few dozen documents, 2 cores).
 TREE_SECONDS = 0.0017
 # Seconds per token of a command's model passes of its work beside them, the passes, loading and the
-# meta-classifier's forests (tokenizing, a detector's copies and scoring, blind baselines, beyond-blind refits,
-# bootstraps, outputs), by command (or variant, ``audit.costs.Shape.variant``), for a machine that measured none:
-# the embedded Gemma's, from ``scripts/bench_commands.py --scale 0.5`` (docs/benchmarks.md): each command's share
-# of its wall time beyond the querier's rate (5%, 2%, 17%, 3%) over its tokens per second (366, 376, 320, 373).
-OTHER_SECONDS_PER_TOKEN = {"score": 1.4e-4, "sequence": 5.3e-5, "report": 5.3e-4, "evaluate": 8.0e-5}
+# meta-classifier's forests (tokenizing, a detector's copies and scoring, blind baselines, bootstraps, outputs), by
+# command (or variant, ``audit.costs.Shape.variant``), for a machine that measured none: the embedded Gemma's, as
+# ``scripts/bench_commands.py --issue-sizes --scale 0.5`` measured them (docs/benchmarks.md, "At the issue's sizes").
+OTHER_SECONDS_PER_TOKEN = {"score": 1.8e-5, "sequence": 2.5e-4, "report": 5.9e-4, "evaluate": 1.6e-4}
 # A measurement in the cache older than this many days is not used (the machine or its load may have changed).
 RATE_MAX_AGE_DAYS = 30
 # Bytes of a UTF-8 file per token of the embedded model's tokenizer, for a token count estimated from file sizes

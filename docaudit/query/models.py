@@ -52,22 +52,25 @@ def load_model(config: ModelConfig, expected_identity: str | None = None) -> Loa
     names the model by a resolvable reference (absolute path; hub commit).
 
     A backend may defer the weights (``LoadedModel.pending``) to the first model pass: a run whose statistics
-    are all cached never loads them. The load time kept for estimates is the whole of it, deferred part included."""
+    are all cached never loads them. The load time kept for estimates is the whole of it, deferred part included,
+    a first use's conversion of the model file left out."""
     name = config.model or "(the embedded model)"
     start = time.perf_counter()
-    with loading_step(name):
+    with loading_step(name), rates.loading() as once:
         lm = backend_spec(config.backend).load(config, expected_identity)
-    before = time.perf_counter() - start
+    before = time.perf_counter() - start - once["seconds"]
     pending = lm.pending
     if pending is None:
-        rates.record_load(config, before)
+        rates.record_load(config, before, once["seconds"])
         return lm
 
     def load() -> object:
         start = time.perf_counter()
-        with loading_step(f"{name} weights"):
+        with loading_step(f"{name} weights"), rates.loading() as later:
             model = pending.load()
-        rates.record_load(config, before + time.perf_counter() - start)
+        rates.record_load(
+            config, before + time.perf_counter() - start - later["seconds"], once["seconds"] + later["seconds"]
+        )
         return model
 
     lm.model = replace(pending, load=load)

@@ -123,10 +123,37 @@ def record_query(config: ModelConfig, tokens: int, seconds: float, whole: tuple[
         _write(model_key(config), **values)
 
 
-def record_load(config: ModelConfig, seconds: float) -> None:
-    """Loading the model took ``seconds``."""
-    _count(load=seconds)
+def record_load(config: ModelConfig, seconds: float, once: float = 0.0) -> None:
+    """Loading the model took ``seconds``, and work done once per model file (``once``: converting it on its
+    first use) took more; only the first is kept as the model's load time (later runs do not repeat the second)."""
+    _count(load=seconds + once)
     _write(model_key(config), load_s=seconds)
+
+
+_ONCE: ContextVar[dict | None] = ContextVar("docaudit_once", default=None)
+
+
+@contextmanager
+def loading() -> Iterator[dict]:
+    """Within the block, the seconds of work done once per model file (``seconds``, :func:`one_time`)."""
+    totals = {"seconds": 0.0}
+    token = _ONCE.set(totals)
+    try:
+        yield totals
+    finally:
+        _ONCE.reset(token)
+
+
+@contextmanager
+def one_time() -> Iterator[None]:
+    """Work done once per model file (converting it on its first use), which a load time kept leaves out."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        totals = _ONCE.get()
+        if totals is not None:
+            totals["seconds"] += time.perf_counter() - start
 
 
 FOREST_KEY = "(meta-classifier forests)"

@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from docaudit.errors import DocauditError, ModelError
 from docaudit.io import atomic_write_text, current_umask, sha256_file
 from docaudit.outputs import replace_dir
+from docaudit.query import rates
 from docaudit.query.cache import cache_root
 from docaudit.query.cache_entries import CONVERSION_RECORD, EMBEDDED_GGUF
 from docaudit.query.lazy import torch
@@ -150,7 +151,8 @@ def _gguf_dir(gguf_path: Path, digest: str) -> Path:
                 gguf_path.name,
                 out,
             )
-        _convert_gguf(gguf_path, out)
+        with rates.one_time():
+            _convert_gguf(gguf_path, out)
     return out
 
 
