@@ -115,4 +115,3 @@ def test_a_command_keeps_its_work_beside_the_passes_per_pass_token():
     kept = rates.measured(rates.OTHER_KEY, "report s/token")
     assert kept is not None and 0.35 / 2000 <= kept <= (0.45 + time.perf_counter() - start) / 2000
     assert costs.other_rate("report") == (kept, True)
-
