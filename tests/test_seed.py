@@ -72,7 +72,7 @@ def test_controls_cache_key_of_a_seed_is_the_one_written_before():
 @pytest.mark.parametrize(
     "config, expected",
     [
-        (MetaConfig(), "43198df94ae9178f"),  # a classifier card's "meta"
+        (MetaConfig(), "2777a056d37a71e1"),  # a classifier card's "meta" (with the search's trees per document)
         (DetectorConfig(), "35e9a3fbb605ab14"),  # "detector" of evaluate, report and sequence outputs
         (TrapConfig(), "0fdf83a1a4d91714"),  # a trap registry's "config" (with context_tokens)
         (TargetConfig(), "7bb781fd3bb75f8d"),  # a lab target's checkpoint identity and metadata
