@@ -203,6 +203,46 @@ def test_a_calibration_that_cannot_support_a_verdict_makes_every_book_inconclusi
     assert (table.verdict == INCONCLUSIVE).all() and table.debiased_fraction.isna().all()
     word = "barely separated" if case == "chance" else "known non-member snippets members"
     assert word in table.reason.iloc[0]
+    code = "calibration_at_chance" if case == "chance" else "threshold_false_positives"
+    assert code in table.reason_codes.iloc[0]
+    assert {r["code"] for r in table.reasons.iloc[0]} == set(table.reason_codes.iloc[0])
+
+
+def test_report_reasons_have_codes_and_next_steps_printed_once_when_shared():
+    """Each reason a report gives has a code and a next step; the terminal prints the reasons every book shares once
+    above the books, and under a book only its own; report.csv joins the codes."""
+    from docaudit.inference.verdicts import NEXT_STEPS
+    from docaudit.report.contamination import flat
+    from docaudit.report.verdicts import format_report_verdicts
+
+    rng = np.random.default_rng(0)
+    snip = snippets(
+        {
+            "member": [rng.normal(2, 1, 20) for _ in range(5)],
+            "non-member": [rng.normal(0, 1, 20) for _ in range(5)],
+            "audited": [rng.normal(3, 1, 20), rng.normal(3, 1, 4)],  # the second too short to compare
+        }
+    )
+    table, info = book_verdicts(snip, ContaminationConfig(min_snippets=10), 0, None)
+    assert table.reason_codes.tolist() == [["too_few_nonmembers"], ["too_few_snippets"]]
+    assert all(r["next_step"] == NEXT_STEPS[r["code"]] for rs in table.reasons for r in rs)
+    assert flat(table).reason_codes.tolist() == ["too_few_nonmembers", "too_few_snippets"]
+    assert "reasons" not in flat(table)
+    books = table.assign(book=["a", "b"], contamination_rate=0.5)
+    text = format_report_verdicts(books, {"verdicts": info | {"n_methods": 1}, "confidence": 0.95})
+    assert "every book:" not in text and text.count("next step:") == 2
+    same = snippets(
+        {
+            "member": [rng.normal(2, 1, 20) for _ in range(5)],
+            "non-member": [rng.normal(0, 1, 20) for _ in range(5)],
+            "audited": [rng.normal(3, 1, 20), rng.normal(0, 1, 20)],
+        }
+    )
+    table, info = book_verdicts(same, ContaminationConfig(), 0, None)
+    books = table.assign(book=["a", "b"], contamination_rate=0.5)
+    text = format_report_verdicts(books, {"verdicts": info | {"n_methods": 1}, "confidence": 0.95})
+    assert text.count("every book: inconclusive: too few known non-members") == 1
+    assert text.count("next step:") == 1 and text.count("inconclusive (the reasons above)") == 2
 
 
 def any_method_evidence_rate(level: float, reps: int = 400, seed: int = 8) -> float:

@@ -82,9 +82,9 @@ class MethodReport(Result):
     envelope: dict
 
     def to_frame(self) -> pd.DataFrame:
-        from docaudit.report.contamination import verdict_first
+        from docaudit.report.contamination import flat, verdict_first
 
-        return verdict_first(self.report.books)
+        return flat(verdict_first(self.report.books))
 
     def write(self, out: Path, overwrite: bool = False) -> None:
         """The report's CSV, JSON, plots and HTML page into ``out``."""

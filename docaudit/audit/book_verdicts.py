@@ -29,7 +29,7 @@ from docaudit.corpus.documents import Document
 from docaudit.inference.calibration import calibration_problems, detection_rates, snippet_auc, threshold
 from docaudit.inference.conformal import cross_conformal_p
 from docaudit.inference.snippet_rates import compared_count, debiased_interval, matched_rate_p, subsample
-from docaudit.inference.verdicts import DEFAULT_ALPHA, run_verdicts
+from docaudit.inference.verdicts import DEFAULT_ALPHA, Reason, run_verdicts
 from docaudit.methods.blind import BlindFeatures, fit_fold, fitted_on, fold_scores
 from docaudit.metrics import chunk_folds
 from docaudit.seeds import stream
@@ -139,11 +139,14 @@ def book_verdicts(
             lo, hi = debiased_interval(above, len(scores), member_rates, nonmember_rates, config.confidence)
             lo, hi = min(lo, point), max(hi, point)  # the DUCI point uses the pooled TPR and FPR
         pb = None if blind_p is None else blind_p[key]
-        why = [*problems, *([too_short] if too_short else [])]
+        why = [*problems, *([Reason("too_few_snippets", too_short)] if too_short else [])]
         if pb is not None and pb < alpha:
             why.append(
-                f"the blind baseline already separates this book from the calibration non-members (p_value_blind "
-                f"{pb:.3g} < {alpha:g}): it differs from them by its text alone"
+                Reason(
+                    "blind_separates",
+                    f"the blind baseline already separates this book from the calibration non-members "
+                    f"(p_value_blind {pb:.3g} < {alpha:g}): it differs from them by its text alone",
+                )
             )
         reasons.append(why)
         rows.append(
@@ -174,12 +177,14 @@ def book_verdicts(
     table["q_value"] = [v.q_value for v in verdicts]
     table["verdict"] = [v.verdict for v in verdicts]
     table["reason"] = [v.reason for v in verdicts]
+    table["reason_codes"] = [list(v.reason_codes) for v in verdicts]
+    table["reasons"] = [v.as_dict()["reasons"] for v in verdicts]
     info = {
         "threshold": tau,
         "calibration_auc": auc,
         "tpr": tpr,
         "fpr": fpr,
-        "calibration_problems": problems,
+        "calibration_problems": [r.text for r in problems],
         "alpha": alpha,
         "n_methods": n_methods,
         "alpha_per_method": level,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from docaudit.errors import DocauditError
+from docaudit.inference.verdicts import Reason
 from docaudit.seeds import stream
 
 # A calibration below either bound cannot support a verdict: every book is "inconclusive" and the debiased fraction
@@ -77,23 +78,32 @@ def snippet_auc(pos, neg) -> float:
     return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
-def calibration_problems(auc: float, tpr: float, fpr: float) -> list[str]:
+def calibration_problems(auc: float, tpr: float, fpr: float) -> list[Reason]:
     """Why a calibration (snippet AUC, and TPR / FPR at its threshold) cannot support a verdict: every book is then
     "inconclusive" with these reasons and its debiased fraction "n/a"; empty when it can."""
     why = []
     if not auc >= MIN_CALIBRATION_AUC:
         why.append(
-            f"the calibration snippets are barely separated (AUC {auc:.3f}, below {MIN_CALIBRATION_AUC:.2f}; 0.5 is "
-            "chance): a rate reflects where the threshold falls, not membership"
+            Reason(
+                "calibration_at_chance",
+                f"the calibration snippets are barely separated (AUC {auc:.3f}, below {MIN_CALIBRATION_AUC:.2f}; 0.5 "
+                "is chance): a rate reflects where the threshold falls, not membership",
+            )
         )
     if fpr > MAX_CALIBRATION_FPR:
         why.append(
-            f"the threshold calls {fpr:.1%} of the known non-member snippets members (more than "
-            f"{MAX_CALIBRATION_FPR:.0%}): a rate is mostly false positives"
+            Reason(
+                "threshold_false_positives",
+                f"the threshold calls {fpr:.1%} of the known non-member snippets members (more than "
+                f"{MAX_CALIBRATION_FPR:.0%}): a rate is mostly false positives",
+            )
         )
     if not tpr > fpr:
         why.append(
-            f"the threshold does not separate the calibration snippets (TPR {tpr:.3f} is not above FPR {fpr:.3f})"
+            Reason(
+                "threshold_separates_nothing",
+                f"the threshold does not separate the calibration snippets (TPR {tpr:.3f} is not above FPR {fpr:.3f})",
+            )
         )
     return why
 

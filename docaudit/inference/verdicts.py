@@ -26,8 +26,8 @@ NEXT_STEPS = {
     "classifier_at_chance": "train a classifier on your own known members and non-members (docaudit train "
     "--members DIR --nonmembers DIR) where it separates them, or test the book against synthetic controls "
     "(docaudit controls BOOK --null-library DIR)",
-    "too_few_nonmembers": "train again with more known non-members (docaudit train --nonmembers DIR with at least "
-    "the number named)",
+    "too_few_nonmembers": "give at least the number named of known non-members (docaudit train --nonmembers DIR; "
+    "docaudit report --calibrate-nonmembers DIR)",
     "blind_separates": "compare with known non-members of the same era and kind of text (docaudit train "
     "--nonmembers DIR), test the book against synthetic controls (docaudit controls BOOK --null-library DIR), or "
     "plant traps before publishing (docaudit traps make)",
@@ -40,6 +40,13 @@ NEXT_STEPS = {
     "no_p_value": "see the reason",
     "threshold_separates_nothing": "calibrate with members and non-members the detector separates (other "
     "--methods, longer snippets)",
+    "calibration_at_chance": "calibrate with members and non-members the detector separates (other --methods, "
+    "longer --snippet-words, more calibration books), or test the book against synthetic controls (docaudit "
+    "controls BOOK --null-library DIR)",
+    "threshold_false_positives": "choose a threshold with fewer false positives (--target-fpr 0.05) or calibrate "
+    "with books the detector separates (other --methods, longer --snippet-words)",
+    "too_few_snippets": "give a longer book, or shorter snippets (--snippet-words) or fewer (--min-snippets) for every "
+    "book",
 }
 
 

@@ -36,7 +36,7 @@ def write_contamination_report(
     books = verdict_first(report.books)
     document = envelope("report", report_document(report)) if document is None else document
     with staged_dir(Path(out), "report", overwrite) as tmp:
-        books.to_csv(tmp / "report.csv", index=False)
+        flat(books).to_csv(tmp / "report.csv", index=False)
         report.calibration.to_csv(tmp / "calibration.csv", index=False)
         report.snippets.to_csv(tmp / "snippets.csv", index=False)
         tau = report.threshold
@@ -61,6 +61,15 @@ def write_contamination_report(
             marks={"threshold": tau} if math.isfinite(tau) else None,
         )
         (tmp / "report.html").write_text(render_html(report, tmp), encoding="utf-8")
+
+
+def flat(books):
+    """The audited books' table as CSV holds it: the reason codes joined by ``;``, the reasons' sentences with their
+    next steps left to the JSON (the ``reason`` column holds the sentences)."""
+    out = books.drop(columns=["reasons"], errors="ignore")
+    if "reason_codes" in out:
+        out = out.assign(reason_codes=[";".join(codes) for codes in out.reason_codes])
+    return out
 
 
 def verdict_first(books):

@@ -27,6 +27,20 @@ def shared_reasons(rows: list[dict]) -> list[dict]:
     ]
 
 
+def own_reasons(row: dict, shared: list[dict]) -> list[str]:
+    """A judged document's verdict line, with its own reasons beside the ``shared`` ones printed above, and the next
+    step of each of its own."""
+    codes = {x["code"] for x in shared}
+    own = [x for x in row.get("reasons", []) if x["code"] not in codes]
+    if row["verdict"] == "inconclusive" and shared and not own:
+        line = "  inconclusive (the reasons above)"
+    elif shared and own:
+        line = f"  inconclusive: {'; '.join(x['text'] for x in own)} (and the reasons above)"
+    else:
+        line = f"  {verdict_line(row)}"
+    return [line, *(f"  next step: {x['next_step']}" for x in own)]
+
+
 def format_predictions(rows: list[dict]) -> str:
     """``predict``'s table: a header with the classifier's quality, its smallest attainable p-value and the reasons
     shared by every document (each with its next step), then per document its file, its verdict line with its own
@@ -49,20 +63,12 @@ def format_predictions(rows: list[dict]) -> str:
         for reason in shared:
             lines += [f"every document: inconclusive: {reason['text']}", f"  next step: {reason['next_step']}"]
         lines.append("")
-    codes = {x["code"] for x in shared}
     for row in rows:
         lines.append(row["file"])
         if "verdict" not in row:
             lines += [f"  skipped: {row['skipped']}", ""]
             continue
-        own = [x for x in row.get("reasons", []) if x["code"] not in codes]
-        if row["verdict"] == "inconclusive" and shared and not own:
-            lines.append("  inconclusive (the reasons above)")
-        elif shared and own:
-            lines.append(f"  inconclusive: {'; '.join(x['text'] for x in own)} (and the reasons above)")
-        else:
-            lines.append(f"  {verdict_line(row)}")
-        lines += [f"  next step: {x['next_step']}" for x in own]
+        lines += own_reasons(row, shared)
         lines.append(
             f"  p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  p_value_blind "
             f"{_num(row['p_value_blind'])}  membership_score {row['membership_score']:.3f}  tokens "
@@ -99,11 +105,16 @@ def format_report_verdicts(books, info: dict) -> str:
         f"debiased fraction = (rate - FPR {v['fpr']:.3f}) / (TPR {v['tpr']:.3f} - FPR), {level} prediction interval",
         "",
     ]
-    for row in books.to_dict(orient="records"):
+    rows = books.to_dict(orient="records")
+    shared = shared_reasons(rows)
+    for reason in shared:
+        lines += [f"every book: inconclusive: {reason['text']}", f"  next step: {reason['next_step']}"]
+    if shared:
+        lines.append("")
+    for row in rows:
         compared = row.get("n_compared")
+        lines += [display_name(row["book"], row.get("title"), row.get("author")), *own_reasons(row, shared)]
         lines += [
-            display_name(row["book"], row.get("title"), row.get("author")),
-            f"  {verdict_line(row)}",
             f"  p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  p_value_blind "
             f"{_num(row['p_value_blind'])}  compared at {_num(compared, '.0f')} snippets  rate "
             f"{row['contamination_rate']:.1%}  debiased {debiased_text(row, level)}",
