@@ -1,5 +1,5 @@
-"""``python -m docaudit``: the ``docaudit`` command line."""
+"""``python -m docaudit``: the ``docaudit`` command line, watched for crashes in native code."""
 
-from docaudit.cli.root import main
+from docaudit.cli.guard import main
 
-main()
+main("python -m docaudit")

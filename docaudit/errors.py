@@ -8,7 +8,8 @@ status  meaning
 3       bad input: a document, data set, classifier, registry, cache entry, output folder or option value docaudit
         refuses (:class:`DocauditError`, :class:`InputError`)
 4       a model or backend that cannot be loaded or reached: unknown model, missing weights or package, a device
-        that is not there, a server that does not answer (:class:`ModelError`)
+        that is not there, a server that does not answer (:class:`ModelError`); a native engine that crashed the
+        command's process (``cli/guard.py``)
 70      internal error: a failure of docaudit itself; one line says where to report it (``docaudit --debug ...``
         shows the traceback)
 130     interrupted (Ctrl-C); finished documents are cached

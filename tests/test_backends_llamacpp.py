@@ -2,6 +2,7 @@
 statistics (up to float noise), its own cache entries, and one-line errors for what it cannot load."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from test_gguf import write_gguf
 from docaudit.config import ModelConfig, QueryConfig
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
+from docaudit.query.backends.llamacpp import cpu_has_amx, repack_weights
 from docaudit.query.cache import StatsCache
 from docaudit.query.models import load_model
 from docaudit.query.querier import Querier
@@ -156,3 +158,43 @@ def test_float32_kv_cache_agrees_with_transformers_on_a_trained_model(trained_ta
                 worst[name] = max(worst[name], float(np.abs(getattr(ours, stat) - getattr(theirs, stat)).max()))
     assert worst["f32"] < 1e-4 < worst["f16"], worst
     assert cpp.key("x") != half.key("x")
+
+
+def _cpuinfo(path, flags: str):
+    path.write_text(f"processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: {flags}\n\nprocessor\t: 1\n")
+    return path
+
+
+def test_repacked_weights_off_where_the_cpu_has_amx(tmp_path):
+    amx = _cpuinfo(tmp_path / "amx", "fpu sse avx2 avx512f amx_bf16 amx_tile amx_int8")
+    plain = _cpuinfo(tmp_path / "plain", "fpu sse avx2 avx512f avx512_vnni")
+    assert cpu_has_amx(amx) and not cpu_has_amx(plain) and not cpu_has_amx(tmp_path / "absent")
+    assert not repack_weights("auto", amx) and repack_weights("auto", plain)
+    assert repack_weights("on", amx) and not repack_weights("off", plain)
+
+
+@pytest.mark.parametrize("repack", [False, True])
+def test_llama_cpp_loads_the_weights_as_asked(llama_pair, repack):
+    """The setting reaches the parameters llama.cpp loads the model with (llama-cpp-python has no argument for
+    them), and the defaults are left as they were."""
+    _, cpp, gguf = llama_pair
+    import llama_cpp
+
+    model = replace(cpp.model, repack=repack)
+    llm = model.open(33)
+    assert llm.model_params.use_extra_bufts is repack
+    assert llama_cpp.llama_cpp.llama_model_default_params().use_extra_bufts is True
+    llm.close()
+
+
+def test_repack_off_same_statistics_own_cache_key(llama_pair, tmp_path):
+    _, cpp, gguf = llama_pair
+    plain = load_model(ModelConfig(model=str(gguf), backend="llamacpp", llama_repack="off"))
+    assert plain.model.repack is False
+    text = corpus_text("members", corpus_ids("members", 3)[2], n_chars=900)
+    query = QueryConfig(context=24)
+    ours, theirs = Querier(plain, query), Querier(cpp, query)
+    assert ours.key("x") != theirs.key("x")  # another layout, another cache entry
+    a, b = ours.stats(text), theirs.stats(text)
+    assert np.abs(a.logp - b.logp).max() < TOLERANCE  # float32 weights: no repacked kernel either way
+

@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.request
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,7 +36,8 @@ def _free_port() -> int:
 def _serve(gguf):
     """llama-cpp-python's server on a free local port serving ``gguf`` as ``tiny``, with an API key."""
     port = _free_port()
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--host", "127.0.0.1"]
+    command = [sys.executable, str(Path(__file__).parent / "llama_server.py"), "--model", str(gguf)]
+    command += ["--host", "127.0.0.1"]
     command += ["--port", str(port), "--logits_all", "true", "--n_ctx", "256", "--model_alias", "tiny"]
     command += ["--n_threads", "1", "--api_key", KEY]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from conftest import corpus_ids, corpus_text
 
 from docaudit import __version__
-from docaudit.cli import main
+from docaudit.cli import guard, main
 from docaudit.cli.command import SECTION_TITLES, ConfigCommand
 from docaudit.cli.options import config_from, field_options
 from docaudit.config import SECTIONS, ModelConfig, setting
@@ -502,14 +502,14 @@ def test_openai_config_sections_precedence_and_errors(tmp_path):
         assert_clean_error(run(*command, "--config", path), message)
 
 
-def test_the_package_is_typed_and_its_entry_point_is_the_group():
+def test_the_package_is_typed_and_its_entry_point_is_the_guard_of_the_group():
     cfg = configparser.ConfigParser()
     cfg.read(ROOT / "setup.cfg")
     assert "py.typed" in cfg["options.package_data"]["docaudit"].split()
     assert (ROOT / "docaudit" / "py.typed").is_file()
     name, target = cfg["options.entry_points"]["console_scripts"].strip().split(" = ")
     module, attribute = target.split(":")
-    assert name == "docaudit" and getattr(importlib.import_module(module), attribute) is main
+    assert name == "docaudit" and getattr(importlib.import_module(module), attribute) is guard.main
 
 
 def test_no_command_line_module_is_long():

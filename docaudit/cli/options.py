@@ -156,6 +156,7 @@ def seed_option(seeds: str = "run"):
 
 MODEL_FIELDS = (
     *("model", "dtype", "device", "quantize", "revision", "trust_remote_code", "backend", "kv_cache"),
+    "llama_repack",
     *("api_base", "api_model", "api_key_env", "api_tokenizer", "api_logprobs", "max_requests", "api_timeout"),
     *("api_retries", "api_document_timeout"),
 )

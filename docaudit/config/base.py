@@ -35,6 +35,7 @@ EXCERPTS = ("random", "leading")
 
 
 API_LOGPROBS = ("auto", "echo", "logit_bias")
+LLAMA_REPACK = ("auto", "on", "off")  # llama.cpp's repacked weight buffers: off on CPUs with AMX under auto
 
 
 API_TIMEOUT_MAX = 86400.0  # seconds: the longest --api-timeout accepted (a day)

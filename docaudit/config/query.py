@@ -10,6 +10,7 @@ from docaudit.config.base import (
     API_TIMEOUT_MAX,
     DTYPES,
     EXCERPTS,
+    LLAMA_REPACK,
     MAX_BATCH,
     MAX_TOKENS,
     QUANTIZE,
@@ -36,7 +37,9 @@ class ModelConfig:
     ``api_document_timeout`` seconds (None: no bound beyond those); a run that would need more than ``max_requests``
     requests stops before the first. ``kv_cache``: the precision of llama.cpp's K/V cache (``f32``, the default,
     agrees with the transformers backend to 1e-4 nats; ``f16`` is faster and differs by about 2e-3 on a trained
-    model; docs/benchmarks.md)."""
+    model; docs/benchmarks.md). ``llama_repack``: whether llama.cpp may move the weights into buffers repacked for
+    this CPU (its "extra buffer types": AMX tiles, interleaved Q4_K rows); ``auto`` turns them off on a CPU with AMX,
+    where llama.cpp's AMX path segfaults on the first evaluation of a Q4_K file (docs/benchmarks.md)."""
 
     model: str | None = setting(
         None, "Hub id, local HF directory or .gguf file (default: embedded Gemma-3-270M).", "model"
@@ -85,6 +88,13 @@ class ModelConfig:
         "model",
         choices=("f32", "f16"),
     )
+    llama_repack: str = setting(
+        "auto",
+        "llamacpp: weights repacked for this CPU's kernels (auto: off on CPUs with AMX, whose repacked path crashes "
+        "in llama.cpp).",
+        "model",
+        choices=LLAMA_REPACK,
+    )
 
     def __post_init__(self):
         check_range("--api-timeout", self.api_timeout, 0.001, API_TIMEOUT_MAX)
@@ -102,6 +112,8 @@ class ModelConfig:
             check_count("--max-requests", self.max_requests, 1, 1 << 62)
         if self.kv_cache not in ("f32", "f16"):
             raise DocauditError(f"--kv-cache must be f32 or f16, got {self.kv_cache!r}")
+        if self.llama_repack not in LLAMA_REPACK:
+            raise DocauditError(f"--llama-repack must be one of {', '.join(LLAMA_REPACK)}, got {self.llama_repack!r}")
 
 
 @dataclass(frozen=True)

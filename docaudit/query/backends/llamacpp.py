@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import threading
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -26,12 +27,17 @@ from docaudit.query.loaded import LoadedModel, tokenizer_hash
 from docaudit.query.progress import scored
 from docaudit.query.sources import check_identity, gguf_tokenizer, resolve_source
 from docaudit.query.stats import TokenStats, scored_spans
+from docaudit.untrusted import read_regular
 
 log = logging.getLogger(__name__)
 
 LOGIT_ELEMENTS_PER_CHUNK = 1 << 25  # logit elements reduced at once (as the transformers backend on the CPU)
 
 KV_TYPES = {"f32": "GGML_TYPE_F32", "f16": "GGML_TYPE_F16"}  # ModelConfig.kv_cache -> llama.cpp's type
+CPUINFO = Path("/proc/cpuinfo")
+CPUINFO_LIMIT = 1 << 24  # bytes read of it: a few hundred KB on the largest machines
+AMX_FLAGS = frozenset({"amx_tile", "amx_int8", "amx_bf16"})
+_params_lock = threading.Lock()
 
 
 def _llama_cpp():
@@ -57,6 +63,43 @@ def _llama_log_off(llama_cpp):
         llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
 
 
+def cpu_has_amx(cpuinfo: Path = CPUINFO) -> bool:
+    """Whether this CPU has Intel AMX (Sapphire Rapids and later), from the flags the kernel lists for it."""
+    try:
+        text = read_regular(cpuinfo, CPUINFO_LIMIT).decode("ascii", "replace")
+    except OSError:
+        return False
+    return any(AMX_FLAGS & set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags"))
+
+
+def repack_weights(setting: str, cpuinfo: Path = CPUINFO) -> bool:
+    """Whether llama.cpp may repack the weights for this CPU (``ModelConfig.llama_repack``): ``auto`` allows it
+    except on a CPU with AMX, where llama.cpp's AMX buffer segfaults on the first evaluation of a Q4_K file."""
+    return setting == "on" or (setting == "auto" and not cpu_has_amx(cpuinfo))
+
+
+@contextmanager
+def llama_params(llama_cpp, repack: bool):
+    """llama-cpp-python's ``Llama`` takes its model parameters from ``llama_model_default_params()`` and has no
+    argument for ``use_extra_bufts`` (the repacked buffer types, AMX among them); within this block the defaults it
+    reads carry ``repack`` (also for a process that serves a file with llama-cpp-python's server). One block at a
+    time, since it swaps a module attribute."""
+    low = llama_cpp.llama_cpp
+    defaults = low.llama_model_default_params
+
+    def params():
+        p = defaults()
+        p.use_extra_bufts = repack
+        return p
+
+    with _params_lock:
+        low.llama_model_default_params = params
+        try:
+            yield
+        finally:
+            low.llama_model_default_params = defaults
+
+
 @dataclass
 class GGUFModel:
     """A GGUF file for llama.cpp: its vocabulary and trained context, read without loading its weights."""
@@ -65,27 +108,29 @@ class GGUFModel:
     vocab_size: int
     max_positions: int | None
     kv_cache: str = "f32"
+    repack: bool = True
 
     def open(self, n_ctx: int):
         """A llama.cpp context over the file keeping the logits of all ``n_ctx`` positions, on torch's threads,
         with its K/V cache in ``kv_cache`` precision (llama.cpp's own default is f16, whose rounding of keys and
         values moves log-probabilities by about 2e-3 nats on a trained model; f32 keeps them within 1e-4 of the
-        transformers backend)."""
+        transformers backend). Its weights are repacked for this CPU only where ``repack`` allows it."""
         llama_cpp = _llama_cpp()
         kv = KV_TYPES[self.kv_cache]
         threads = torch.get_num_threads()
-        return llama_cpp.Llama(
-            model_path=str(self.path),
-            n_ctx=n_ctx,
-            n_batch=n_ctx,
-            n_ubatch=n_ctx,
-            logits_all=True,
-            n_threads=threads,
-            n_threads_batch=threads,
-            type_k=getattr(llama_cpp, kv),
-            type_v=getattr(llama_cpp, kv),
-            verbose=False,
-        )
+        with llama_params(llama_cpp, self.repack):
+            return llama_cpp.Llama(
+                model_path=str(self.path),
+                n_ctx=n_ctx,
+                n_batch=n_ctx,
+                n_ubatch=n_ctx,
+                logits_all=True,
+                n_threads=threads,
+                n_threads_batch=threads,
+                type_k=getattr(llama_cpp, kv),
+                type_v=getattr(llama_cpp, kv),
+                verbose=False,
+            )
 
 
 def load_gguf(config: ModelConfig, expected_identity: str | None = None) -> LoadedModel:
@@ -113,7 +158,8 @@ def load_gguf(config: ModelConfig, expected_identity: str | None = None) -> Load
     positions = int(vocab.metadata.get(f"{arch}.context_length", 0)) or None
     if config.kv_cache not in KV_TYPES:
         raise DocauditError(f"--kv-cache must be one of {', '.join(KV_TYPES)}, got {config.kv_cache!r}")
-    model = GGUFModel(source.gguf, int(vocab.n_vocab()), positions, config.kv_cache)
+    repack = repack_weights(config.llama_repack)
+    model = GGUFModel(source.gguf, int(vocab.n_vocab()), positions, config.kv_cache, repack)
     vocab.close()
     resolved = replace(config, model=source.reference)
     return LoadedModel(model, tokenizer, source.identity, tokenizer_hash(tokenizer), resolved, torch.device("cpu"))
@@ -127,14 +173,16 @@ class LlamaCppBackend(Backend):
     def __init__(self, model: GGUFModel, context: int):
         self.vocab_size = model.vocab_size
         self.kv_cache = model.kv_cache
+        self.repack = model.repack
         self.llm = model.open(context + 1)  # room for a BOS before the window
         weakref.finalize(self, self.llm.close)  # freed with the backend, and before the interpreter's teardown
         self.chunk_rows = max(1, LOGIT_ELEMENTS_PER_CHUNK // self.vocab_size)
         self.work = WorkBuffers(torch.device("cpu"))
 
     def identity(self) -> dict:
-        """The backend and its K/V precision: statistics computed with another precision are another cache entry."""
-        return {"backend": self.name, "kv_cache": self.kv_cache}
+        """The backend, its K/V precision and, where off, the weights' repacking: statistics computed with other
+        arithmetic are another cache entry (repacked and plain Q4_K kernels round differently)."""
+        return {"backend": self.name, "kv_cache": self.kv_cache} | ({} if self.repack else {"repack": False})
 
     def batch_size(self, context: int) -> int:
         return 1
@@ -190,6 +238,6 @@ register_backend(
     provides=FULL,
     load=load_gguf,
     open=lambda lm, query: LlamaCppBackend(lm.model, query.context),
-    options=("kv_cache",),
+    options=("kv_cache", "llama_repack"),
     help="a .gguf file through llama.cpp, not dequantized",
 )
