@@ -197,4 +197,3 @@ def test_repack_off_same_statistics_own_cache_key(llama_pair, tmp_path):
     assert ours.key("x") != theirs.key("x")  # another layout, another cache entry
     a, b = ours.stats(text), theirs.stats(text)
     assert np.abs(a.logp - b.logp).max() < TOLERANCE  # float32 weights: no repacked kernel either way
-
