@@ -24,6 +24,7 @@ from docaudit.corpus.base import DocumentError
 from docaudit.corpus.datasets import HUB_PREFIX, is_dataset
 from docaudit.corpus.documents import expand_paths
 from docaudit.errors import DocauditError
+from docaudit.inference.verdicts import nonmembers_needed, smallest_p
 from docaudit.run import DocumentSpec
 
 Checked = (
@@ -333,18 +334,44 @@ def _checks(request: Checked) -> list[Checks]:
         raise TypeError(f"{type(request).__name__} has no checks before its run") from None
 
 
+def check_reachable(request: Checked) -> None:
+    """Refuse a ``report`` or ``map`` whose calibration non-members are too few for any p-value below its level,
+    so that every verdict would be "inconclusive" whatever the model says: the smallest p-value against n of them is
+    1/(n+1) (datasets are counted only when read, and not here)."""
+    if isinstance(request, ReportRequest):
+        calibration, level = request.calibrate_nonmembers, request.spec.alpha / len(request.method_names())
+    elif isinstance(request, MapRequest):
+        calibration, level = request.nonmembers, request.spec.alpha
+    else:
+        return
+    files = document_files(calibration)
+    if files is None or smallest_p(len(files)) < level:
+        return
+    n = len(files)
+    raise DocauditError(
+        f"with {n} calibration non-member book(s) the smallest p-value is 1/{n + 1} = {smallest_p(n):.3g}, not below "
+        f"the level {level:g}, so every verdict would be inconclusive: give at least {nonmembers_needed(level)} "
+        "(--calibrate-nonmembers), or a larger --alpha"
+    )
+
+
 def check(request: Checked) -> list[Estimate]:
     """Check ``request`` before anything is loaded (every document path, the output folders, the folds against the
-    files given), raising the error a run would; one :class:`Estimate` per run (one per method of a report), from
-    the files' sizes."""
+    files given, calibration sets large enough for a verdict), raising the error a run would; the documents are
+    read as the run reads them (an empty or binary file refused now, not after the model loads). One
+    :class:`Estimate` per run (one per method of a report), with the documents' sizes."""
     estimates = []
+    check_reachable(request)
     for checks in _checks(request):
         files = check_inputs(checks)
         if isinstance(request, TrapsMakeRequest):
             if files is None:
                 raise DocauditError("traps make takes text files, not datasets")
             check_traps_outputs(request)
-        estimates.append(Estimate(checks, files))
+        estimate = Estimate(checks, files)
+        if files is not None and not isinstance(request, (TrapsMakeRequest, ControlsRequest)):
+            estimate.sizes = read_as_run(checks)
+        estimates.append(estimate)
     return estimates
 
 
@@ -363,6 +390,4 @@ def estimate(request: Checked) -> list[Estimate]:
             from docaudit.audit.synthetic_controls import planned_cost
 
             e.cost = planned_cost(len(e.files or []), request.config, 2 if request.reference else 1)
-        elif e.files is not None:
-            e.sizes = read_as_run(e.checks)
     return estimates
