@@ -76,12 +76,15 @@ class Checks:
 class Estimate:
     """One run's checks passed: ``files`` (every file named; None when a dataset is among them, whose rows are
     counted only when read), ``sizes`` (each document's bytes as the run reads it; None: not read, the files' own
-    sizes are used), ``cost`` (what ``traps make`` and ``controls`` estimate instead of a query plan)."""
+    sizes are used), ``cost`` (what ``traps make`` and ``controls`` estimate instead of a query plan), ``warnings``
+    (what the run can give is limited before it starts: a report whose calibration cannot reach a verdict still
+    gives its rates)."""
 
     checks: Checks
     files: list[Path] | None
     sizes: list[int] | None = None
     cost: dict | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def plan(self) -> costs.Plan | None:
         """The estimated steps of the run (``audit.costs.command_plan``); None when nothing is queried or a dataset
@@ -334,21 +337,21 @@ def _checks(request: Checked) -> list[Checks]:
         raise TypeError(f"{type(request).__name__} has no checks before its run") from None
 
 
-def check_reachable(request: Checked) -> None:
-    """Refuse a ``report`` or ``map`` whose calibration non-members are too few for any p-value below its level,
-    so that every verdict would be "inconclusive" whatever the model says: the smallest p-value against n of them is
-    1/(n+1) (datasets are counted only when read, and not here)."""
+def unreachable(request: Checked) -> str | None:
+    """Why no verdict of a ``report`` or ``map`` can be "evidence", whatever the model says, or None: its
+    calibration non-members are too few for any p-value below its level (against n of them the smallest p-value is
+    1/(n+1)); datasets are counted only when read, and not here."""
     if isinstance(request, ReportRequest):
         calibration, level = request.calibrate_nonmembers, request.spec.alpha / len(request.method_names())
     elif isinstance(request, MapRequest):
         calibration, level = request.nonmembers, request.spec.alpha
     else:
-        return
+        return None
     files = document_files(calibration)
     if files is None or smallest_p(len(files)) < level:
-        return
+        return None
     n = len(files)
-    raise DocauditError(
+    return (
         f"with {n} calibration non-member book(s) the smallest p-value is 1/{n + 1} = {smallest_p(n):.3g}, not below "
         f"the level {level:g}, so every verdict would be inconclusive: give at least {nonmembers_needed(level)} "
         "(--calibrate-nonmembers), or a larger --alpha"
@@ -357,18 +360,20 @@ def check_reachable(request: Checked) -> None:
 
 def check(request: Checked) -> list[Estimate]:
     """Check ``request`` before anything is loaded (every document path, the output folders, the folds against the
-    files given, calibration sets large enough for a verdict), raising the error a run would; the documents are
+    files given, a map's calibration books enough for a verdict), raising the error a run would; the documents are
     read as the run reads them (an empty or binary file refused now, not after the model loads). One
     :class:`Estimate` per run (one per method of a report), with the documents' sizes."""
     estimates = []
-    check_reachable(request)
+    why = unreachable(request)
+    if why is not None and isinstance(request, MapRequest):
+        raise DocauditError(why)
     for checks in _checks(request):
         files = check_inputs(checks)
         if isinstance(request, TrapsMakeRequest):
             if files is None:
                 raise DocauditError("traps make takes text files, not datasets")
             check_traps_outputs(request)
-        estimate = Estimate(checks, files)
+        estimate = Estimate(checks, files, warnings=[] if why is None else [why])
         if files is not None and not isinstance(request, (TrapsMakeRequest, ControlsRequest)):
             estimate.sizes = read_as_run(checks)
         estimates.append(estimate)

@@ -45,9 +45,12 @@ def preflight(request) -> bool:
 
     if dry_run():
         for estimate in api.estimate(request):
+            echo_warnings(estimate)
             echo_dry_run(estimate)
         return True
     estimates = api.check(request)
+    for estimate in estimates[:1]:  # one per report method: the same words
+        echo_warnings(estimate)
     if show_progress():
         for estimate in estimates:
             if estimate.files and not estimate.checks.no_model:
@@ -70,6 +73,12 @@ def _duration(seconds: float) -> str:
     if minutes < 1:
         return f"{seconds:.0f} s"
     return f"{minutes:.1f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+
+
+def echo_warnings(estimate: Estimate) -> None:
+    """Print on stderr, before anything is loaded, what limits the run's answers (``Estimate.warnings``)."""
+    for warning in estimate.warnings:
+        click.echo(f"warning: {warning}", err=True)
 
 
 def echo_dry_run(estimate: Estimate) -> None:
