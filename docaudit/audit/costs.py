@@ -22,12 +22,14 @@ from dataclasses import dataclass, field
 from docaudit.config import BeyondBlindConfig, DetectorConfig, MetaConfig, ModelConfig, QueryConfig
 from docaudit.config.rules import (
     CHARS_PER_TOKEN,
+    CONVERT_SECONDS_PER_GB,
     LOAD_SECONDS,
     OTHER_SECONDS_PER_TOKEN,
     QUERY_TOKENS_PER_SECOND,
     TREE_SECONDS,
 )
 from docaudit.query import rates
+from docaudit.query.sources import embedded_conversion_pending
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,10 @@ def query_plan(sizes: Sequence[int], query: QueryConfig, model: ModelConfig, loa
     windows = sum(windows_of(n, query.context, stride) for n in queried)
     plan = Plan(len(queried), sum(queried), windows, query.context, rates_here, doc_tokens=queried)
     if load:
+        if model.backend == "transformers" and model.model is None and (size := embedded_conversion_pending()):
+            per_gb = rates.measured(rates.CONVERSION_KEY, "convert_s_per_gb") or CONVERT_SECONDS_PER_GB
+            plan.steps.append(Step("converting the embedded model (its first use, once)", f"{size / 1e6:.0f} MB",
+                                   per_gb * size / 1e9))  # fmt: skip
         plan.steps.append(Step("loading the model", "once", plan.rates.load_s))
     plan.add_passes("model passes: documents", plan.tokens)
     return plan

