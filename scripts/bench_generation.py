@@ -113,7 +113,7 @@ def main(argv=None) -> int:
         row["generated_after_over_scored_before"] = round(
             row["generate_cpu_s_after"] / row["tokens_generated"] * row["scored_tokens_per_cpu_s_before"], 2
         )
-        row = {k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}
+        row = {k: round(v, 2) if isinstance(v, float) and "difference" not in k else v for k, v in row.items()}
         rows.append(row)
         print(json.dumps(row), flush=True)
     if args.json:
