@@ -102,7 +102,8 @@ class Decoder:
         if self.base is None:
             return out.logits[:, -1].float().contiguous(), cache
         hidden = out.last_hidden_state[:, -1].contiguous()
-        buffer = torch.empty(len(hidden), self.vocab, dtype=torch.float32, device=self.device)
+        direct = self.head.packed is not None  # the packed head writes its own output
+        buffer = None if direct else torch.empty(len(hidden), self.vocab, dtype=torch.float32, device=self.device)
         return self.head(hidden, buffer), cache
 
     @inference_mode
