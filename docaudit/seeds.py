@@ -40,6 +40,7 @@ STREAMS: dict[str, Stream] = {
     "permutation": Stream((), "", "Monte Carlo permutations of the rank test"),
     "traps": Stream((), "", "trap generation, the traps / controls split and the copies' places"),
     "controls_passages": Stream((), "", "the passages of a book (seeded by the run seed and the book's hash)"),
+    "continuations": Stream((35,), "prompt i, sample j", "the uniform of each token of continuation j of prompt i"),
     "lab_subset": Stream((), "", "the lab's --docs subset of the pool"),
     "lab_split": Stream((), "", "the lab's random member / non-member halves"),
 }

@@ -116,7 +116,7 @@ def trained_run(tmp_path_factory, one_thread):
             ModelConfig(model=str(target)),
             ModelConfig(model=str(generator)),
             library=[root / "library"],
-            config=replace(SMALL, passages=16),
+            config=replace(SMALL, passages=24),  # 16 gave a median p of 0.08 to 0.002 across seeds 0-3
         )
         result = api.synthetic_controls(request).controls
     return result, len(members)

@@ -24,6 +24,7 @@ BEFORE = {
     "controls_passages": lambda s: np.random.default_rng(s),
     "lab_subset": lambda s: np.random.default_rng(s),
     "lab_split": lambda s: np.random.default_rng(s),
+    "continuations": lambda s: np.random.default_rng([s, 35, 2, 1]),
 }
 KEYS = {
     "snippets": (0xABCDEF012345,),
@@ -33,6 +34,7 @@ KEYS = {
     "rate_subsample": (12, 3),
     "pac_swaps": (2, 991),
     "neighbour_masks": (2, 991),
+    "continuations": (2, 1),
 }
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import torch
 
+from docaudit.query.decode import shared_head
 from docaudit.query.generate import require_in_process
+from docaudit.query.lazy import inference_mode, torch
 from docaudit.query.loaded import LoadedModel
 from docaudit.query.stats import bos_per_window
 
@@ -30,34 +31,51 @@ def _encode(lm: LoadedModel, context: str, suffix: str) -> tuple[list[int], int]
     return head + left + right, len(right)
 
 
-@torch.no_grad()
+@inference_mode
 def bits_per_byte(lm: LoadedModel, pairs: list[tuple[str, str]], batch_size: int = 16) -> np.ndarray:
     """For each (context, suffix), the suffix's bits per byte under ``lm`` after the context (NaN for an empty
-    suffix, or one with nothing before it to be predicted from)."""
+    suffix, or one with nothing before it to be predicted from).
+
+    The pairs, longest first, go through the model's trunk ``batch_size`` at a time, right-padded (causal
+    attention: padding after a sequence changes none of its positions); the LM head prepared for the model
+    (``decode.shared_head``) runs on the positions that predict a suffix token only, a chunk of rows at a time,
+    and each row's log-probability of its token is its logit less the row's log-sum-exp, in float32."""
     require_in_process(lm, "the scoring model")
     model = lm.model
     model.eval()
+    trunk, head, rows = shared_head(model, lm.device)
     encoded = [_encode(lm, c, s) for c, s in pairs]
     pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
     out = np.full(len(pairs), np.nan)
-    for start in range(0, len(encoded), batch_size):
-        chunk = encoded[start : start + batch_size]
-        width = max(len(ids) for ids, _ in chunk)
-        ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-        mask = torch.zeros_like(ids)
-        for row, (seq, _) in enumerate(chunk):
+    scored = [
+        i
+        for i, (seq, n_suffix) in enumerate(encoded)
+        if n_suffix and len(seq) > n_suffix and pairs[i][1].encode("utf-8")
+    ]
+    scored.sort(key=lambda i: -len(encoded[i][0]))
+    buffer = torch.empty(rows, lm.vocab_size, dtype=torch.float32, device=lm.device)
+    for start in range(0, len(scored), batch_size):
+        batch = scored[start : start + batch_size]
+        width = len(encoded[batch[0]][0])
+        ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        index, owner = [], []
+        for row, i in enumerate(batch):
+            seq, n_suffix = encoded[i]
             ids[row, : len(seq)] = torch.tensor(seq)
-            mask[row, : len(seq)] = 1
-        logp = torch.log_softmax(
-            model(input_ids=ids.to(lm.device), attention_mask=mask.to(lm.device)).logits.float(), dim=-1
-        ).cpu()
-        for row, (seq, n_suffix) in enumerate(chunk):
-            n_bytes = len(pairs[start + row][1].encode("utf-8"))
-            if n_suffix == 0 or n_bytes == 0 or len(seq) == n_suffix:
-                continue
-            positions = torch.arange(len(seq) - n_suffix, len(seq))
-            token_logp = logp[row, positions - 1, torch.tensor(seq)[positions]]
-            out[start + row] = float(-token_logp.sum()) / math.log(2) / n_bytes
+            index.append(row * width + np.arange(len(seq) - n_suffix - 1, len(seq) - 1))
+            owner += [row] * n_suffix
+        index_t = torch.as_tensor(np.concatenate(index), device=lm.device)
+        flat = ids.to(lm.device).reshape(-1)
+        hidden = trunk(flat.view(len(batch), width)).reshape(len(batch) * width, -1)[index_t]
+        targets = flat[index_t + 1]
+        logp = torch.empty(len(index_t), dtype=torch.float64)
+        for lo in range(0, len(index_t), rows):
+            z = head(hidden[lo : lo + rows], buffer[: len(hidden[lo : lo + rows])])
+            picked = z.gather(1, targets[lo : lo + rows, None])[:, 0] - torch.logsumexp(z, dim=1)
+            logp[lo : lo + len(picked)] = picked.cpu().double()
+        bits = np.bincount(owner, weights=-logp.numpy(), minlength=len(batch)) / math.log(2)
+        for row, i in enumerate(batch):
+            out[i] = bits[row] / len(pairs[i][1].encode("utf-8"))
     return out
 
 

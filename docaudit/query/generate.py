@@ -44,6 +44,7 @@ from docaudit.corpus.prose import ProseCheck
 from docaudit.corpus.traps import TrapSequence, jaccard
 from docaudit.errors import DocauditError, ModelError
 from docaudit.query.models import LoadedModel
+from docaudit.seeds import stream
 
 log = logging.getLogger(__name__)
 
@@ -236,41 +237,41 @@ def _rejects(ids: list[int], ppl: float, config: TrapConfig, kept_sets: list[set
     return None
 
 
-@torch.no_grad()
 def continuations(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tokens: int, options: dict) -> list:
     """Per prompt (generator token ids, all of one length), ``samples`` continuations of exactly ``n_tokens`` new
-    ids, pure sampling at ``options["temperature"]`` (no top-k, no top-p; EOS cannot end one early), seeded by
-    ``options["seed"]``, ``options["batch_size"]`` sequences per call; the prompt gets the generator's BOS first
-    when its tokenizer starts encodings with one."""
+    ids, pure sampling at ``options["temperature"]`` (no top-k, no top-p; EOS cannot end one early), the prompt
+    after the generator's BOS when its tokenizer starts encodings with one; ``options["batch_size"]`` prompts (with
+    their samples) per decoding loop (``query.decode``). The ``j``-th continuation of the ``i``-th prompt is drawn
+    from its own stream of uniforms (``options["seed"]``, ``i``, ``j``), so it does not depend on the batch size
+    or on the other prompts."""
+    from docaudit.query.decode import Decoder
     from docaudit.query.stats import bos_per_window
 
     require_in_process(lm, "the generator")
-    tok = lm.tokenizer
-    bos = bos_per_window(tok)
-    rows = [([bos] if bos is not None else []) + list(p) for p in prompts for _ in range(samples)]
+    bos = bos_per_window(lm.tokenizer)
+    rows = [([bos] if bos is not None else []) + list(p) for p in prompts]
     if lm.max_positions is not None and rows and len(rows[0]) + n_tokens > lm.max_positions:
         raise DocauditError(
             f"the generator takes {lm.max_positions} positions, fewer than a passage's {len(rows[0]) + n_tokens} tokens"
         )
-    pad = tok.pad_token_id if tok.pad_token_id is not None else (tok.eos_token_id or 0)
-    torch.manual_seed(options["seed"])
+    if not rows:
+        return []
     lm.model.eval()
+    decoder = Decoder(lm.model, lm.device)
     out = []
-    for start in range(0, len(rows), options["batch_size"]):
-        batch = torch.tensor(rows[start : start + options["batch_size"]], dtype=torch.long, device=lm.device)
-        sampled = lm.model.generate(
-            batch,
-            attention_mask=torch.ones_like(batch),
-            do_sample=True,
-            temperature=float(options["temperature"]),
-            top_k=0,
-            top_p=1.0,
-            max_new_tokens=n_tokens,
-            min_new_tokens=n_tokens,
-            pad_token_id=pad,
-        )[:, batch.shape[1] :]
-        out += sampled.cpu().tolist()
-    return [out[i * samples : (i + 1) * samples] for i in range(len(prompts))]
+    step = max(1, options["batch_size"])
+    for start in range(0, len(rows), step):
+        batch = rows[start : start + step]
+        uniforms = np.stack(
+            [
+                stream(options["seed"], "continuations", start + i, j).random(n_tokens)
+                for i in range(len(batch))
+                for j in range(samples)
+            ]
+        )
+        sampled = decoder.sample(batch, samples, uniforms, float(options["temperature"])).tolist()
+        out += [sampled[i * samples : (i + 1) * samples] for i in range(len(batch))]
+    return out
 
 
 def require_in_process(lm, role: str) -> None:

@@ -57,6 +57,7 @@ class _Head:
         self, head: Callable, module: torch.nn.Module | None, cap: float | None, device: torch.device, rows: int = 128
     ):
         self.head, self.cap = head, cap
+        self.splits = module is not None  # False: ``head`` is the identity after the full forward
         self.weight = self.packed = None
         self.dense_io = False
         if (
