@@ -61,15 +61,6 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    """Hex SHA-256 of a file's bytes, read ``chunk`` bytes at a time (bounded memory for large weight files)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def jsonable(value: Any) -> Any:
     """``value`` with NumPy scalars as Python numbers and every NaN or infinity as None (JSON has no NaN)."""
     if isinstance(value, dict):

@@ -19,7 +19,6 @@ which sequences to look for and which to leave out.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -29,6 +28,7 @@ import numpy as np
 
 from docaudit.errors import DocauditError
 from docaudit.io import json_text, sha256_text
+from docaudit.untrusted import load_untrusted_json
 
 REGISTRY_FORMAT = "docaudit-trap-registry/1"
 
@@ -197,7 +197,7 @@ def read_registry(path) -> TrapRegistry:
     """Read and check a registry file; anything malformed is a one-line DocauditError naming what is wrong."""
     path = Path(path)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = load_untrusted_json(path, "registry")
     except OSError as e:
         raise DocauditError(f"registry {path}: cannot read ({e.strerror or e})") from None
     except (ValueError, UnicodeDecodeError, RecursionError) as e:

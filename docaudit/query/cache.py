@@ -18,7 +18,7 @@ import numpy as np
 
 from docaudit.io import atomic_write
 from docaudit.query.stats import TokenStats
-from docaudit.untrusted import inflate_problem, open_regular
+from docaudit.untrusted import inflate_problem, members_problem, open_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +138,12 @@ _ENTRY = re.compile(r"[0-9a-f]{64}\.npz")
 def read_entry(path: Path) -> tuple[TokenStats | None, str | None]:
     """The statistics in the entry at ``path``, or None and why not. Only a regular file is opened (a FIFO would
     block the run), and its members are read only when their inflated size is within the archive bound."""
-    with open_regular(path) as f, zipfile.ZipFile(f) as archive:
-        problem = inflate_problem(archive, os.fstat(f.fileno()).st_size)
+    with open_untrusted(path, "statistics") as f:
+        size = os.fstat(f.fileno()).st_size
+        if (problem := members_problem(f, size)) is not None:
+            return None, problem
+        with zipfile.ZipFile(f) as archive:
+            problem = inflate_problem(archive, size)
         if problem is not None:
             return None, problem
         f.seek(0)
@@ -151,7 +155,10 @@ def entry_model(path: Path) -> str:
     """The model identity recorded in an entry, ``unrecorded`` for one written before it was recorded,
     ``unreadable`` for a damaged one."""
     try:
-        with open_regular(path) as f, zipfile.ZipFile(f) as archive:
+        with open_untrusted(path, "statistics") as f:
+            if members_problem(f, os.fstat(f.fileno()).st_size) is not None:
+                return "unreadable"
+            archive = zipfile.ZipFile(f)
             if MODEL_FIELD not in {name.removesuffix(".npy") for name in archive.namelist()}:
                 return "unrecorded"
             if archive.getinfo(f"{MODEL_FIELD}.npy").file_size > MODEL_FIELD_BYTES:
