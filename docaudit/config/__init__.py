@@ -46,7 +46,7 @@ from docaudit.config.lab import TargetConfig, TrapConfig
 from docaudit.config.localize import SEGMENT_METHODS, LocalizeConfig
 from docaudit.config.methods import DetectorConfig, MetaConfig, ScalingConfig, TrainConfig
 from docaudit.config.query import ModelConfig, QueryConfig, RayConfig
-from docaudit.config.seed import SEED, SEED_HELP
+from docaudit.config.seed import MAX_SEED, SEED, SEED_HELP
 
 __all__ = [
     "ControlsConfig",
@@ -74,6 +74,7 @@ __all__ = [
     "READ_JOBS_MIN_FILES",
     "SECTIONS",
     "SEED",
+    "MAX_SEED",
     "SEED_HELP",
     "setting",
     "check_range",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import zipfile
@@ -201,13 +202,23 @@ def _inconsistency(stats: TokenStats, expect: dict) -> str | None:
 
 def _impossible(stats: TokenStats) -> str | None:
     """Which statistic holds a value no model gives, or None: a token id outside the vocabulary, a log probability
-    (or its maximum, or its mean under p) above 0, a negative standard deviation or softmax sum."""
-    ids = stats.token_ids
+    (or its maximum, or its mean under p) above 0, a log probability above its maximum, a mean of log p under p
+    above its maximum or below -log V (an entropy above log V), a negative standard deviation or softmax sum, or a
+    standard deviation of log p above log V + 1 (over V tokens it is at most sqrt(log(V)^2 / 4 + 1)). Statistics a
+    backend does not give are NaN, and pass."""
+    ids, tol = stats.token_ids, LOGP_TOLERANCE
     if ids.min() < 0 or ids.max() >= stats.vocab_size:
         return f"a token id outside the vocabulary of {stats.vocab_size}"
     for name in ("logp", "max_logp", "mu"):
-        if (getattr(stats, name) > LOGP_TOLERANCE).any():
+        if (getattr(stats, name) > tol).any():
             return f"{name} holds a log probability above 0"
+    if (stats.logp > stats.max_logp + tol).any():
+        return "a log probability above the largest one at its position (max_logp)"
+    log_v = math.log(stats.vocab_size)
+    if (stats.mu > stats.max_logp + tol).any() or (stats.mu < -log_v - tol).any():
+        return f"a mean log probability above its maximum or below -log {stats.vocab_size}"
     if (stats.sigma < 0).any() or (stats.gp_sum is not None and (stats.gp_sum < 0).any()):
         return "a negative standard deviation or softmax sum"
+    if (stats.sigma > log_v + 1 + tol).any():
+        return f"a standard deviation of log p larger than any distribution over {stats.vocab_size} tokens has"
     return None

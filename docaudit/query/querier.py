@@ -22,7 +22,7 @@ from docaudit.corpus.documents import (
     Document,
     Skips,
 )
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, restated
 from docaudit.io import sha256_text
 from docaudit.query import rates
 from docaudit.query.backends import Backend, open_backend
@@ -389,7 +389,7 @@ class Querier:
         whole = [0, 0]  # bytes and tokens of the texts queried whole
 
         def named(i: int, e: DocauditError) -> DocauditError:
-            return DocauditError(f"{names[i]}: {e}") if names else e
+            return restated(e, f"{names[i]}: {e}") if names else e
 
         def advance(n_tokens: int) -> None:
             nonlocal moved

@@ -220,9 +220,11 @@ def looks_like_path(spec: str) -> bool:
     return spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec
 
 
-def resolve_source(spec: str | None, revision: str | None = None) -> ModelSource:
+def resolve_source(spec: str | None, revision: str | None = None, memo: bool = True) -> ModelSource:
     """Resolve a model spec without loading anything: the embedded default (None), a ``.gguf`` file, a local
-    Hugging Face directory, or a hub id. A path-like spec that does not exist is an error, never a hub request."""
+    Hugging Face directory, or a hub id. A path-like spec that does not exist is an error, never a hub request.
+    ``memo=False``: a local directory's weights are hashed again (:func:`weights_hash`), where the identity decides
+    what is reported and which cached statistics are used."""
     if spec is None:
         gguf_path, digest = embedded_gguf()
         return ModelSource(None, f"{EMBEDDED_NAME}@{digest[:16]}", gguf=gguf_path)
@@ -236,7 +238,7 @@ def resolve_source(spec: str | None, revision: str | None = None) -> ModelSource
         if not (path / "config.json").exists():
             raise ModelError(f"{spec} is a directory but not a Hugging Face model (no config.json)")
         path = path.resolve()
-        return ModelSource(str(path), f"local@{weights_hash(path)[:16]}", path=path)
+        return ModelSource(str(path), f"local@{weights_hash(path, memo)[:16]}", path=path)
     if looks_like_path(spec):
         raise ModelError(f"unknown model '{spec}': no such file or directory")
     return ModelSource(spec, f"hub:{spec}@{revision or 'main'}", hub=True)

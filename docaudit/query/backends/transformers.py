@@ -27,7 +27,6 @@ from docaudit.query.sources import (
     hub_access,
     offline,
     resolve_source,
-    weights_hash,
 )
 from docaudit.query.stats import TokenStats, scored_spans
 
@@ -288,10 +287,9 @@ def load_transformers(config: ModelConfig, expected_identity: str | None = None)
     if config.quantize not in (None, *QUANTIZE):
         raise DocauditError(f"unknown quantization '{config.quantize}' (choose from {', '.join(QUANTIZE)})")
     device = resolve_device(config.device)
-    source = resolve_source(config.model, config.revision)
-    if source.path is not None and expected_identity is not None:
-        # the memoized hash may be stale or forged: whether this is the classifier's model rests on the weights
-        source = replace(source, identity=f"local@{weights_hash(source.path, memo=False)[:16]}")
+    # a memoized hash may be stale or forged: the identity that names the model in every output, and keys its
+    # cached statistics, rests on the weights themselves (one more pass over a local model's files per run)
+    source = resolve_source(config.model, config.revision, memo=False)
     if not source.hub:
         check_identity(source.identity, expected_identity)
     download = source.hub and hub_access(config.model, config.revision)
