@@ -87,13 +87,17 @@ class StatsCache:
         atomic_write(self.path(key), lambda f: np.savez(f, **arrays))
 
     def entries(self) -> list[Path]:
-        """The entries docaudit wrote: ``stats/<2 hex>/<64 hex>.npz`` (nothing else under the root counts)."""
-        if not self.root.is_dir():
+        """The entries docaudit wrote: ``stats/<2 hex>/<64 hex>.npz``, plain files in plain folders (nothing else
+        under the root counts, and no link is followed: a linked fan-out folder is not docaudit's, so ``cache clear``
+        never deletes through it and ``cache info`` lists it among what clearing leaves)."""
+        if not _real_folder(self.root):
             return []
         return sorted(
             p
-            for p in self.root.glob("??/*.npz")
-            if _ENTRY.fullmatch(p.name) and p.parent.name == p.name[:2] and p.is_file() and not p.is_symlink()
+            for folder in self.root.iterdir()
+            if len(folder.name) == 2 and _real_folder(folder)
+            for p in folder.iterdir()
+            if _ENTRY.fullmatch(p.name) and p.name[:2] == folder.name and p.is_file() and not p.is_symlink()
         )
 
     def summary(self) -> dict:
@@ -134,6 +138,10 @@ MODEL_FIELD = "model_identity"
 MODEL_FIELD_BYTES = 1 << 16  # a longer recorded identity is not read (``cache info`` reads every entry's)
 LOGP_TOLERANCE = 1e-3  # rounding a backend or server may leave above log p = 0
 _ENTRY = re.compile(r"[0-9a-f]{64}\.npz")
+
+
+def _real_folder(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
 
 
 def read_entry(path: Path) -> tuple[TokenStats | None, str | None]:
