@@ -48,6 +48,12 @@ class ModelError(DocauditError):
     exit_code = MODEL_UNAVAILABLE
 
 
+def restated(error: DocauditError, message: str) -> DocauditError:
+    """``message`` (the cause named with where it happened) as an error of ``error``'s kind, so one cause keeps one
+    exit status wherever it surfaces."""
+    return (ModelError if isinstance(error, ModelError) else DocauditError)(message)
+
+
 def report_error(error: Exception, debug: bool = False, stream=None) -> int:
     """What the command line does with an exception of a command: a DocauditError is its ``error:`` line and its
     exit status; anything else is a failure of docaudit itself, one line saying so and where to report it (with

@@ -50,24 +50,41 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write(path, lambda f: f.write(text.encode("utf-8", "backslashreplace")))
 
 
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula
+
+
+def spreadsheet_safe(frame):
+    """``frame`` with every text cell a spreadsheet would take for a formula (one that begins with ``=``, ``+``,
+    ``-``, ``@``, a tab or a carriage return: a book named ``=HYPERLINK(...)``) preceded by an apostrophe, which
+    spreadsheets show as text (OWASP's advice on CSV injection); numbers are left as they are."""
+
+    def safe(value):
+        return f"'{value}" if isinstance(value, str) and value.startswith(FORMULA_STARTS) else value
+
+    from pandas.api.types import is_object_dtype, is_string_dtype
+
+    out = frame.copy()
+    for i, dtype in enumerate(out.dtypes):
+        if is_object_dtype(dtype) or is_string_dtype(dtype):
+            out.isetitem(i, out.iloc[:, i].map(safe))
+    return out
+
+
+def csv_text(frame) -> str:
+    """``frame`` as CSV text without its index, safe to open in a spreadsheet (:func:`spreadsheet_safe`): every CSV
+    docaudit writes or prints is made here."""
+    return spreadsheet_safe(frame).to_csv(index=False)
+
+
 def write_csv(frame, path: Path) -> None:
-    """``frame`` as a UTF-8 CSV file without its index, names that UTF-8 cannot hold backslash-escaped (see
+    """``frame`` as a UTF-8 CSV file (:func:`csv_text`), names that UTF-8 cannot hold backslash-escaped (see
     :func:`atomic_write_text`)."""
-    frame.to_csv(path, index=False, errors="backslashreplace")
+    spreadsheet_safe(frame).to_csv(path, index=False, errors="backslashreplace")
 
 
 def sha256_text(text: str) -> str:
     """Hex SHA-256 of the text's UTF-8 bytes: a document's identity in caches and duplicate checks."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    """Hex SHA-256 of a file's bytes, read ``chunk`` bytes at a time (bounded memory for large weight files)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def jsonable(value: Any) -> Any:

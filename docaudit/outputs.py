@@ -28,6 +28,7 @@ from pathlib import Path
 from docaudit import __version__
 from docaudit.errors import DocauditError
 from docaudit.io import atomic_write_text, current_umask
+from docaudit.untrusted import load_untrusted_json
 
 OUTPUT_MARKER = ".docaudit-output.json"
 STAGING_MARKER = ".docaudit-staging.json"
@@ -36,7 +37,7 @@ STAGING_MARKER = ".docaudit-staging.json"
 def read_marker(folder: Path) -> dict | None:
     """The marker of a docaudit output folder, or None when there is none or it is unreadable."""
     try:
-        marker = json.loads((Path(folder) / OUTPUT_MARKER).read_text(encoding="utf-8"))
+        marker = load_untrusted_json(Path(folder) / OUTPUT_MARKER, "output marker")
     except (OSError, ValueError, RecursionError):
         return None
     if not isinstance(marker, dict) or not isinstance(marker.get("kind"), str):
@@ -291,7 +292,7 @@ def remove_stale_staging(out: Path) -> None:
         if folder.is_symlink() or not folder.is_dir():
             continue
         try:
-            staging = json.loads((folder / STAGING_MARKER).read_text(encoding="utf-8"))
+            staging = load_untrusted_json(folder / STAGING_MARKER, "staging marker")
             pid, host = staging["pid"], staging["host"]
         except (OSError, ValueError, RecursionError, TypeError, KeyError):
             continue

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from docaudit.config import SEED, DetectorConfig, ModelConfig, RayConfig
+from docaudit.config import MAX_SEED, SEED, DetectorConfig, ModelConfig, RayConfig
+from docaudit.config.base import check_count
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class RunContext:
     pool: Any = None
 
     def __post_init__(self):
+        check_count("--seed", self.seed, 0, MAX_SEED)
         if self.command is not None:
             object.__setattr__(self, "command", tuple(str(a) for a in self.command))
 

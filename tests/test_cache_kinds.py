@@ -7,7 +7,7 @@ import pytest
 from test_cache import make_gguf
 from test_cli import assert_clean_error, make_sets, run
 
-from docaudit.io import sha256_file
+from docaudit.untrusted import sha256_untrusted
 
 
 def _files(folder):
@@ -35,7 +35,7 @@ def test_every_kind_is_counted_and_cleared_alone(tmp_path, tiny_gpt2):
     for model in (tiny_gpt2, gguf):
         done = run("score", sets["mem"], "--model", model, "--context", "32", "--methods", "loss")
         assert done.exit_code == 0, done.output
-    gguf_tokenizer(gguf, sha256_file(gguf))
+    gguf_tokenizer(gguf, sha256_untrusted(gguf, "weights"))
     (converted,) = (cache / "models").iterdir()
     (tokenizer,) = (cache / "tokenizers").iterdir()
     (memo,) = (cache / "weights-hash").iterdir()
@@ -90,7 +90,7 @@ def test_default_clear_keeps_models_and_tokenizers(tmp_path):
     from docaudit.query.sources import gguf_tokenizer
 
     gguf = make_gguf(tmp_path / "tiny.gguf")
-    gguf_tokenizer(gguf, sha256_file(gguf))
+    gguf_tokenizer(gguf, sha256_untrusted(gguf, "weights"))
     done = run("cache", "clear", "--yes")  # the default: token statistics only, as before
     assert done.exit_code == 0 and "removed 0 entries" in done.stdout
     assert _info()["kinds"]["tokenizers"]["entries"] == 1

@@ -165,19 +165,18 @@ def test_a_fifo_where_a_regular_file_was_checked_is_refused_without_blocking(tmp
 
 
 def test_an_oversized_config_or_dataset_is_refused_by_size(tmp_path, monkeypatch):
-    from docaudit.cli import config_file
     from docaudit.cli.config_file import ConfigError, read_config_file
-    from docaudit.corpus import datasets
+    from docaudit.config import READ_LIMITS
     from docaudit.corpus.datasets import DatasetSource, read_dataset
     from docaudit.errors import DocauditError
 
     big = tmp_path / "settings.toml"
     big.write_text("# " + "x" * 200 + "\n")
-    monkeypatch.setattr(config_file, "CONFIG_MAX_BYTES", 100)
+    monkeypatch.setitem(READ_LIMITS, "config", 100)
     with pytest.raises(ConfigError, match="over 100 bytes"):
         read_config_file(big)
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"text": "' + "word " * 100 + '", "label": 1}\n')
-    monkeypatch.setattr(datasets, "MAX_DOCUMENT_BYTES", 100)
+    monkeypatch.setitem(READ_LIMITS, "document", 100)
     with pytest.raises(DocauditError, match="over the limit of 100 bytes"):
         read_dataset(DatasetSource(str(rows)))

@@ -17,6 +17,8 @@ import pytest
 from hostile import hostile_server
 from test_cli import assert_clean_error, run
 
+from docaudit.errors import MODEL_UNAVAILABLE
+
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_LIMIT = 1 << 30  # bytes of address space a bounded client runs in; the bombs inflate to GIB_BOMB or more
 GIB_BOMB = 1 << 30
@@ -189,6 +191,7 @@ def test_retry_after_never_outlasts_the_deadlines(tokenizer, tiny_gpt2, doc, whe
             doc, server, tiny_gpt2, "--api-timeout", "2", "--api-retries", "1", "--api-document-timeout", "5"
         )
     assert_clean_error(result, "asks to wait 3600 s before trying again (Retry-After)")
+    assert result.exit_code == MODEL_UNAVAILABLE  # one cause, one status, at load time or on a document
     assert seconds < 5 + 10  # the document's 5 s and the command's own start, far from the hour asked
 
 

@@ -5,6 +5,7 @@ run would take and its time (``audit.costs``), or what ``traps make`` would plan
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -183,13 +184,20 @@ def read_as_run(checks: Checks) -> list[int]:
 
 
 def card_query(classifier: Path | None) -> QueryConfig:
-    """The query a saved classifier's card records (``predict`` queries with it); the default one when the card
-    cannot be read here (loading the classifier reports why)."""
-    import json
+    """The query a saved classifier's card records (``predict`` queries with it); the default one when there is no
+    card or it is damaged (loading the classifier reports why). A card that is not a regular file within its size
+    limit is refused here, on one line."""
+    from docaudit.untrusted import read_untrusted_text
 
+    path = Path(classifier or DEFAULT_CLASSIFIER) / "card.json"
     try:
-        card = json.loads((Path(classifier or DEFAULT_CLASSIFIER) / "card.json").read_text(encoding="utf-8"))
-        return QueryConfig.recorded(card["query"])[0]
+        text = read_untrusted_text(path, "card")
+    except FileNotFoundError:
+        return QueryConfig()
+    except OSError as e:
+        raise DocauditError(f"cannot read classifier card {path}: {e.strerror or e}") from None
+    try:
+        return QueryConfig.recorded(json.loads(text)["query"])[0]
     except Exception:  # any unreadable card: the estimate uses the defaults, and loading the classifier says why
         return QueryConfig()
 

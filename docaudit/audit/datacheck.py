@@ -22,6 +22,7 @@ from docaudit.methods.blind import (
     years_mentioned,
 )
 from docaudit.metrics import chunk_folds, tpr_unavailable
+from docaudit.untrusted import read_untrusted
 
 # lines that still look like Project Gutenberg or production boilerplate
 BOILERPLATE_PATTERNS: dict[str, re.Pattern] = {
@@ -63,8 +64,7 @@ def _file_bytes(path) -> bytes | None:
     """The document's file as given, before reading and cleaning; None for a document that is not a file of its own
     (a dataset row) or a file that cannot be read again."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        return read_untrusted(path, "document")
     except OSError:
         return None
 

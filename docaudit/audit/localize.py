@@ -42,6 +42,7 @@ from docaudit.inference.verdicts import INCONCLUSIVE, bh_adjust, decide
 from docaudit.methods.segment_level import scored_bounds, segment_score
 from docaudit.provenance import Rows, document_records, model_record
 from docaudit.query.stats import TokenStats
+from docaudit.query.tokens import token_ids
 
 BAND = (5, 95)  # percentiles of the calibration scores drawn around each segment
 TEXT_GATE = 0.05  # a book whose text alone is this atypical of the calibration books is not mapped (see text_gate)
@@ -69,7 +70,7 @@ def book_pass(doc: Document, stats: TokenStats, tokenizer, config: LocalizeConfi
     segments, how = split_segments(doc.text, config.segment_words, config.min_segment_words)
 
     def n_tokens(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]) if text else 0
+        return len(token_ids(tokenizer, text)) if text else 0
 
     counts = [n_tokens(doc.text[s.start : s.end]) for s in segments]
     bounds = scored_bounds(stats.n_scored, counts)

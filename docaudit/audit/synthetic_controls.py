@@ -33,6 +33,7 @@ from docaudit.query.generate import continuations
 from docaudit.query.loaded import LoadedModel
 from docaudit.run import RunContext
 from docaudit.seeds import stream
+from docaudit.untrusted import load_untrusted_json
 
 CACHE_FORMAT = 1
 NO_LIBRARY = (
@@ -102,7 +103,7 @@ def passages_key(sha256: str, generator: LoadedModel, config: ControlsConfig, se
 def _read_cached(path, config: ControlsConfig) -> list[Passage] | None:
     """The passages of a cache entry, or None when it is missing or damaged (a damaged entry is a miss)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_untrusted_json(path, "controls entry")
         if data.get("format") != CACHE_FORMAT:
             return None
         out = [

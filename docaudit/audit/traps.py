@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from docaudit.config import DetectorConfig, ModelConfig, QueryConfig, TrapConfig
-from docaudit.corpus.traps import TrappedDocument, TrapRegistry, TrapSequence, passages, plant
+from docaudit.corpus.traps import TrappedDocument, TrapRegistry, TrapSequence, check_id, passages, plant
 from docaudit.errors import DocauditError
 from docaudit.inference.permutation import RankTest, rank_sum_test, smallest_p
 from docaudit.inference.verdicts import Verdict, bh_adjust, decide
@@ -61,6 +61,21 @@ PASSAGE_CHARS_PER_TOKEN = 8  # characters of a passage per generator token wante
 PASSAGES_PER_DOCUMENT = 64  # passages of a document the generator continues, in turn
 
 
+def output_names(docs: Sequence) -> list[str]:
+    """The file name of each document's trapped copy: its source file's name (``<id>.txt`` when two sources share
+    one), each checked as a registry id and a file name (:func:`docaudit.corpus.traps.check_id`)."""
+    for doc in docs:
+        check_id(doc.id, "a document's id")
+    names = [Path(d.path).name or f"{d.id}.txt" for d in docs]
+    if len(set(names)) < len(names):
+        names = [f"{d.id}.txt" for d in docs]
+    if len(set(names)) < len(names):
+        raise DocauditError("two documents have the same name; give each document a distinct file name")
+    for name in names:
+        check_id(name, "a trapped copy's file name")
+    return names
+
+
 def make_traps(
     docs,
     generator: ModelConfig | LoadedModel,
@@ -82,6 +97,7 @@ def make_traps(
 
     if not docs:
         raise DocauditError("no documents to plant traps in")
+    names = output_names(docs)  # before any work: a name no folder can hold is refused at once
     lm = generator if isinstance(generator, LoadedModel) else load_model(generator)
     k = 2 * config.per_document
     rng = stream(seed, "traps")
@@ -107,11 +123,6 @@ def make_traps(
         raise DocauditError(f"{k * len(docs)} sequences needed for {len(docs)} documents, {len(sequences)} given")
     else:
         made = Generated(list(sequences[: k * len(docs)]))
-    names = [Path(d.path).name or f"{d.id}.txt" for d in docs]
-    if len(set(names)) < len(names):
-        names = [f"{d.id}.txt" for d in docs]
-    if len(set(names)) < len(names):
-        raise DocauditError("two documents have the same name; give each document a distinct file name")
     texts, entries = {}, []
     if own_book:  # a document's own sequences, in a random order (its traps and controls drawn from them)
         order = np.concatenate([j * k + rng.permutation(k) for j in range(len(docs))])

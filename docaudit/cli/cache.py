@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from docaudit.cli.command import friendly_errors, group, run_context
-from docaudit.cli.echo import echo_result
+from docaudit.cli.echo import echo_result, say
 from docaudit.cli.options import format_option
 from docaudit.query.cache_entries import KINDS
 
@@ -32,16 +32,16 @@ def cache_info(fmt):
 
     summary, rows = result.summary, result.rows
 
-    click.echo(f"{summary['root']}: {summary['entries']} entries, {summary['bytes'] / 1e6:.1f} MB")
-    click.echo(pd.DataFrame(rows).to_string(index=False))
+    say(f"{summary['root']}: {summary['entries']} entries, {summary['bytes'] / 1e6:.1f} MB")
+    say(pd.DataFrame(rows).to_string(index=False))
     models = [
         {"model": m, "entries": r["entries"], "MB": round(r["bytes"] / 1e6, 2)} for m, r in summary["models"].items()
     ]
     if models:
-        click.echo("\ntoken statistics per model:\n" + pd.DataFrame(models).to_string(index=False))
+        say("\ntoken statistics per model:\n" + pd.DataFrame(models).to_string(index=False))
     other = summary["other"]
     if other["files"]:
-        click.echo(
+        say(
             f"\n{other['files']} other files ({other['bytes'] / 1e6:.1f} MB) that docaudit did not write or left "
             f"unfinished; cache clear leaves them: {', '.join(other['paths'])}"
             + (" …" if other["files"] > len(other["paths"]) else "")
@@ -75,4 +75,4 @@ def cache_clear(kinds, model, yes):
     if n and not yes:
         click.confirm(f"delete {n} cache entries ({', '.join(chosen)}) under {summary['root']}?", abort=True, err=True)
     removed = api.cache_clear(api.CacheClearRequest(kinds, model))
-    click.echo(f"removed {removed.entries} entries ({removed.bytes / 1e6:.1f} MB) from {summary['root']}")
+    say(f"removed {removed.entries} entries ({removed.bytes / 1e6:.1f} MB) from {summary['root']}")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 
-from docaudit.untrusted import TooLarge, read_regular
+from docaudit.config import CONFIG_MAX_KEY_PARTS, READ_LIMITS
+from docaudit.untrusted import TooLarge, read_untrusted_text
 
-CONFIG_MAX_BYTES = 1 << 20  # a config file longer than this is refused (it is read whole)
 GRANTS = ("trust_remote_code", "use_card_backend")  # confirmations a config file cannot give (only the command line)
 BACKEND_SECTION = "openai"  # the section of the options only the OpenAI-compatible backend reads
 
@@ -53,20 +53,28 @@ def section_path(parent, info_name) -> list[str]:
 
 def read_config_file(path) -> dict:
     """A TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file as a mapping, read within bounds: at most
-    ``CONFIG_MAX_BYTES``, a UTF-8 byte-order mark ignored, YAML without aliases (``*name``: a few nested ones expand
-    to billions of nodes) and with only the safe loader's plain types."""
+    ``READ_LIMITS["config"]`` bytes, at most ``CONFIG_MAX_KEY_PARTS`` parts in a dotted key (``tomllib`` takes time
+    and memory quadratic in them), a UTF-8 byte-order mark ignored, YAML without aliases (``*name``: a few nested
+    ones expand to billions of nodes) and with only the safe loader's plain types."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".toml", ".yaml", ".yml"):
         raise ConfigError(f"--config {path}: use a .toml, .yaml or .yml file")
     try:
-        text = read_regular(path, CONFIG_MAX_BYTES).decode("utf-8-sig")
+        text = read_untrusted_text(path, "config")
     except FileNotFoundError:
         raise ConfigError(f"--config {path}: cannot read it (no such file)") from None
     except TooLarge:
-        raise ConfigError(f"--config {path}: over {CONFIG_MAX_BYTES} bytes; a config file is a few lines") from None
+        limit = READ_LIMITS["config"]
+        raise ConfigError(f"--config {path}: over {limit} bytes; a config file is a few lines") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"--config {path}: cannot read it ({e})") from None
+    for number, line in enumerate(text.splitlines() if suffix == ".toml" else [], start=1):
+        key = line.split("=", 1)[0]
+        if not key.lstrip().startswith("#") and key.count(".") >= CONFIG_MAX_KEY_PARTS:
+            raise ConfigError(
+                f"--config {path}: line {number} holds a key of more than {CONFIG_MAX_KEY_PARTS} dotted parts"
+            )
     try:
         if suffix == ".toml":
             from docaudit.io import tomllib

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from docaudit.cli.command import command, friendly_errors, option, run_context
-from docaudit.cli.echo import echo_result, warn_skipped
+from docaudit.cli.echo import echo_result, say, warn_skipped
 from docaudit.cli.options import (
     cleaning_options,
     config_from,
@@ -102,16 +102,16 @@ def controls(books, library, generator, reference, preset, raw, normalize_chars,
     if dry_run():
         [estimate] = api.estimate(request)
         cost = estimate.cost
-        click.echo(
+        say(
             f"dry run: at most {cost['passages']:,} passages in {cost['texts']} texts; {cost['tokens_generated']:,} "
             f"tokens generated and {cost['tokens_scored']:,} tokens scored (a cached book generates nothing)"
         )
-        click.echo("  nothing was loaded or written")
+        say("  nothing was loaded or written")
         return
     api.check(request)
     result = api.synthetic_controls(request)
     warn_skipped(result.controls["skipped"])
     if fmt == "table":
-        click.echo(format_controls(result.controls) + (f"\n\nwrote {out}" if out else ""))
+        say(format_controls(result.controls) + (f"\n\nwrote {out}" if out else ""))
     else:
         echo_result(result, fmt)

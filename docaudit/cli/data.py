@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from docaudit.cli.command import command, friendly_errors, group, run_context
-from docaudit.cli.echo import echo_result, skipped_note, warn_skipped
+from docaudit.cli.echo import echo_result, say, skipped_note, warn_skipped
 from docaudit.cli.inputs import dataset_options, documents_option
 from docaudit.cli.options import (
     alpha_option,
@@ -78,17 +78,17 @@ def dataset_test(suspect, former_suspect, nonmembers, methods, splits, blind_kin
         echo_result(outcome, fmt)
         return
     used = format_query(query.used(kw["seed"]))
-    click.echo(
+    say(
         f"{result.n_suspect} suspect vs {result.n_nonmember} known non-member documents"
         f"{skipped_note(skipped)}, {result.n_features} scores combined; query: {used}"
         + duplicates_note(result.duplicates_dropped, "; ")
     )
-    click.echo(
+    say(
         f"p-value {result.p_value:.3g} (AUC on the held-out halves {result.statistic:.2f}, "
         f"effect size d = {result.effect_size:.2f})"
     )
-    click.echo(result.meaning)
-    click.echo(format_dataset_checks(result))
+    say(result.meaning)
+    say(format_dataset_checks(result))
 
 
 @group()
@@ -122,6 +122,6 @@ def data_check(set_a, set_b, raw, normalize_chars, folds, seed, drop_duplicates,
     if check["warning"]:
         click.echo(check["warning"], err=True)
     if fmt == "table":
-        click.echo(format_check(check))
+        say(format_check(check))
     else:
         echo_result(result, fmt)

@@ -4,9 +4,25 @@ and the Ray pool's summary lines."""
 from __future__ import annotations
 
 import logging
+import re
 import sys
 
 import click
+
+# What a terminal acts on rather than shows: control characters (an escape sequence, a bell, a carriage return that
+# overwrites the line; tab and newline kept), bidirectional overrides and isolates, line and paragraph separators
+_HIDDEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every character a terminal would act on (``_HIDDEN``) shown as its escape (``\\u202e``,
+    ``\\x07``): a chapter title or a document id never reorders or rewrites what is printed."""
+    return _HIDDEN.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def say(text="", **kwargs) -> None:
+    """``click.echo`` of text for people (tables, verdict lines), made :func:`terminal_safe`."""
+    click.echo(terminal_safe(str(text)), **kwargs)
 
 
 def escape_unencodable() -> None:
@@ -37,14 +53,16 @@ def echo_result(result, fmt: str = "json", table=None) -> None:
     elif fmt == "csv":
         echo_csv(result.to_frame())
     else:
-        click.echo(table(result.rows))
+        say(table(result.rows))
 
 
 def echo_csv(rows) -> None:
     """Print rows (a DataFrame or a list of dicts) as CSV."""
     import pandas as pd
 
-    click.echo((rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)).to_csv(index=False), nl=False)
+    from docaudit.io import csv_text
+
+    click.echo(csv_text(rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(rows)), nl=False)
 
 
 def echo_rows(rows, fmt: str, table) -> None:
@@ -54,7 +72,7 @@ def echo_rows(rows, fmt: str, table) -> None:
     elif fmt == "csv":
         echo_csv(rows)
     else:
-        click.echo(table(rows))
+        say(table(rows))
 
 
 def warn_skipped(skipped: list[dict]) -> None:

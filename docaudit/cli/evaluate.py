@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from docaudit.cli.command import command, friendly_errors, option, run_context
-from docaudit.cli.echo import echo_result, skipped_note, warn_skipped
+from docaudit.cli.echo import echo_result, say, skipped_note, warn_skipped
 from docaudit.cli.inputs import dataset_options, labelled_dataset_options, labelled_sets
 from docaudit.cli.options import (
     cleaning_options,
@@ -143,16 +143,16 @@ def _echo_evaluation(result, sequences: int, folds: int, out) -> None:
         if "model_identity" in info
         else "no model (blind baseline only)"
     )
-    click.echo(
+    say(
         f"{info['n_members']} members, {info['n_nonmembers']} non-members{skipped_note(info['skipped'])}; "
         f"{folds}-fold chunks; {model}" + duplicates_note(info["duplicates_dropped"], "; ")
     )
-    click.echo(format_methods_table(result.table))
-    click.echo("\nAUC by level:")
-    click.echo(format_auc_pivot(result.table))
+    say(format_methods_table(result.table))
+    say("\nAUC by level:")
+    say(format_auc_pivot(result.table))
     if result.beyond_blind:
-        click.echo("\n" + format_beyond_blind(result.beyond_blind))
-    click.echo(f"\nwall time {info['wall_seconds']} s" + (f"; wrote {out}" if out else ""))
+        say("\n" + format_beyond_blind(result.beyond_blind))
+    say(f"\nwall time {info['wall_seconds']} s" + (f"; wrote {out}" if out else ""))
 
 
 @command()
@@ -196,6 +196,6 @@ def score(documents, methods, freq_corpus, raw, normalize_chars, strict, fmt, **
 
 
 def _score_table(rows) -> str:
-    import pandas as pd
+    from docaudit.report.tables import rows_table
 
-    return pd.DataFrame(rows).to_string(index=False, float_format="%.4f")
+    return rows_table(rows)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from docaudit.cli.command import command, friendly_errors, option, run_context
-from docaudit.cli.echo import echo_result
+from docaudit.cli.echo import echo_result, say
 from docaudit.cli.options import (
     config_from,
     field_option,
@@ -121,18 +121,18 @@ def lab(
         return
     summary = result.summary()
     loss = result.loss
-    click.echo(
+    say(
         f"{result.n_members} members, {result.n_nonmembers} non-members, {result.n_tokens:,} tokens; "
         f"target {result.model_dir}"
     )
-    click.echo(
+    say(
         f"loss: members {loss['member_loss']:.3f}, non-members {loss['nonmember_loss']:.3f} "
         f"(gap {loss['gap']:.3f} nats/token)"
     )
-    click.echo(f"blind baseline AUC {summary['blind_auc']:.3f} (expected near 0.5: membership was assigned at random)")
-    click.echo(format_methods_table(result.evaluation.table))
+    say(f"blind baseline AUC {summary['blind_auc']:.3f} (expected near 0.5: membership was assigned at random)")
+    say(format_methods_table(result.evaluation.table))
     if result.precisions:
-        click.echo("\nAUC per query precision:\n" + format_precisions(result.precisions))
+        say("\nAUC per query precision:\n" + format_precisions(result.precisions))
 
 
 def _echo_trap_lab(outcome, fmt) -> None:
@@ -143,9 +143,9 @@ def _echo_trap_lab(outcome, fmt) -> None:
         echo_result(outcome, fmt)
         return
     result = outcome.lab
-    click.echo(format_detection(result.detection))
+    say(format_detection(result.detection))
     rates = result.rates()
-    click.echo(
+    say(
         f"p < {result.config.alpha}: {rates['members']['p_below_alpha']:.0%} of the {rates['members']['documents']}"
         f" trained documents, {rates['nonmembers']['p_below_alpha']:.0%} of the "
         f"{rates['nonmembers']['documents']} never-trained ones (their share is the test's level)"

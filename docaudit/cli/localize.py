@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from docaudit.cli.command import command, friendly_errors, run_context
-from docaudit.cli.echo import echo_result, warn_skipped
+from docaudit.cli.echo import echo_result, say, warn_skipped
 from docaudit.cli.inputs import documents_option
 from docaudit.cli.options import (
     alpha_option,
@@ -70,6 +70,6 @@ def localize(books, calibrate_nonmembers, alpha, out, overwrite, strict, fmt, **
     if fmt != "table":
         echo_result(result, fmt)
     else:
-        click.echo(map_text(result.map))
+        say(map_text(result.map))
         if out:
-            click.echo(f"\nwrote {out}")
+            say(f"\nwrote {out}")

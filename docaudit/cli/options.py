@@ -12,6 +12,7 @@ import click
 from docaudit.cli.command import is_quiet, option
 from docaudit.cli.echo import print_ray_summaries
 from docaudit.config import (
+    MAX_SEED,
     SEED,
     SEED_HELP,
     DetectorConfig,
@@ -151,7 +152,8 @@ def seed_option(seeds: str = "run"):
     """``--seed``: the run's one seed (``RunContext.seed``), its default ``config.SEED``, its help what it seeds in
     the command (``config.SEED_HELP[seeds]``)."""
     help, section = SEED_HELP[seeds]
-    return option("--seed", type=int, default=SEED, show_default=True, help=help, section=section)
+    seeds_allowed = click.IntRange(0, MAX_SEED)
+    return option("--seed", type=seeds_allowed, default=SEED, show_default=True, help=help, section=section)
 
 
 MODEL_FIELDS = (

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from docaudit.cli.command import option, show_progress
+from docaudit.cli.echo import say
 
 if TYPE_CHECKING:
     from docaudit.api import Estimate
@@ -85,27 +86,27 @@ def echo_dry_run(estimate: Estimate) -> None:
     """Print on stdout what the run would take (``--dry-run``), step by step, without loading a model or writing
     anything."""
     if estimate.checks.no_model:
-        click.echo("dry run: no model would be queried (--methods blind); nothing was loaded or written")
+        say("dry run: no model would be queried (--methods blind); nothing was loaded or written")
         return
     if estimate.files is None:
-        click.echo(
+        say(
             "dry run: a dataset is among the inputs; its rows are counted only when read (run without "
             "--dry-run, or give text files)"
         )
         return
     plan = estimate.plan()
-    click.echo(f"dry run: {plan_line(plan)}")
-    click.echo(
+    say(f"dry run: {plan_line(plan)}")
+    say(
         f"  {plan.windows:,} model passes (windows of {plan.context} tokens) for the main query; tokens estimated "
         f"from the documents' lengths at {plan.rates.bytes_per_token:.2f} bytes per token"
     )
     for step in plan.steps:
         took = "?" if step.seconds is None else _duration(step.seconds)
-        click.echo(f"  {step.name}: {step.amount}, ~{took}")
+        say(f"  {step.name}: {step.amount}, ~{took}")
     measured = ", ".join(plan.rates.measured) or "none"
-    click.echo(
+    say(
         f"  rates measured on this machine by earlier runs (docaudit's cache): {measured}; the others are the "
         "documented ones (docs/benchmarks.md). Statistics already in the cache take no model pass; the first use "
         "of a .gguf file you name converts it once (not counted; the embedded model's is, while it is pending)"
     )
-    click.echo("  nothing was loaded or written")
+    say("  nothing was loaded or written")

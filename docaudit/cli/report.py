@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from docaudit.cli.command import command, friendly_errors, option, run_context
-from docaudit.cli.echo import echo_result, skipped_note, warn_skipped
+from docaudit.cli.echo import echo_result, say, skipped_note, warn_skipped
 from docaudit.cli.inputs import dataset_options, documents_option
 from docaudit.cli.options import (
     alpha_option,
@@ -108,7 +108,7 @@ def report(books, calibrate_members, calibrate_nonmembers, method, method_alias,
     result = api.report(request)
     for i, (name, one) in enumerate(result.reports.items()):
         if len(folders) > 1:
-            click.echo(f"{'' if i == 0 else chr(10)}== {name}: {one.out} ==")
+            say(f"{'' if i == 0 else chr(10)}== {name}: {one.out} ==")
         warn_skipped(one.report.info["skipped"])
         for warning in report_warnings(one.report.info):
             click.echo(warning, err=True)
@@ -125,23 +125,23 @@ def _echo_report(result, out) -> None:
     from docaudit.report.verdicts import format_report_verdicts
 
     info = result.info
-    click.echo(
+    say(
         f"{info['n_books']} books, {info['n_calibration_members']} + {info['n_calibration_nonmembers']} "
         f"calibration books{skipped_note(info['skipped'])}; snippets scored with context {info['context']} "
         f"(stride {info['stride']})"
     )
-    click.echo(
+    say(
         f"threshold {result.threshold:.4g} ({info['threshold_rule']}); calibration snippet AUC "
         f"{info['calibration_auc']:.3f}, accuracy {info['calibration_accuracy']:.1%}"
         + duplicates_note(info["duplicates_dropped"], "; calibration: ")
     )
     if info["blind_auc"] is not None:
-        click.echo(f"blind baseline (no model) on the calibration books: AUC {info['blind_auc']:.3f}")
-    click.echo(f"calibration books, {format_beyond_blind(info['beyond_blind'])}")
-    click.echo(format_report_verdicts(result.books, info))
-    click.echo(format_book_rates(result.books, info["confidence"]))
-    click.echo(
+        say(f"blind baseline (no model) on the calibration books: AUC {info['blind_auc']:.3f}")
+    say(f"calibration books, {format_beyond_blind(info['beyond_blind'])}")
+    say(format_report_verdicts(result.books, info))
+    say(format_book_rates(result.books, info["confidence"]))
+    say(
         f"read a rate against the calibration books: {reference_ranges(result.calibration)} A rate inside the "
         "non-members' range is what a book outside the training data gives."
     )
-    click.echo(f"wall time {info['wall_seconds']} s; wrote {out}/report.html")
+    say(f"wall time {info['wall_seconds']} s; wrote {out}/report.html")

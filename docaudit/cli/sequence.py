@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from docaudit.cli.command import command, friendly_errors, option, run_context
-from docaudit.cli.echo import echo_result, skipped_note, warn_skipped
+from docaudit.cli.echo import echo_csv, echo_result, say, skipped_note, warn_skipped
 from docaudit.cli.inputs import labelled_sets, sequence_dataset_options
 from docaudit.cli.options import (
     cleaning_options,
@@ -97,14 +97,14 @@ def sequence(members, nonmembers, methods, recall_prefix, out, overwrite, strict
         return
     metrics = result["metrics"]
     if fmt == "csv":
-        click.echo(metrics.to_csv(index=False), nl=False)
+        echo_csv(metrics)
         return
     from docaudit.report.tables import format_sequence_metrics
 
-    click.echo(
+    say(
         f"{info['n_members']} member and {info['n_nonmembers']} non-member texts{skipped_note(info['skipped'])}; "
         f"model {info['model_identity']}; each text in one window of up to {info['context']} tokens"
         + duplicates_note(info["duplicates_dropped"], "; ")
     )
-    click.echo(format_sequence_metrics(metrics))
-    click.echo(f"\nwall time {info['wall_seconds']} s" + (f"; wrote {out}" if out else ""))
+    say(format_sequence_metrics(metrics))
+    say(f"\nwall time {info['wall_seconds']} s" + (f"; wrote {out}" if out else ""))

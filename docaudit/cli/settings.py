@@ -8,7 +8,7 @@ import click
 
 from docaudit.cli.command import friendly_errors, group
 from docaudit.cli.config_file import config_defaults, option_key
-from docaudit.cli.echo import echo_csv, echo_json
+from docaudit.cli.echo import echo_csv, echo_json, say
 from docaudit.cli.options import format_option
 from docaudit.errors import DocauditError
 
@@ -58,12 +58,12 @@ def config_show(command, config_file, fmt):
     elif fmt == "csv":
         echo_csv([{"option": k, "value": v} for k, v in values.items()])
     else:
-        click.echo(f"[{'.'.join(path)}]")
+        say(f"[{'.'.join(path)}]")
         for key, value in values.items():
             if value is None or value == []:
-                click.echo(f"# {key} = ({'required' if param_required[key] else 'not set'})")
+                say(f"# {key} = ({'required' if param_required[key] else 'not set'})")
             else:
-                click.echo(f"{key} = {_toml_value(value)}")
+                say(f"{key} = {_toml_value(value)}")
 
 
 def _toml_value(value) -> str:

@@ -8,7 +8,7 @@ import click
 
 from docaudit.audit.card_model import RUN_HERE_FIELDS
 from docaudit.cli.command import command, friendly_errors, option, run_context
-from docaudit.cli.echo import echo_csv, echo_result, echo_rows, skipped_note, warn_skipped
+from docaudit.cli.echo import echo_csv, echo_result, echo_rows, say, skipped_note, warn_skipped
 from docaudit.cli.inputs import dataset_options, labelled_dataset_options, labelled_sets
 from docaudit.cli.options import (
     alpha_option,
@@ -105,25 +105,23 @@ def _echo_trained(result, folds: int, out) -> None:
     from docaudit.report.tables import format_beyond_blind, format_query, format_summary
 
     card = result.card
-    click.echo(
+    say(
         f"documents: {card['n_members']} members, {card['n_nonmembers']} non-members"
         + skipped_note(result.skipped)
         + duplicates_note(card["duplicates_dropped"], "; ")
     )
-    click.echo(f"model: {card['model_identity']}; query: {format_query(card['query'])}")
-    click.echo(f"{folds}-fold chunks ({', '.join(result.evaluation.configs)}): {format_summary(result.summary)}")
+    say(f"model: {card['model_identity']}; query: {format_query(card['query'])}")
+    say(f"{folds}-fold chunks ({', '.join(result.evaluation.configs)}): {format_summary(result.summary)}")
     auc = card["pooled_bootstrap_95"]["auc"]
-    click.echo(
-        f"pooled out-of-fold AUC {auc['point']:.3f} (95% bootstrap interval {auc['ci_low']:.3f}–{auc['ci_high']:.3f})"
-    )
+    say(f"pooled out-of-fold AUC {auc['point']:.3f} (95% bootstrap interval {auc['ci_low']:.3f}–{auc['ci_high']:.3f})")
     if chance_level(card):
-        click.echo("the interval includes 0.5: this classifier does not detect membership better than chance here")
+        say("the interval includes 0.5: this classifier does not detect membership better than chance here")
     blind = card["blind"]
-    click.echo(f"blind baseline (no model, same folds): AUC {blind['blind_auc']:.3f} ({blind['best_kind']})")
-    click.echo(format_beyond_blind(card["beyond_blind"]))
+    say(f"blind baseline (no model, same folds): AUC {blind['blind_auc']:.3f} ({blind['best_kind']})")
+    say(format_beyond_blind(card["beyond_blind"]))
     if card["warning"]:
         click.echo(card["warning"], err=True)
-    click.echo(f"saved {result.final_config} classifier to {out}")
+    say(f"saved {result.final_config} classifier to {out}")
 
 
 API_SETTINGS = ("api_key_env", "api_timeout", "api_retries", "api_document_timeout")  # given here, they win

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from docaudit.cli.command import friendly_errors, group, option, run_context
-from docaudit.cli.echo import echo_result
+from docaudit.cli.echo import echo_result, say
 from docaudit.cli.options import (
     config_from,
     field_option,
@@ -80,23 +80,23 @@ def traps_make(documents, out, registry, generator, device, overwrite, fmt, **kw
     if fmt != "table":
         echo_result(result, fmt)
     else:
-        click.echo(
+        say(
             f"planted {config.per_document} traps x {config.copies} copies of {config.tokens} tokens in each of "
             f"{len(result.rows)} documents, written to {out} (originals untouched); {result.plan.candidates} "
             f"candidates generated, rejected: {result.plan.rejected or 'none'}"
         )
-        click.echo(f"registry: {registry} -- PRIVATE, do not publish it (it names the traps and the controls)")
+        say(f"registry: {registry} -- PRIVATE, do not publish it (it names the traps and the controls)")
 
 
 def _echo_dry_run(estimate, embedded: bool, config: TrapConfig) -> None:
     """What ``traps make --dry-run`` prints: what it would plant and write, after the checks; no model loaded."""
     plan = estimate.cost
-    click.echo(
+    say(
         f"dry run: {plan['traps']} traps ({config.per_document} per document, and as many controls kept private) of "
         f"{config.tokens} tokens, {config.copies} copies each, in {len(estimate.files)} documents"
     )
     for row in plan["documents"]:
-        click.echo(f"  {row['document']}: +{row['added_bytes']:,} bytes ({row['growth']:+.1%})")
+        say(f"  {row['document']}: +{row['added_bytes']:,} bytes ({row['growth']:+.1%})")
     minutes = plan["least_seconds"] / 60
     took = (
         f"at least ~{minutes:.0f} min of sampling were every candidate kept, at the embedded Gemma's measured rate on "
@@ -104,8 +104,8 @@ def _echo_dry_run(estimate, embedded: bool, config: TrapConfig) -> None:
         if embedded
         else "not estimated (a rate is measured for the embedded generator only)"
     )
-    click.echo(f"  {plan['sequences']} sequences to generate; time {took}; sizes at 4 characters per token")
-    click.echo("  nothing was loaded or written")
+    say(f"  {plan['sequences']} sequences to generate; time {took}; sizes at 4 characters per token")
+    say("  nothing was loaded or written")
 
 
 @traps.command("detect")
@@ -128,4 +128,4 @@ def traps_detect(registry, alpha, fmt, **kw):
     if fmt != "table":
         echo_result(result, fmt)
     else:
-        click.echo(format_detection(result.detection))
+        say(format_detection(result.detection))

@@ -9,8 +9,12 @@ from docaudit.config.base import (
     API_LOGPROBS,
     API_RETRIES_MAX,
     API_TIMEOUT_MAX,
+    ARCHIVE_BYTES_PER_MEMBER,
     ARCHIVE_INFLATE_FLOOR,
     ARCHIVE_INFLATE_RATIO,
+    ARCHIVE_MAX_MEMBERS,
+    ARCHIVE_MEMBERS_FLOOR,
+    CONFIG_MAX_KEY_PARTS,
     DEFAULT_CLASSIFIER,
     DTYPES,
     EXCERPTS,
@@ -22,6 +26,7 @@ from docaudit.config.base import (
     QUANTIZE,
     READ_JOBS,
     READ_JOBS_MIN_FILES,
+    READ_LIMITS,
     SECTIONS,
     check_range,
     setting,
@@ -41,7 +46,7 @@ from docaudit.config.lab import TargetConfig, TrapConfig
 from docaudit.config.localize import SEGMENT_METHODS, LocalizeConfig
 from docaudit.config.methods import DetectorConfig, MetaConfig, ScalingConfig, TrainConfig
 from docaudit.config.query import ModelConfig, QueryConfig, RayConfig
-from docaudit.config.seed import SEED, SEED_HELP
+from docaudit.config.seed import MAX_SEED, SEED, SEED_HELP
 
 __all__ = [
     "ControlsConfig",
@@ -60,10 +65,16 @@ __all__ = [
     "MAX_DOCUMENT_BYTES",
     "ARCHIVE_INFLATE_FLOOR",
     "ARCHIVE_INFLATE_RATIO",
+    "ARCHIVE_MAX_MEMBERS",
+    "ARCHIVE_MEMBERS_FLOOR",
+    "ARCHIVE_BYTES_PER_MEMBER",
+    "READ_LIMITS",
+    "CONFIG_MAX_KEY_PARTS",
     "READ_JOBS",
     "READ_JOBS_MIN_FILES",
     "SECTIONS",
     "SEED",
+    "MAX_SEED",
     "SEED_HELP",
     "setting",
     "check_range",

@@ -46,6 +46,37 @@ MAX_DOCUMENT_BYTES = 1 << 30  # a larger file is refused (one document is read a
 # a zip archive from others (skops file, cache entry) may inflate to at most FLOOR + RATIO x its size in bytes
 ARCHIVE_INFLATE_FLOOR = 64 << 20
 ARCHIVE_INFLATE_RATIO = 40
+# The most bytes a file docaudit reads may hold, per kind of file (docaudit/untrusted.py, the one reader of files):
+# the size is checked before a byte is read (a sparse file is refused unread) and counted again while reading
+READ_LIMITS = {
+    "document": MAX_DOCUMENT_BYTES,  # a document, a data set, a ReCaLL prefix
+    "manifest": 256 << 20,  # a book list or catalog (CSV)
+    "config": 1 << 20,  # a --config file is a few lines
+    "card": 4 << 20,  # a classifier's card.json
+    "classifier": 512 << 20,  # classifier.skops (the shipped one: 1 MB)
+    "conformal": 512 << 20,  # conformal.skops
+    "folds": 2 << 30,  # folds.skops (the shipped one: 8 MB)
+    "registry": 64 << 20,  # a traps registry
+    "output marker": 64 << 20,  # .docaudit-output.json lists every file of a folder
+    "staging marker": 1 << 16,  # .docaudit-staging.json names a process
+    "controls entry": 64 << 20,  # a `controls` cache entry: passages and their synthetic suffixes
+    "lab record": 16 << 20,  # a lab target's docaudit_target.json, a checkpoint's state
+    "checkpoint": 64 << 30,  # a lab checkpoint's tensors
+    "statistics": 16 << 30,  # a TokenStats cache entry (.npz)
+    "rates": 1 << 16,  # a measured rate in the cache
+    "memo": 256,  # a weights-hash memo holds one hex digest
+    "conversion record": 1 << 20,  # lists a converted model's few files
+    "weights": 1 << 40,  # model weights, only ever hashed a chunk at a time
+    "plot": 64 << 20,  # a PNG docaudit drew, embedded in a page
+    "kernel value": 1 << 12,  # a number the kernel shows as a file (a cgroup's memory limit)
+}
+CONFIG_MAX_KEY_PARTS = 32  # dotted parts of one key (or section name) in a --config file
+# A zip archive (skops file) holds at most this many members, and at most FLOOR + its size / BYTES_PER_MEMBER
+# (a forest's member holds an array: the shipped classifier about 370 bytes each, an empty member about 90); counted
+# from its end record before its directory is parsed (a million members cost a gigabyte and half a minute to list)
+ARCHIVE_MAX_MEMBERS = 500_000
+ARCHIVE_MEMBERS_FLOOR = 10_000
+ARCHIVE_BYTES_PER_MEMBER = 256
 READ_JOBS = -1  # processes that read and clean documents (joblib; -1: one per core)
 READ_JOBS_MIN_FILES = 16  # fewer files are read in this process (starting workers would cost more)
 

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from docaudit.config.base import check_range, setting
+from docaudit.config.base import (
+    MAX_BATCH,
+    MAX_COPIES,
+    MAX_SNIPPETS,
+    check_count,
+    check_range,
+    setting,
+)
 from docaudit.config.seed import with_seed
 from docaudit.errors import DocauditError
+
+MAX_PASSAGE_TOKENS = 1 << 16  # context + prefix + suffix of one passage, in generator tokens
+MAX_GENERATED_TOKENS = 10_000_000  # suffix tokens generated per book (passages x samples x suffix); about a day
+MAX_TEMPERATURE = 100.0  # far above any useful sampling temperature (at 100, sampling is all but uniform)
 
 
 @dataclass(frozen=True)
@@ -36,14 +47,28 @@ class ControlsConfig:
     batch_size: int = 16
 
     def __post_init__(self):
-        for name in ("passages", "context_tokens", "prefix_tokens", "suffix_tokens", "block", "batch_size"):
-            check_range(f"--{name.replace('_', '-')}", getattr(self, name), 1)
-        check_range("--samples", self.samples, 2)
-        check_range("--min-library", self.min_library, 3)
+        check_count("--passages", self.passages, 1, MAX_SNIPPETS)
+        for name in ("context_tokens", "prefix_tokens", "suffix_tokens"):
+            check_count(f"--{name.replace('_', '-')}", getattr(self, name), 1, MAX_PASSAGE_TOKENS)
+        check_count("--block", self.block, 1, MAX_SNIPPETS)
+        check_count("batch_size", self.batch_size, 1, MAX_BATCH)
+        check_count("--samples", self.samples, 2, MAX_COPIES)
+        check_count("--min-library", self.min_library, 3, MAX_SNIPPETS)
         check_range("--placebo-alpha", self.placebo_alpha, 0.0, 1.0)
         check_range("--alpha", self.alpha, 0.0, 1.0)
-        if not self.temperature > 0:
-            raise DocauditError(f"--temperature {self.temperature} must be positive")
+        if not 0 < self.temperature <= MAX_TEMPERATURE:  # NaN fails too
+            raise DocauditError(f"--temperature {self.temperature} is out of range: allowed above 0, up to 100")
+        if self.passage_tokens > MAX_PASSAGE_TOKENS:
+            raise DocauditError(
+                f"--context-tokens, --prefix-tokens and --suffix-tokens add up to {self.passage_tokens:,} tokens, "
+                f"more than the {MAX_PASSAGE_TOKENS:,} a passage may hold"
+            )
+        generated = self.passages * self.samples * self.suffix_tokens
+        if generated > MAX_GENERATED_TOKENS:
+            raise DocauditError(
+                f"--passages x --samples x --suffix-tokens asks for {generated:,} generated tokens per book, more "
+                f"than the {MAX_GENERATED_TOKENS:,} allowed (about a day of generation on a GPU)"
+            )
         if self.passages < 2 * self.block:
             raise DocauditError(f"--passages {self.passages} must give at least two blocks of --block {self.block}")
 

@@ -66,6 +66,15 @@ class TargetConfig:
         return with_seed(asdict(self), seed, after="doc_tokens")
 
 
+# What a trap registry (a file from others, read by ``traps detect``) may hold: documents, sequences (traps and
+# controls) in all, characters and token ids of one sequence, characters of a document's id (a file name too)
+MAX_REGISTRY_DOCUMENTS = 10_000
+MAX_REGISTRY_SEQUENCES = 100_000
+MAX_SEQUENCE_CHARS = 1 << 18  # --trap-tokens at most 65,536, a few characters each
+MAX_SEQUENCE_TOKENS = 1 << 16
+MAX_ID_CHARS = 200  # with ".txt", within the 255 bytes of a file name
+
+
 @dataclass(frozen=True)
 class TrapConfig:
     """Copyright traps (Meeus et al. 2024, "Copyright Traps for Large Language Models"): per document,
@@ -101,7 +110,7 @@ class TrapConfig:
     alpha: float = setting(DEFAULT_ALPHA, "Level of the verdict.", "method")
 
     def __post_init__(self):
-        check_count("--trap-tokens", self.tokens, 2, 1 << 16)
+        check_count("--trap-tokens", self.tokens, 2, MAX_SEQUENCE_TOKENS)
         check_count("--traps-per-doc", self.per_document, 1, MAX_COPIES)
         check_count("--trap-copies", self.copies, 1, MAX_COPIES)
         check_count("max_candidates", self.max_candidates, 1, 1 << 30)

@@ -7,6 +7,7 @@ its own; where an output records one (``query.used(seed)``, a classifier card's 
 from __future__ import annotations
 
 SEED = 0
+MAX_SEED = 2**32 - 1  # the largest seed every library docaudit seeds takes (scikit-learn's random_state)
 
 # What ``--seed`` seeds, as each command's help says it, with the help section it is listed in
 SEED_HELP = {

@@ -29,15 +29,15 @@ from docaudit.config import (
     HUB_PROBE_SECONDS,
     ID_COLUMNS,
     LABEL_COLUMNS,
-    MAX_DOCUMENT_BYTES,
     PAIR_COLUMNS,
+    READ_LIMITS,
     TEXT_COLUMNS,
     DatasetConfig,
 )
 from docaudit.corpus.base import Document, DocumentError, Skips, skip_warnings
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
-from docaudit.untrusted import TooLarge, read_regular
+from docaudit.untrusted import TooLarge, read_untrusted
 
 SUFFIXES = (".jsonl", ".csv", ".parquet")
 HUB_PREFIX = "hf:"
@@ -210,11 +210,12 @@ def _read_rows(source: DatasetSource, skips: Skips | None) -> tuple[list[dict], 
         return _read_hf(source)
     p = pathlib.Path(where)
     try:
-        data = read_regular(p, MAX_DOCUMENT_BYTES)
+        data = read_untrusted(p, "document")
     except FileNotFoundError:
         raise DocauditError(f"{where}: no such file") from None
     except TooLarge:
-        raise DocauditError(f"{where}: over the limit of {MAX_DOCUMENT_BYTES:,} bytes for one dataset file") from None
+        limit = READ_LIMITS["document"]
+        raise DocauditError(f"{where}: over the limit of {limit:,} bytes for one dataset file") from None
     except OSError as e:
         raise DocauditError(f"{where}: cannot read it ({e})") from None
     suffix = p.suffix.lower()

@@ -42,7 +42,6 @@ import errno
 import logging
 import os
 import pathlib
-import stat
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -51,13 +50,14 @@ import numpy as np
 from joblib import Parallel, delayed
 from joblib.parallel import get_active_backend
 
-from docaudit.config import MAX_DOCUMENT_BYTES, READ_JOBS, READ_JOBS_MIN_FILES
+from docaudit.config import READ_JOBS, READ_JOBS_MIN_FILES
 from docaudit.corpus.base import Document, DocumentError, Paths, Skips, shown, skip_warnings
 from docaudit.corpus.cleaning import clean_text
 from docaudit.corpus.datasets import DatasetSource, is_dataset, read_dataset
 from docaudit.corpus.metadata import header_metadata, manifest_metadata
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
+from docaudit.untrusted import NotRegular, TooLarge, WouldWait, read_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -125,16 +125,20 @@ def read_text(path: str | os.PathLike) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
-_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
-
-
 def _read_regular(p: pathlib.Path) -> bytes:
-    """The bytes of the regular file ``p`` (links followed), at most ``MAX_DOCUMENT_BYTES``: checked by ``stat``
-    before opening (a device is never opened), opened non-blocking, checked again with ``fstat``, read in pieces;
-    a read that would block is refused."""
+    """The bytes of the regular file ``p`` (links followed), at most ``MAX_DOCUMENT_BYTES``, through the one checked
+    reader (:func:`docaudit.untrusted.read_untrusted`), its refusals as :class:`DocumentError` naming the file."""
     try:
-        _require_regular(p, p.stat())
-        fd = os.open(p, _OPEN_FLAGS)
+        return read_untrusted(p, "document")
+    except NotRegular:
+        raise DocumentError(p, "unreadable", "not a file") from None
+    except WouldWait:
+        raise DocumentError(
+            p, "unreadable", "not an ordinary file: reading it would wait for data (a device or kernel file)"
+        ) from None
+    except TooLarge as e:
+        held = "more than the limit" if e.size is None else f"{e.size:,} bytes, over the limit"
+        raise DocumentError(p, "too large", f"{held} of {e.limit:,} bytes for one document") from None
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise DocumentError(p, "unreadable", "symlink loop (the link points back to itself)") from None
@@ -143,34 +147,6 @@ def _read_regular(p: pathlib.Path) -> bytes:
                 p, "unreadable", "broken symlink (its target does not exist)" if p.is_symlink() else "no such file"
             ) from None
         raise DocumentError(p, "unreadable", f"cannot read ({e.strerror or e})") from None
-    try:
-        _require_regular(p, os.fstat(fd))
-        pieces, size = [], 0
-        while piece := os.read(fd, 1 << 20):
-            size += len(piece)
-            if size > MAX_DOCUMENT_BYTES:
-                raise DocumentError(
-                    p, "too large", f"more than the limit of {MAX_DOCUMENT_BYTES:,} bytes for one document"
-                )
-            pieces.append(piece)
-        return b"".join(pieces)
-    except BlockingIOError:
-        raise DocumentError(
-            p, "unreadable", "not an ordinary file: reading it would wait for data (a device or kernel file)"
-        ) from None
-    except OSError as e:
-        raise DocumentError(p, "unreadable", f"cannot read ({e.strerror or e})") from None
-    finally:
-        os.close(fd)
-
-
-def _require_regular(p: pathlib.Path, info: os.stat_result) -> None:
-    if not stat.S_ISREG(info.st_mode):
-        raise DocumentError(p, "unreadable", "not a file")
-    if info.st_size > MAX_DOCUMENT_BYTES:
-        raise DocumentError(
-            p, "too large", f"{info.st_size:,} bytes, over the limit of {MAX_DOCUMENT_BYTES:,} bytes for one document"
-        )
 
 
 def load_document(path: str | os.PathLike, raw: bool = False, normalize_chars: bool = False) -> Document:

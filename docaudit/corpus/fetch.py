@@ -35,6 +35,7 @@ from docaudit.config import MAX_DOCUMENT_BYTES, FetchConfig
 from docaudit.corpus.manifest import ManifestRow
 from docaudit.errors import DocauditError
 from docaudit.io import atomic_write
+from docaudit.untrusted import read_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def _get(mirror: Mirror, location: str, timeout: float, http: httpx.Client | Non
         if not p.is_file():
             raise _NotFound(location)
         try:
-            return p.read_bytes(), None
+            return read_untrusted(p, "document"), None
         except OSError as e:
             raise _Transient(f"{location}: {e}") from None
     own = http is None
@@ -298,7 +299,10 @@ def fetch_book(
     if dest.exists() and not dest.is_file():
         return FetchResult(row.id, "failed", str(dest), error=f"{dest} exists and is not a file")
     if dest.is_file():
-        problem = _problem(dest.read_bytes(), row, config.min_bytes)
+        try:
+            problem = _problem(read_untrusted(dest, "document"), row, config.min_bytes)
+        except OSError as e:
+            problem = f"it cannot be read ({e.strerror or e})"
         if problem is None:
             return FetchResult(row.id, "skipped", str(dest), verified=verified)
         if not config.overwrite:

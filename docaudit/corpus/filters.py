@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import logging
 import os
 import re
@@ -10,6 +11,7 @@ from collections.abc import Iterable, Mapping
 
 from docaudit.corpus.documents import Document
 from docaudit.errors import DocauditError
+from docaudit.untrusted import open_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ def _manifest_years(manifest) -> dict[str, int]:
     if manifest is None:
         return {}
     if isinstance(manifest, (str, os.PathLike)):
-        with open(manifest, newline="", encoding="utf-8") as fh:
+        with io.TextIOWrapper(open_untrusted(manifest, "manifest"), newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh))
     elif isinstance(manifest, Mapping):
         rows = [dict(row, id=key) if isinstance(row, Mapping) else row for key, row in manifest.items()]

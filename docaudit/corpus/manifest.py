@@ -18,8 +18,8 @@ import re
 from dataclasses import asdict, dataclass
 
 from docaudit.errors import DocauditError
-from docaudit.io import atomic_write_text, sha256_file
-from docaudit.untrusted import open_regular
+from docaudit.io import atomic_write_text
+from docaudit.untrusted import open_untrusted, sha256_untrusted
 
 COLUMNS = (
     "id",
@@ -122,7 +122,7 @@ def validate_rows(rows: list[ManifestRow], where: str = "manifest") -> None:
 def _read_csv(path: pathlib.Path, required, what: str) -> list[dict]:
     """The records of a CSV file that must exist and have the ``required`` columns."""
     try:
-        raw = open_regular(path)
+        raw = open_untrusted(path, "manifest")
     except FileNotFoundError:
         raise DocauditError(f"{path}: no such {what}") from None
     except OSError as e:
@@ -182,9 +182,13 @@ def check_manifest_path(path: str | os.PathLike, overwrite: bool = False) -> Non
         raise DocauditError(f"{p} exists and is not a file")
     if not overwrite:
         raise DocauditError(f"{p} exists; pass --overwrite to replace it")
-    with open(p, encoding="utf-8", errors="replace") as fh:
-        if fh.readline().strip() != ",".join(COLUMNS):
-            raise DocauditError(f"{p} is not a docaudit manifest; not replacing it")
+    try:
+        with io.TextIOWrapper(open_untrusted(p, "manifest"), encoding="utf-8", errors="replace") as fh:
+            header = fh.readline(1 << 16).strip()
+    except OSError:
+        header = None
+    if header != ",".join(COLUMNS):
+        raise DocauditError(f"{p} is not a docaudit manifest; not replacing it")
 
 
 def write_manifest(rows: list[ManifestRow], path: str | os.PathLike, overwrite: bool = False) -> None:
@@ -313,8 +317,11 @@ def verify_files(rows: list[ManifestRow], root: str | os.PathLike) -> list[str]:
         if row.n_bytes is not None and f.stat().st_size != row.n_bytes:
             problems.append(f"{row.id}: {f} has {f.stat().st_size} bytes, manifest says {row.n_bytes}")
             continue
-        if row.sha256 and sha256_file(f) != row.sha256:
-            problems.append(f"{row.id}: {f} sha256 differs from the manifest")
+        try:
+            if row.sha256 and sha256_untrusted(f, "document") != row.sha256:
+                problems.append(f"{row.id}: {f} sha256 differs from the manifest")
+        except OSError as e:
+            problems.append(f"{row.id}: {f} cannot be read ({e.strerror or e})")
     return problems
 
 

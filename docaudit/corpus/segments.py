@@ -13,11 +13,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_NUMBER = r"(?:\d+|[IVXLCDM]+|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|the\s+\w+)"
+from docaudit.errors import DocauditError
+
+# Every repeat is bounded, so that a match tried at a line's start ends within a few hundred characters whatever
+# the line holds (a 10 MB line of roman numerals after "CHAPTER" took minutes with unbounded ones)
+_NUMBER = (
+    r"(?:\d{1,9}|[IVXLCDM]{1,20}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|the[ \t]{1,9}\w{1,40})"
+)
 _HEADING = re.compile(
-    rf"^[ \t]*(?:(?:chapter|book|part|volume|letter|act|scene)[ \t]+{_NUMBER}\b[^\n]{{0,80}}|[IVXLCDM]+\.?)[ \t]*$",
+    rf"^[ \t]{{0,200}}(?:(?:chapter|book|part|volume|letter|act|scene)[ \t]{{1,9}}{_NUMBER}\b[^\n]{{0,80}}"
+    rf"|[IVXLCDM]{{1,20}}\.?)[ \t]{{0,200}}$",
     re.IGNORECASE | re.MULTILINE,
 )
+MAX_HEADINGS = 100_000  # heading lines of one book: more are no book's chapters
+MAX_SEGMENTS = 10_000  # segments of one book (each is scored against the calibration books)
 _WORD = re.compile(r"\S+")
 
 
@@ -42,6 +51,11 @@ def headings(text: str) -> list[tuple[int, str]]:
         if re.fullmatch(r"[ivxlcdm]+\.?", line) and not line.isupper():
             continue
         found.append((m.start(), line))
+        if len(found) > MAX_HEADINGS:
+            raise DocauditError(
+                f"the book has more than {MAX_HEADINGS:,} lines that read as chapter headings: no book's chapters "
+                "(cut it by words: map takes --segment-words for a book without headings)"
+            )
     return found
 
 
@@ -78,8 +92,15 @@ def split_segments(text: str, segment_words: int, min_words: int) -> tuple[list[
     ``segment_words`` words."""
     chapters = chapter_segments(text, min_words)
     if chapters is not None and len(chapters) >= 2:
-        return chapters, "chapters"
-    return word_segments(text, segment_words), "words"
+        segments, how, option = chapters, "chapters", "--min-segment-words"
+    else:
+        segments, how, option = word_segments(text, segment_words), "words", "--segment-words"
+    if len(segments) > MAX_SEGMENTS:
+        raise DocauditError(
+            f"the book cuts into {len(segments):,} segments by its {how}, more than the {MAX_SEGMENTS:,} a map may "
+            f"hold: raise {option}"
+        )
+    return segments, how
 
 
 def _joined(parts: list[Segment], text: str, min_words: int) -> list[Segment]:
@@ -87,12 +108,14 @@ def _joined(parts: list[Segment], text: str, min_words: int) -> list[Segment]:
     segment keeps the name of its last heading, the one its text follows."""
     out: list[Segment] = []
     pending: Segment | None = None
+    held = 0  # the words of ``pending`` (each part's words counted once: a joined part is never counted again)
     for part in parts:
+        words = part.words(text)
         if pending is not None:
-            part = Segment(part.name, pending.start, part.end)
+            part, words = Segment(part.name, pending.start, part.end), words + held
             pending = None
-        if part.words(text) < min_words:
-            pending = part
+        if words < min_words:
+            pending, held = part, words
         else:
             out.append(part)
     if pending is not None:

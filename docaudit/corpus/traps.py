@@ -19,16 +19,24 @@ which sequences to look for and which to leave out.
 
 from __future__ import annotations
 
-import json
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from docaudit.config.lab import (
+    MAX_ID_CHARS,
+    MAX_REGISTRY_DOCUMENTS,
+    MAX_REGISTRY_SEQUENCES,
+    MAX_SEQUENCE_CHARS,
+    MAX_SEQUENCE_TOKENS,
+)
 from docaudit.errors import DocauditError
 from docaudit.io import json_text, sha256_text
+from docaudit.untrusted import load_untrusted_json
 
 REGISTRY_FORMAT = "docaudit-trap-registry/1"
 
@@ -178,14 +186,27 @@ class TrapRegistry:
         atomic_write_text(Path(path), json_text(self.as_json()))
 
 
+def check_id(value: str, what: str) -> None:
+    """Refuse an id (a registry's document, a trapped copy's file name) holding a control character (NUL, a line
+    break), a path separator, or more than ``MAX_ID_CHARS`` characters: no folder could hold its file."""
+    if not value or len(value) > MAX_ID_CHARS or "/" in value or any(unicodedata.category(c) == "Cc" for c in value):
+        shown = value[:60].encode("unicode_escape").decode("ascii") + ("..." if len(value) > 60 else "")
+        raise DocauditError(
+            f"{what} {shown!r} ({len(value):,} characters) is not a usable name: at most {MAX_ID_CHARS} characters, "
+            "without control characters or '/'"
+        )
+
+
 def _sequence(raw, where: str) -> TrapSequence:
     if not isinstance(raw, dict) or not isinstance(raw.get("text"), str) or not raw["text"].strip():
         raise DocauditError(f"{where}: a sequence without text")
+    if len(raw["text"]) > MAX_SEQUENCE_CHARS:
+        raise DocauditError(f"{where}: a sequence of {len(raw['text']):,} characters (at most {MAX_SEQUENCE_CHARS:,})")
     ids = raw.get("token_ids", [])
     ppl = raw.get("perplexity")
     positions = raw.get("positions", [])
-    if not isinstance(ids, list) or not all(isinstance(i, int) for i in ids):
-        raise DocauditError(f"{where}: token_ids must be a list of integers")
+    if not isinstance(ids, list) or len(ids) > MAX_SEQUENCE_TOKENS or not all(isinstance(i, int) for i in ids):
+        raise DocauditError(f"{where}: token_ids must be a list of at most {MAX_SEQUENCE_TOKENS:,} integers")
     if not isinstance(positions, list) or not all(isinstance(i, int) and i >= 0 for i in positions):
         raise DocauditError(f"{where}: positions must be a list of offsets")
     if ppl is not None and not isinstance(ppl, (int, float)):
@@ -197,7 +218,7 @@ def read_registry(path) -> TrapRegistry:
     """Read and check a registry file; anything malformed is a one-line DocauditError naming what is wrong."""
     path = Path(path)
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = load_untrusted_json(path, "registry")
     except OSError as e:
         raise DocauditError(f"registry {path}: cannot read ({e.strerror or e})") from None
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
@@ -207,14 +228,20 @@ def read_registry(path) -> TrapRegistry:
     docs = raw.get("documents")
     if not isinstance(docs, list) or not docs:
         raise DocauditError(f"registry {path}: no documents")
-    out = []
+    if len(docs) > MAX_REGISTRY_DOCUMENTS:
+        raise DocauditError(f"registry {path}: {len(docs):,} documents (at most {MAX_REGISTRY_DOCUMENTS:,})")
+    out, sequences = [], 0
     for i, d in enumerate(docs):
         where = f"registry {path}, document {i + 1}"
         if not isinstance(d, dict) or not isinstance(d.get("id"), str):
             raise DocauditError(f"{where}: no id")
+        check_id(d["id"], f"{where}: the id")
         traps, controls = d.get("traps"), d.get("controls")
         if not isinstance(traps, list) or not isinstance(controls, list) or not traps or not controls:
             raise DocauditError(f"{where} ({d['id']}): needs a non-empty list of traps and of controls")
+        sequences += len(traps) + len(controls)
+        if sequences > MAX_REGISTRY_SEQUENCES:
+            raise DocauditError(f"registry {path}: more than {MAX_REGISTRY_SEQUENCES:,} traps and controls in all")
         out.append(
             TrappedDocument(
                 d["id"],

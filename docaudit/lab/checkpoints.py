@@ -15,6 +15,7 @@ import torch
 from docaudit.config import TargetConfig
 from docaudit.errors import DocauditError
 from docaudit.outputs import aside_path, process_alive, replace_dir
+from docaudit.untrusted import load_untrusted_json
 
 METADATA_FILE = "docaudit_target.json"
 
@@ -113,7 +114,7 @@ def save_checkpoint(out_dir, model, tokenizer, optimizer, scheduler, state: dict
 
 def read_json(path: pathlib.Path) -> dict | None:
     try:
-        return json.loads(path.read_text())
+        return load_untrusted_json(path, "lab record")
     except (OSError, ValueError, RecursionError):
         return None
 

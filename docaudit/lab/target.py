@@ -47,6 +47,7 @@ from docaudit.outputs import replace_dir
 from docaudit.query.models import resolve_device
 from docaudit.query.querier import max_positions
 from docaudit.run import RunContext
+from docaudit.untrusted import open_untrusted
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -160,7 +161,11 @@ def _tokenizer_and_model(pool_texts: list[str], config: TargetConfig, seed: int,
 
 def _restore(run: _Run, ckpt: pathlib.Path, state: dict) -> None:
     """Load the model, optimizer, scheduler and random states saved in ``ckpt`` and the record of the epochs done."""
-    saved = torch.load(ckpt / TENSORS_FILE, map_location=run.device, weights_only=True)
+    try:
+        with open_untrusted(ckpt / TENSORS_FILE, "checkpoint") as f:
+            saved = torch.load(f, map_location=run.device, weights_only=True)
+    except OSError as e:
+        raise DocauditError(f"cannot resume from {ckpt}: {e.strerror or e}") from None
     run.model.load_state_dict(saved["model"])
     run.optimizer.load_state_dict(saved["optimizer"])
     run.scheduler.load_state_dict(saved["scheduler"])

@@ -23,7 +23,7 @@ from docaudit import __version__
 from docaudit.audit.traps import TrapDetection, detect_traps, make_traps
 from docaudit.config import ModelConfig, TargetConfig, TrapConfig
 from docaudit.corpus.documents import Document
-from docaudit.io import atomic_write_text, json_text, sha256_text
+from docaudit.io import atomic_write_text, csv_text, json_text, sha256_text
 from docaudit.lab.target import leading_token_ids, train_target
 from docaudit.outputs import record_files
 from docaudit.provenance import envelope
@@ -147,6 +147,6 @@ def run_trap_lab(
     trained_tokens = sum(len(lm.tokenizer(t).input_ids) for t in members)
     result = TrapLabResult(out, model_dir, split, detection, seconds, traps, trained_tokens)
     atomic_write_text(out / "traps.json", json_text(envelope("lab", result.summary())))
-    atomic_write_text(out / "traps.csv", pd.DataFrame([*detection.rows, detection.overall]).to_csv(index=False))
+    atomic_write_text(out / "traps.csv", csv_text(pd.DataFrame([*detection.rows, detection.overall])))
     record_files(out, out / "traps.json", out / "traps.csv")
     return result

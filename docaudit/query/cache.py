@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import zipfile
@@ -18,7 +19,7 @@ import numpy as np
 
 from docaudit.io import atomic_write
 from docaudit.query.stats import TokenStats
-from docaudit.untrusted import inflate_problem, open_regular
+from docaudit.untrusted import inflate_problem, members_problem, open_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +87,17 @@ class StatsCache:
         atomic_write(self.path(key), lambda f: np.savez(f, **arrays))
 
     def entries(self) -> list[Path]:
-        """The entries docaudit wrote: ``stats/<2 hex>/<64 hex>.npz`` (nothing else under the root counts)."""
-        if not self.root.is_dir():
+        """The entries docaudit wrote: ``stats/<2 hex>/<64 hex>.npz``, plain files in plain folders (nothing else
+        under the root counts, and no link is followed: a linked fan-out folder is not docaudit's, so ``cache clear``
+        never deletes through it and ``cache info`` lists it among what clearing leaves)."""
+        if not _real_folder(self.root):
             return []
         return sorted(
             p
-            for p in self.root.glob("??/*.npz")
-            if _ENTRY.fullmatch(p.name) and p.parent.name == p.name[:2] and p.is_file() and not p.is_symlink()
+            for folder in self.root.iterdir()
+            if len(folder.name) == 2 and _real_folder(folder)
+            for p in folder.iterdir()
+            if _ENTRY.fullmatch(p.name) and p.name[:2] == folder.name and p.is_file() and not p.is_symlink()
         )
 
     def summary(self) -> dict:
@@ -135,11 +140,19 @@ LOGP_TOLERANCE = 1e-3  # rounding a backend or server may leave above log p = 0
 _ENTRY = re.compile(r"[0-9a-f]{64}\.npz")
 
 
+def _real_folder(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
 def read_entry(path: Path) -> tuple[TokenStats | None, str | None]:
     """The statistics in the entry at ``path``, or None and why not. Only a regular file is opened (a FIFO would
     block the run), and its members are read only when their inflated size is within the archive bound."""
-    with open_regular(path) as f, zipfile.ZipFile(f) as archive:
-        problem = inflate_problem(archive, os.fstat(f.fileno()).st_size)
+    with open_untrusted(path, "statistics") as f:
+        size = os.fstat(f.fileno()).st_size
+        if (problem := members_problem(f, size)) is not None:
+            return None, problem
+        with zipfile.ZipFile(f) as archive:
+            problem = inflate_problem(archive, size)
         if problem is not None:
             return None, problem
         f.seek(0)
@@ -151,7 +164,10 @@ def entry_model(path: Path) -> str:
     """The model identity recorded in an entry, ``unrecorded`` for one written before it was recorded,
     ``unreadable`` for a damaged one."""
     try:
-        with open_regular(path) as f, zipfile.ZipFile(f) as archive:
+        with open_untrusted(path, "statistics") as f:
+            if members_problem(f, os.fstat(f.fileno()).st_size) is not None:
+                return "unreadable"
+            archive = zipfile.ZipFile(f)
             if MODEL_FIELD not in {name.removesuffix(".npy") for name in archive.namelist()}:
                 return "unrecorded"
             if archive.getinfo(f"{MODEL_FIELD}.npy").file_size > MODEL_FIELD_BYTES:
@@ -194,13 +210,23 @@ def _inconsistency(stats: TokenStats, expect: dict) -> str | None:
 
 def _impossible(stats: TokenStats) -> str | None:
     """Which statistic holds a value no model gives, or None: a token id outside the vocabulary, a log probability
-    (or its maximum, or its mean under p) above 0, a negative standard deviation or softmax sum."""
-    ids = stats.token_ids
+    (or its maximum, or its mean under p) above 0, a log probability above its maximum, a mean of log p under p
+    above its maximum or below -log V (an entropy above log V), a negative standard deviation or softmax sum, or a
+    standard deviation of log p above log V + 1 (over V tokens it is at most sqrt(log(V)^2 / 4 + 1)). Statistics a
+    backend does not give are NaN, and pass."""
+    ids, tol = stats.token_ids, LOGP_TOLERANCE
     if ids.min() < 0 or ids.max() >= stats.vocab_size:
         return f"a token id outside the vocabulary of {stats.vocab_size}"
     for name in ("logp", "max_logp", "mu"):
-        if (getattr(stats, name) > LOGP_TOLERANCE).any():
+        if (getattr(stats, name) > tol).any():
             return f"{name} holds a log probability above 0"
+    if (stats.logp > stats.max_logp + tol).any():
+        return "a log probability above the largest one at its position (max_logp)"
+    log_v = math.log(stats.vocab_size)
+    if (stats.mu > stats.max_logp + tol).any() or (stats.mu < -log_v - tol).any():
+        return f"a mean log probability above its maximum or below -log {stats.vocab_size}"
     if (stats.sigma < 0).any() or (stats.gp_sum is not None and (stats.gp_sum < 0).any()):
         return "a negative standard deviation or softmax sum"
+    if (stats.sigma > log_v + 1 + tol).any():
+        return f"a standard deviation of log p larger than any distribution over {stats.vocab_size} tokens has"
     return None

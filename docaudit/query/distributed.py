@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from tqdm.auto import tqdm
 
 from docaudit.config import ModelConfig, QueryConfig, RayConfig
-from docaudit.errors import DocauditError, ModelError
+from docaudit.errors import DocauditError, ModelError, restated
 from docaudit.io import sha256_text
 from docaudit.query.querier import Querier, open_querier
 from docaudit.query.stats import NonFiniteStats
@@ -107,8 +107,8 @@ class _Worker:
                 out.append((key, querier.stats(text, sha)))
             except NonFiniteStats as e:
                 out.append((key, NonFinite(str(e))))
-            except DocauditError as e:
-                out.append((key, str(e)))
+            except DocauditError as e:  # sent back whole: its kind decides the exit status
+                out.append((key, e))
         return out
 
 
@@ -367,16 +367,17 @@ class RayPool:
                         continue
                     except ray.exceptions.RayTaskError as e:
                         cause = getattr(e, "cause", None)
-                        message = str(cause) if isinstance(cause, DocauditError) else _first_line(cause or e)
-                        raise DocauditError(f"on a Ray worker: {message}") from e
+                        if isinstance(cause, DocauditError):
+                            raise restated(cause, f"on a Ray worker: {cause}") from e
+                        raise DocauditError(f"on a Ray worker: {_first_line(cause or e)}") from e
                     if [key for key, _ in results] != keys:
                         raise DocauditError(
                             "the Ray workers loaded a model other than the driver's (their cache keys differ): "
                             "every node must see the same model files"
                         )
                     for key, value in results:
-                        if isinstance(value, str):
-                            raise DocauditError(value)
+                        if isinstance(value, DocauditError):
+                            raise value
                         if key in finished:  # sent again, yet its first task came back too
                             continue
                         finished.add(key)

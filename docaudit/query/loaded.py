@@ -10,11 +10,14 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from docaudit.config import ModelConfig
 from docaudit.errors import DocauditError, ModelError
 from docaudit.query.lazy import torch
+
+CGROUP = Path("/sys/fs/cgroup")  # this process's cgroup (v2), where a container's memory limit shows
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -122,3 +125,28 @@ def resolve_device(device: str) -> torch.device:
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ModelError("device 'cuda' requested but no CUDA GPU is available")
     return resolved
+
+
+def available_memory(device) -> int:
+    """Bytes a computation on ``device`` may still allocate: a GPU's free memory; on the CPU the least of the
+    memory the system has available, the room left under this process's cgroup limit and under its address-space
+    limit (``ulimit -v``), so a run in a container or under a limit sizes its work to it."""
+    import resource
+
+    import psutil
+
+    from docaudit.untrusted import read_untrusted_text
+
+    if getattr(device, "type", str(device)) == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    room = [psutil.virtual_memory().available]
+    try:
+        limit = read_untrusted_text(CGROUP / "memory.max", "kernel value").strip()
+        if limit != "max":
+            room.append(int(limit) - int(read_untrusted_text(CGROUP / "memory.current", "kernel value")))
+    except (OSError, ValueError):
+        pass
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        room.append(soft - psutil.Process().memory_info().vms)
+    return max(0, min(room))

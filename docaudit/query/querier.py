@@ -22,7 +22,7 @@ from docaudit.corpus.documents import (
     Document,
     Skips,
 )
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, restated
 from docaudit.io import sha256_text
 from docaudit.query import rates
 from docaudit.query.backends import Backend, open_backend
@@ -30,6 +30,7 @@ from docaudit.query.cache import StatsCache, stats_key
 from docaudit.query.models import LoadedModel, load_model
 from docaudit.query.progress import counting
 from docaudit.query.stats import NonFiniteStats, TokenStats, bos_per_window
+from docaudit.query.tokens import encode_long, token_ids
 from docaudit.seeds import stream
 
 if TYPE_CHECKING:
@@ -192,8 +193,7 @@ class Excerpt:
 
 
 def _encode(tokenizer, text: str):
-    enc = tokenizer(text, add_special_tokens=False, verbose=False, return_offsets_mapping=True)
-    return enc["input_ids"], enc["offset_mapping"]
+    return encode_long(tokenizer, text)
 
 
 def _tokens_from(tokenizer, text: str, start: int, n: int) -> tuple[list[int], list[tuple[int, int]]]:
@@ -205,7 +205,7 @@ def _tokens_from(tokenizer, text: str, start: int, n: int) -> tuple[list[int], l
         end = min(len(text), start + width)
         ids, offsets = _encode(tokenizer, text[start:end])
         if end == len(text) or len(ids) >= n + EXCERPT_MARGIN_TOKENS:
-            return ids[:n], [(start + a, start + b) for a, b in offsets[:n]]
+            return ids[:n], [(start + int(a), start + int(b)) for a, b in offsets[:n]]
         width *= 2
 
 
@@ -217,7 +217,7 @@ def _tail_start(tokenizer, text: str, n: int) -> int:
         start = max(0, len(text) - width)
         ids, offsets = _encode(tokenizer, text[start:])
         if start == 0 or len(ids) >= n + EXCERPT_MARGIN_TOKENS:
-            return start + offsets[max(0, len(ids) - n)][0]
+            return start + int(offsets[max(0, len(ids) - n)][0])
         width *= 2
 
 
@@ -250,8 +250,7 @@ def excerpt(
     if mode not in EXCERPTS:
         raise DocauditError(f"unknown excerpt mode '{mode}' (choose from {', '.join(EXCERPTS)})")
     if max_tokens is None:
-        ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
-        return Excerpt(np.asarray(ids, dtype=np.int32), 0, len(text))
+        return Excerpt(token_ids(tokenizer, text), 0, len(text))
     if not getattr(tokenizer, "is_fast", False):
         raise DocauditError("--max-tokens needs a fast (Rust) tokenizer, and this model's tokenizer is not one")
     ids, offsets = _tokens_from(tokenizer, text, 0, max_tokens + 1)
@@ -262,7 +261,7 @@ def excerpt(
         rng = stream(seed, "excerpt", int(text_sha256[:12], 16))
         start = _word_start(text, int(rng.integers(0, _tail_start(tokenizer, text, max_tokens) + 1)))
         ids, offsets = _tokens_from(tokenizer, text, start, max_tokens)
-    return Excerpt(np.asarray(ids[:max_tokens], dtype=np.int32), start, offsets[min(len(ids), max_tokens) - 1][1])
+    return Excerpt(np.asarray(ids[:max_tokens], dtype=np.int32), start, int(offsets[min(len(ids), max_tokens) - 1][1]))
 
 
 class Unopened(Backend):
@@ -389,7 +388,7 @@ class Querier:
         whole = [0, 0]  # bytes and tokens of the texts queried whole
 
         def named(i: int, e: DocauditError) -> DocauditError:
-            return DocauditError(f"{names[i]}: {e}") if names else e
+            return restated(e, f"{names[i]}: {e}") if names else e
 
         def advance(n_tokens: int) -> None:
             nonlocal moved

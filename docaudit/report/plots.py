@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from docaudit.metrics import roc_table
+from docaudit.untrusted import read_untrusted
 
 
 def roc_frame(curves: dict[str, tuple[np.ndarray, np.ndarray]]) -> pd.DataFrame:
@@ -197,4 +198,4 @@ def plot_histogram(
 
 def png_data_uri(path: Path) -> str:
     """A PNG file as a ``data:`` URI, for self-contained HTML."""
-    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return "data:image/png;base64," + base64.b64encode(read_untrusted(Path(path), "plot")).decode("ascii")

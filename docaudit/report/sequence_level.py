@@ -20,12 +20,12 @@ def write_sequence_evaluation(result: dict, out: Path, overwrite: bool = False) 
     """``sequence_metrics.csv``, ``sequence_metrics.json`` (metrics and run information), ``samples.csv`` and
     ``samples.jsonl`` (every text's id, label, group and scores) into ``out`` (a new or empty folder, or an earlier
     sequence evaluation with ``overwrite``), written whole or not at all."""
-    from docaudit.io import json_text
+    from docaudit.io import json_text, write_csv
     from docaudit.outputs import staged_dir
     from docaudit.provenance import envelope
 
     with staged_dir(Path(out), "sequence", overwrite) as tmp:
-        result["metrics"].to_csv(tmp / "sequence_metrics.csv", index=False)
+        write_csv(result["metrics"], tmp / "sequence_metrics.csv")
         (tmp / "sequence_metrics.json").write_text(json_text(envelope("sequence", sequence_json(result))))
-        result["samples"].to_csv(tmp / "samples.csv", index=False)
+        write_csv(result["samples"], tmp / "samples.csv")
         (tmp / "samples.jsonl").write_text(samples_jsonl(result["samples"]))

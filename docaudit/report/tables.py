@@ -82,6 +82,33 @@ def format_auc_pivot(table: pd.DataFrame) -> str:
     return pivot.fillna("").to_string()
 
 
+MISSING = "-"  # a cell a row has no value for (a skipped document's scores)
+
+
+def rows_table(rows: list[dict], floats: str = "{:.4f}") -> str:
+    """Rows as a text table: a column whose values are all whole numbers printed as integers (a skipped row's empty
+    cells would make pandas print ``586.0000``), other numbers with ``floats``, an empty cell as ``MISSING``."""
+    import numbers
+
+    def empty(v) -> bool:
+        return v is None or (isinstance(v, float) and v != v)
+
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    cells = {}
+    for column in columns:
+        values = [row.get(column) for row in rows]
+        whole = all(isinstance(v, numbers.Integral) or empty(v) for v in values)
+        cells[column] = [
+            MISSING
+            if empty(v)
+            else str(v)
+            if whole or isinstance(v, (bool, str)) or not isinstance(v, numbers.Real)
+            else floats.format(v)
+            for v in values
+        ]
+    return pd.DataFrame(cells, columns=columns).to_string(index=False)
+
+
 def html_table(frame: pd.DataFrame, floats: str = "{:.3f}") -> str:
     """A plain HTML table of a DataFrame (values escaped, floats formatted)."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)

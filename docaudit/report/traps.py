@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from docaudit.audit.traps import TrapDetection, TrapPlan
@@ -10,6 +9,7 @@ from docaudit.corpus.traps import REGISTRY_FORMAT
 from docaudit.errors import DocauditError
 from docaudit.io import atomic_write_text
 from docaudit.outputs import staged_dir
+from docaudit.untrusted import load_untrusted_json, sha256_untrusted
 
 
 def check_registry_path(registry: Path, out: Path, overwrite: bool) -> Path:
@@ -22,7 +22,7 @@ def check_registry_path(registry: Path, out: Path, overwrite: bool) -> Path:
         raise DocauditError(f"registry {registry} is a folder; name a file")
     if registry.exists():
         try:
-            fmt = json.loads(registry.read_text(encoding="utf-8")).get("format")
+            fmt = load_untrusted_json(registry, "registry").get("format")
         except (OSError, ValueError, UnicodeDecodeError, AttributeError, RecursionError):
             fmt = None
         if fmt != REGISTRY_FORMAT:
@@ -38,13 +38,11 @@ def write_trapped(plan: TrapPlan, out: Path, registry: Path, overwrite: bool, in
     """Write the trapped copies to ``out`` (a new or empty folder, or an earlier trap output with ``overwrite``; all
     or nothing) and the registry to ``registry``, after checking that every output's bytes hash to what the
     registry records."""
-    from docaudit.io import sha256_file
-
     with staged_dir(out, "traps", overwrite, inputs) as tmp:
         for entry in plan.registry.documents:
             path = tmp / entry.output
             atomic_write_text(path, plan.texts[entry.output])
-            if sha256_file(path) != entry.output_sha256:
+            if sha256_untrusted(path, "document") != entry.output_sha256:
                 raise DocauditError(f"{entry.output}: written bytes differ from the text planted")
         plan.registry.write(registry)
 

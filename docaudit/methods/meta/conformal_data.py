@@ -8,6 +8,7 @@ refit), the feature rows of every training document and their labels."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from zipfile import ZIP_DEFLATED
 
@@ -19,7 +20,7 @@ from docaudit.errors import DocauditError
 from docaudit.inference.conformal import FullConformal
 from docaudit.io import atomic_write
 from docaudit.methods.meta.classifier import as_documents
-from docaudit.methods.meta.persistence import check_pipeline, trusted_types, untrusted_types
+from docaudit.methods.meta.persistence import check_pipeline, read_file, trusted_types, untrusted_types
 
 CONFORMAL_FILE = "conformal.skops"
 
@@ -50,9 +51,9 @@ def load_conformal(directory: Path) -> dict | None:
     import skops.io as sio
 
     path = Path(directory) / CONFORMAL_FILE
-    if not path.is_file():
+    if not os.path.lexists(path):  # anything there (a FIFO, a link) is read, and refused, as the file
         return None
-    data = path.read_bytes()
+    data = read_file(path, "conformal")
     untrusted = untrusted_types(data, path)
     if untrusted:
         raise DocauditError(f"refusing to load {path}: it contains untrusted types {sorted(untrusted)}")

@@ -62,7 +62,7 @@ def load_folds(directory: Path, blind_kind: str, k: int) -> tuple[list[Pipeline]
         raise DocauditError(f"no fold models in {directory} (expected {FOLDS_FILE})")
     if blind_kind not in BLIND_TAILS:
         raise DocauditError(f"classifier card in {directory}: unknown blind kind {blind_kind!r}")
-    data = read_file(path, "fold models")
+    data = read_file(path, "folds")
     untrusted = untrusted_types(data, path, FOLD_NODES)
     if untrusted:
         raise DocauditError(

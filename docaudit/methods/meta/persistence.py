@@ -26,7 +26,7 @@ from docaudit.io import atomic_write, atomic_write_text
 from docaudit.methods.meta.classifier import one_job
 from docaudit.methods.meta.features import PERCENTILES, DocumentFeatures
 from docaudit.methods.meta.normalize import TokenNormalizer
-from docaudit.untrusted import inflate_problem, read_regular
+from docaudit.untrusted import inflate_problem, load_untrusted_json, members_problem, read_untrusted
 
 # cards written before the ``normalize_chars`` field existed were trained on character-normalized text
 CARD_NORMALIZE_CHARS_BEFORE_FIELD = True
@@ -144,10 +144,10 @@ def load_classifier(directory: Path) -> tuple[Pipeline, dict]:
 
 
 def read_file(path: Path, what: str) -> bytes:
-    """The bytes of a saved ``what`` (classifier, fold models), a regular file only: anything else is refused on
-    one line rather than waited on."""
+    """The bytes of a saved ``what`` (``classifier``, ``folds``, ``conformal``: a kind of ``READ_LIMITS``), a regular
+    file within its size limit only: anything else is refused on one line rather than waited on or read."""
     try:
-        return read_regular(path)
+        return read_untrusted(path, what)
     except OSError as e:
         raise DocauditError(f"cannot read {what} {path}: {e.strerror or e}") from None
 
@@ -158,6 +158,9 @@ def untrusted_types(data: bytes, path: Path, allowed: dict = ALLOWED_NODES) -> s
     if not data:
         raise DocauditError(f"cannot read classifier {path}: the file is empty")
     try:
+        problem = members_problem(io.BytesIO(data), len(data))
+        if problem is not None:
+            raise DocauditError(f"refusing to load {path}: {problem}")
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             problem = inflate_problem(archive, len(data))
             if problem is not None:
@@ -297,8 +300,10 @@ def tree_problem(state, width: int) -> str | None:
 def read_card(path: Path) -> dict:
     """The card's JSON, with the fields ``predict`` relies on present and of the right types."""
     try:
-        card = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        card = load_untrusted_json(Path(path), "card")
+    except OSError as e:
+        raise DocauditError(f"cannot read classifier card {path}: {e.strerror or e}") from None
+    except (ValueError, RecursionError) as e:
         raise DocauditError(f"classifier card {path} is not valid JSON ({str(e)[:200]})") from None
     if not isinstance(card, dict):
         raise DocauditError(f"classifier card {path} is not a JSON object")

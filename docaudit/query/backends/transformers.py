@@ -19,7 +19,7 @@ from docaudit.errors import DocauditError, ModelError
 from docaudit.query.backends.base import FULL, Backend, register_backend, stats_from_rows
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
 from docaudit.query.lazy import inference_mode, torch
-from docaudit.query.loaded import Deferred, LoadedModel, resolve_device, tokenizer_hash
+from docaudit.query.loaded import Deferred, LoadedModel, available_memory, resolve_device, tokenizer_hash
 from docaudit.query.progress import scored
 from docaudit.query.sources import (
     check_identity,
@@ -27,7 +27,6 @@ from docaudit.query.sources import (
     hub_access,
     offline,
     resolve_source,
-    weights_hash,
 )
 from docaudit.query.stats import TokenStats, scored_spans
 
@@ -35,6 +34,7 @@ log = logging.getLogger(__name__)
 
 
 TOKENS_PER_BATCH = {"cpu": 4096, "cuda": 32768}
+PASS_MEMORY_SHARE = 0.5  # of the memory available, the most one forward pass may take (the rest: its outputs, others)
 
 
 # Rows of the LM head computed (and reduced) at once, as logit elements: a larger chunk reads the head's weight
@@ -163,10 +163,34 @@ class TransformersBackend(Backend):
         self.chunk_rows = max(1, LOGIT_ELEMENTS_PER_CHUNK[self.kind] // vocab_size)
         self._trunk, self._head = prepared(model, device, self.chunk_rows)
         self.work = WorkBuffers(device)
+        self.token_bytes, self.score_bytes = activation_bytes(model)
 
     def batch_size(self, context: int) -> int:
-        """Windows per forward pass when the query does not say: about ``TOKENS_PER_BATCH`` tokens."""
-        return max(1, TOKENS_PER_BATCH[self.kind] // context)
+        """Windows per forward pass when the query does not say: about ``TOKENS_PER_BATCH`` tokens, fewer when a
+        pass of that many would not fit the memory available (:meth:`fitting_windows`)."""
+        return max(1, min(TOKENS_PER_BATCH[self.kind] // context, self.fitting_windows(context)))
+
+    def pass_bytes(self, windows: int, length: int) -> int:
+        """About the most memory one forward pass of ``windows`` windows of ``length`` tokens takes."""
+        return windows * length * (self.token_bytes + self.score_bytes * length)
+
+    def fitting_windows(self, context: int) -> int:
+        """How many windows of ``context`` tokens a forward pass may hold in half the memory available."""
+        return int(available_memory(self.device) * PASS_MEMORY_SHARE // self.pass_bytes(1, context + 1))
+
+    def tokens_per_pass(self, context: int, batch_size: int | None) -> int:
+        """The tokens of one forward pass: ``batch_size`` windows of ``context`` (by default :meth:`batch_size`);
+        a ``batch_size`` whose pass would not fit the memory available is refused, before any pass."""
+        fits = self.fitting_windows(context)
+        if fits < 1 or (batch_size is not None and batch_size > fits):
+            windows = batch_size or 1
+            raise DocauditError(
+                f"a forward pass of {windows:,} window{'s' * (windows != 1)} of {context:,} tokens (--batch-size, "
+                f"--context) needs about {self.pass_bytes(windows, context + 1) / 1e9:.1f} GB, more than the "
+                f"{PASS_MEMORY_SHARE:.0%} of the {available_memory(self.device) / 1e9:.1f} GB available it may take"
+                + (f"; at most {fits:,} windows fit" if fits >= 1 else "; lower --context")
+            )
+        return (batch_size or self.batch_size(context)) * context
 
     def release_buffers(self) -> None:
         """Free the work buffers (they are otherwise kept for the next document)."""
@@ -204,31 +228,16 @@ class TransformersBackend(Backend):
         if gp and len(docs) > 1:
             return [self.compute_many([ids], context, stride, bos, gp, batch_size)[0] for ids in docs]
         C, S = context, stride
-        shift = int(bos is not None)
         windows = [(d, *span) for d, ids in enumerate(docs) for span in scored_spans(len(ids), C, S)]
         windows.sort(key=lambda w: w[1] - w[3])  # longest first (stable: a document's windows stay in order)
         first_row = np.cumsum([0] + [len(ids) - 1 for ids in docs])
-        budget = (batch_size or self.batch_size(C)) * C  # tokens per forward pass: as many as full windows take
+        budget = self.tokens_per_pass(C, batch_size)  # tokens per forward pass: as many as full windows take
         groups, lo = [], 0
         while lo < len(windows):
             n = max(1, budget // (windows[lo][3] - windows[lo][1]))  # the first window of a group is its longest
             groups.append(windows[lo : lo + n])
             lo += n
-        batches, index, dest, bounds = [], [], [], [0]
-        for batch in groups:
-            length = batch[0][3] - batch[0][1] + shift
-            tokens = np.zeros((len(batch), length), dtype=np.int64)
-            if shift:
-                tokens[:, 0] = bos
-            for b, (d, s, f, e) in enumerate(batch):
-                tokens[b, shift : shift + e - s] = docs[d][s:e]
-                index.append(b * length + shift + np.arange(f - 1 - s, e - 1 - s))
-                dest.append(first_row[d] + np.arange(f - 1, e - 1))
-            batches.append(tokens)
-            bounds.append(bounds[-1] + sum(e - f for _, _, f, e in batch))
-        # Indices of the scored positions in each batch's flattened [windows * length] trunk output, all moved to
-        # the device in one copy before the loop.
-        index_t = torch.as_tensor(np.concatenate(index), dtype=torch.long, device=self.device)
+        bounds = np.cumsum([0] + [sum(e - f for _, _, f, e in batch) for batch in groups]).tolist()
         vocab = self.vocab_size
         gp_total = torch.zeros(vocab, dtype=torch.float64, device=self.device) if gp else None
         chunk = max(1, min(self.chunk_rows, max(b - a for a, b in zip(bounds, bounds[1:]))))
@@ -241,9 +250,13 @@ class TransformersBackend(Backend):
         # Per-token results, allocated once before the loop (long-lived small tensors allocated between the large
         # temporaries would fragment the heap and make memory grow with the document).
         results = torch.empty(bounds[-1], 4, dtype=torch.float32, device=self.device)
-        for tokens, lo_b, hi_b in zip(batches, bounds, bounds[1:]):
+        dest = np.empty(bounds[-1], dtype=np.int64)
+        # each batch's windows built as it comes: with --stride 1 all of them at once took a context's tokens per
+        # scored token
+        for (tokens, index, rows_of), lo_b, hi_b in zip(_packed(docs, groups, bos, first_row), bounds, bounds[1:]):
+            dest[lo_b:hi_b] = rows_of
             windows_t = torch.as_tensor(tokens, device=self.device)
-            rows_t = index_t[lo_b:hi_b]
+            rows_t = torch.as_tensor(index, dtype=torch.long, device=self.device)
             hidden = self._trunk(windows_t).reshape(windows_t.numel(), -1)[rows_t]
             targets = windows_t.reshape(-1)[rows_t + 1]
             for lo in range(0, hi_b - lo_b, chunk):
@@ -257,11 +270,41 @@ class TransformersBackend(Backend):
             scored(hi_b - lo_b)
         gp_sum = None if gp_total is None else gp_total.cpu().numpy()
         rows = np.empty((bounds[-1], 4), dtype=np.float32)
-        rows[np.concatenate(dest)] = results.cpu().numpy()
+        rows[dest] = results.cpu().numpy()
         return [
             stats_from_rows(ids, rows[first_row[d] : first_row[d + 1]], gp_sum, vocab, C, S)
             for d, ids in enumerate(docs)
         ]
+
+
+def activation_bytes(model: torch.nn.Module) -> tuple[int, int]:
+    """Bytes one window token takes in a forward pass of ``model`` (hidden states and the MLP's inner layer, a few
+    of each at once), and per token and position of its window (the attention scores of every head, in float32
+    when the attention is computed in full)."""
+    config = getattr(model, "config", None)
+    hidden = getattr(config, "hidden_size", None) or getattr(config, "n_embd", None) or 4096
+    inner = getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * hidden
+    heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_head", None) or 32
+    size = next(model.parameters()).element_size()
+    return size * (10 * hidden + 4 * inner), 8 * heads
+
+
+def _packed(docs: list[np.ndarray], groups: list, bos: int | None, first_row: np.ndarray):
+    """Per group of windows ``(document, start, first scored, end)``: the token array (right-padded, a BOS first
+    when given), the indices of the scored positions in its flattened ``[windows * length]`` trunk output, and
+    the rows of the documents' results they fill."""
+    shift = int(bos is not None)
+    for batch in groups:
+        length = batch[0][3] - batch[0][1] + shift
+        tokens = np.zeros((len(batch), length), dtype=np.int64)
+        if shift:
+            tokens[:, 0] = bos
+        index, dest = [], []
+        for b, (d, s, f, e) in enumerate(batch):
+            tokens[b, shift : shift + e - s] = docs[d][s:e]
+            index.append(b * length + shift + np.arange(f - 1 - s, e - 1 - s))
+            dest.append(first_row[d] + np.arange(f - 1, e - 1))
+        yield tokens, np.concatenate(index), np.concatenate(dest)
 
 
 def _batches(spans, batch_size):
@@ -289,10 +332,9 @@ def load_transformers(config: ModelConfig, expected_identity: str | None = None)
     if config.quantize not in (None, *QUANTIZE):
         raise DocauditError(f"unknown quantization '{config.quantize}' (choose from {', '.join(QUANTIZE)})")
     device = resolve_device(config.device)
-    source = resolve_source(config.model, config.revision)
-    if source.path is not None and expected_identity is not None:
-        # the memoized hash may be stale or forged: whether this is the classifier's model rests on the weights
-        source = replace(source, identity=f"local@{weights_hash(source.path, memo=False)[:16]}")
+    # a memoized hash may be stale or forged: the identity that names the model in every output, and keys its
+    # cached statistics, rests on the weights themselves (one more pass over a local model's files per run)
+    source = resolve_source(config.model, config.revision, memo=False)
     if not source.hub:
         check_identity(source.identity, expected_identity)
     download = source.hub and hub_access(config.model, config.revision)
