@@ -8,8 +8,8 @@ made; the guard reads it to name the engine, and removes it (``--debug`` prints 
 through unchanged: the child's standard streams are the guard's own, its exit status is the guard's, an interrupt
 from the terminal reaches both and is the child's to handle, a termination sent to the guard is passed on.
 
-This module imports the standard library only (``docaudit.cli`` loads its commands on first use), so the guard
-costs a process start, not docaudit's imports."""
+This module imports the standard library only until a crash (``docaudit.cli`` loads its commands on first use), so
+the guard costs a process start, not docaudit's imports."""
 
 from __future__ import annotations
 
@@ -21,7 +21,6 @@ import tempfile
 
 CRASH_LOG_ENV = "DOCAUDIT_CRASH_LOG"  # where the child writes its fault-handler dump
 PROG_ENV = "DOCAUDIT_PROG_NAME"  # the name the child's usage lines give the command
-CRASH_LOG_LIMIT = 1 << 16  # bytes of the dump read back
 MODEL_UNAVAILABLE = 4  # errors.MODEL_UNAVAILABLE, without importing what errors.py needs
 CRASHES = {
     signal.SIGSEGV: "a segmentation fault",
@@ -64,9 +63,13 @@ def crash_message(sig: int, dump: str) -> str:
 
 
 def _read_dump(path: str) -> str:
+    """The child's fault-handler dump (only read after a crash, so only then is the checked reader imported)."""
+    from pathlib import Path
+
+    from docaudit.untrusted import read_untrusted
+
     try:
-        with open(path, "rb") as f:
-            return f.read(CRASH_LOG_LIMIT).decode("utf-8", "replace")
+        return read_untrusted(Path(path), "crash dump").decode("utf-8", "replace")
     except OSError:
         return ""
 

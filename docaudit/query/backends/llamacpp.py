@@ -27,7 +27,7 @@ from docaudit.query.loaded import LoadedModel, tokenizer_hash
 from docaudit.query.progress import scored
 from docaudit.query.sources import check_identity, gguf_tokenizer, resolve_source
 from docaudit.query.stats import TokenStats, scored_spans
-from docaudit.untrusted import read_regular
+from docaudit.untrusted import read_untrusted
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,6 @@ LOGIT_ELEMENTS_PER_CHUNK = 1 << 25  # logit elements reduced at once (as the tra
 
 KV_TYPES = {"f32": "GGML_TYPE_F32", "f16": "GGML_TYPE_F16"}  # ModelConfig.kv_cache -> llama.cpp's type
 CPUINFO = Path("/proc/cpuinfo")
-CPUINFO_LIMIT = 1 << 24  # bytes read of it: a few hundred KB on the largest machines
 AMX_FLAGS = frozenset({"amx_tile", "amx_int8", "amx_bf16"})
 _params_lock = threading.Lock()
 
@@ -66,7 +65,7 @@ def _llama_log_off(llama_cpp):
 def cpu_has_amx(cpuinfo: Path = CPUINFO) -> bool:
     """Whether this CPU has Intel AMX (Sapphire Rapids and later), from the flags the kernel lists for it."""
     try:
-        text = read_regular(cpuinfo, CPUINFO_LIMIT).decode("ascii", "replace")
+        text = read_untrusted(cpuinfo, "cpu list").decode("ascii", "replace")
     except OSError:
         return False
     return any(AMX_FLAGS & set(line.split(":", 1)[1].split()) for line in text.splitlines() if line.startswith("flags"))
