@@ -7,9 +7,12 @@ docs/methods.md, "Which chapters: the map along a book").
    a segment's score is the detector's score on the scored positions that fall in it
    (:mod:`docaudit.methods.segment_level`).
 3. The null: windows of known non-member books (the calibration books), each of the segment's length in scored
-   tokens and at the same relative place in its book (a chapter at the start of a book is compared with the
-   starts of the calibration books). One window per calibration book, so the calibration scores are independent
-   of one another whatever the dependence between the parts of one book.
+   tokens and as near the same relative place in its book as its chapters allow (a chapter at the start of a
+   book is compared with the starts of the calibration books). The calibration books are cut by the same rules
+   as the judged one, and a window lies inside one of their chapter bodies: never across a chapter boundary, and
+   never over a heading, the front matter or a table of contents (:func:`calibration_windows`). One window per
+   calibration book, so the calibration scores are independent of one another whatever the dependence between
+   the parts of one book.
 4. The p-value of a segment: ``(1 + #calibration windows scoring at least as high) / (B + 1)`` with ``B`` the
    calibration books at least as long as the segment. It is valid (``P(p <= a) <= a``) when the judged book and the
    calibration books are exchangeable draws from one distribution of never-trained books: the segment's window and
@@ -89,14 +92,34 @@ def window_score(book: BookPass, lo: int, hi: int, method: str, tokenizer, detec
     return segment_score(method, s.logp[lo:hi], s.mu[lo:hi], s.sigma[lo:hi], text, detector)
 
 
+def usable_bodies(book: BookPass) -> list[tuple[int, int]]:
+    """The scored ranges of a calibration book a window may be drawn from: the bodies of its segments that a judged
+    book's segment could be compared at (its chapters' bodies without their heading lines, or its runs of words),
+    the front matter and any segment holding a table of contents (several headings) left out."""
+    return [
+        book.body(i)
+        for i, seg in enumerate(book.segments)
+        if seg.name != "front matter"
+        and not (book.how == "chapters" and len(headings(book.doc.text[seg.start : seg.end])) >= 3)
+    ]
+
+
 def calibration_windows(length: int, place: float, calibration: list[BookPass]) -> list[tuple[BookPass, int]]:
     """For a segment of ``length`` scored tokens at relative place ``place`` (0 = the start of its book, 1 = the
-    end), one window per calibration book long enough: the book and the window's first scored position."""
+    end), at most one window per calibration book: the book and the window's first scored position. The window
+    lies inside one body of :func:`usable_bodies` (no heading, front matter or contents in it, never across two
+    chapters, as the judged segment): of the bodies at least ``length`` long, the one nearest the place ``place``
+    of the book, the window as near that place as the body allows. A book with no body that long gives none. The
+    choice reads positions only, never scores."""
     out = []
     for book in calibration:
         n = book.stats.n_scored
-        if n >= length:
-            out.append((book, int(round(place * (n - length)))))
+        bodies = [(lo, hi) for lo, hi in usable_bodies(book) if hi - lo >= length]
+        if not bodies:
+            continue
+        start = place * (n - length)
+        lo, hi = min(bodies, key=lambda b: abs(min(max(start, b[0]), b[1] - length) - start))
+        out.append((book, int(round(min(max(start, lo), hi - length)))))
     return out
 
 
