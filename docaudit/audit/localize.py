@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -65,6 +66,16 @@ class BookPass:
     def body(self, i: int) -> tuple[int, int]:
         return self.body_start[i], int(self.bounds[i + 1])
 
+    @cached_property
+    def usable_bodies(self) -> list[tuple[int, int]]:
+        """The scored ranges a calibration window may be drawn from: the bodies of the chapters a judged book's
+        segment could be compared with (without their heading lines; the front matter and any segment holding a
+        table of contents left out), or the whole book when it has no chapters (its runs of words are not parts
+        of the book, only of the map)."""
+        if self.how != "chapters":
+            return [(int(self.bounds[0]), int(self.bounds[-1]))]
+        return [self.body(i) for i in range(len(self.segments)) if _cut_out(self, i) is None]
+
 
 def book_pass(doc: Document, stats: TokenStats, tokenizer, config: LocalizeConfig) -> BookPass:
     """The book's segments located in its scored positions: each segment's text (and its heading line) tokenized
@@ -92,29 +103,17 @@ def window_score(book: BookPass, lo: int, hi: int, method: str, tokenizer, detec
     return segment_score(method, s.logp[lo:hi], s.mu[lo:hi], s.sigma[lo:hi], text, detector)
 
 
-def usable_bodies(book: BookPass) -> list[tuple[int, int]]:
-    """The scored ranges of a calibration book a window may be drawn from: the bodies of its segments that a judged
-    book's segment could be compared at (its chapters' bodies without their heading lines, or its runs of words),
-    the front matter and any segment holding a table of contents (several headings) left out."""
-    return [
-        book.body(i)
-        for i, seg in enumerate(book.segments)
-        if seg.name != "front matter"
-        and not (book.how == "chapters" and len(headings(book.doc.text[seg.start : seg.end])) >= 3)
-    ]
-
-
 def calibration_windows(length: int, place: float, calibration: list[BookPass]) -> list[tuple[BookPass, int]]:
     """For a segment of ``length`` scored tokens at relative place ``place`` (0 = the start of its book, 1 = the
     end), at most one window per calibration book: the book and the window's first scored position. The window
-    lies inside one body of :func:`usable_bodies` (no heading, front matter or contents in it, never across two
+    lies inside one of the book's ``usable_bodies`` (no heading, front matter or contents in it, never across two
     chapters, as the judged segment): of the bodies at least ``length`` long, the one nearest the place ``place``
     of the book, the window as near that place as the body allows. A book with no body that long gives none. The
     choice reads positions only, never scores."""
     out = []
     for book in calibration:
         n = book.stats.n_scored
-        bodies = [(lo, hi) for lo, hi in usable_bodies(book) if hi - lo >= length]
+        bodies = [(lo, hi) for lo, hi in book.usable_bodies if hi - lo >= length]
         if not bodies:
             continue
         start = place * (n - length)
@@ -180,22 +179,44 @@ def book_map(book: BookPass, calibration: list[BookPass], tokenizer, spec: MapSp
 
 def text_features(text: str) -> np.ndarray:
     """What the text alone shows, no model: compressibility (zlib bytes per byte), line breaks per character, mean
-    word length, and the shares of capitals, digits and punctuation among the characters."""
+    word length, and the shares of capitals, digits and punctuation among the characters (each kind of character
+    counted once over its occurrences)."""
     import zlib
+    from collections import Counter
 
     data = text.encode("utf-8")
     n = max(len(text), 1)
     words = text.split()
+    counts = Counter(text)
+
+    def share(kind) -> float:
+        return sum(k for c, k in counts.items() if kind(c)) / n
+
     return np.array(
         [
             len(zlib.compress(data)) / max(len(data), 1),
-            text.count("\n") / n,
+            counts["\n"] / n,
             np.mean([len(w) for w in words]) if words else 0.0,
-            sum(c.isupper() for c in text) / n,
-            sum(c.isdigit() for c in text) / n,
-            sum(not c.isalnum() and not c.isspace() for c in text) / n,
+            share(str.isupper),
+            share(str.isdigit),
+            share(lambda c: not c.isalnum() and not c.isspace()),
         ]
     )
+
+
+_FEATURES: dict[tuple[str, int], np.ndarray] = {}  # text_features by the book's SHA-256 and its text's hash
+
+
+def document_features(doc: Document) -> np.ndarray:
+    """:func:`text_features` of a document, computed once per text (a calibration book is compared with every
+    judged book)."""
+    key = (doc.sha256, hash(doc.text))
+    found = _FEATURES.get(key)
+    if found is None:
+        if len(_FEATURES) >= 100_000:
+            _FEATURES.clear()
+        found = _FEATURES[key] = text_features(doc.text)
+    return found
 
 
 def text_gate(book: Document, calibration: list[Document]) -> float:
@@ -205,21 +226,30 @@ def text_gate(book: Document, calibration: list[Document]) -> float:
     (B + 1)``. Valid when the book and the calibration books are exchangeable; no model is involved."""
     if not calibration:
         return 1.0
-    features = np.array([text_features(d.text) for d in [book, *calibration]])
+    features = np.array([document_features(d) for d in [book, *calibration]])
     spread = features.std(axis=0)
     z = (features - features.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
     distance = np.sqrt((z**2).sum(axis=1))
     return conformal_p(distance[0], distance[1:])
 
 
-def _reason(book: BookPass, i: int, length: int, config: LocalizeConfig) -> str | None:
-    """Why segment ``i`` cannot be compared fairly with the calibration windows, or None."""
+def _cut_out(book: BookPass, i: int) -> str | None:
+    """Why segment ``i`` is not running text that a window may be compared with (the front matter, a table of
+    contents), or None."""
     seg = book.segments[i]
     if seg.name == "front matter":
         return "front matter (title pages, contents, prefaces): not comparable with running text"
     inside = len(headings(book.doc.text[seg.start : seg.end]))
     if book.how == "chapters" and inside >= 3:
         return f"holds {inside} headings (a table of contents or a run of short parts)"
+    return None
+
+
+def _reason(book: BookPass, i: int, length: int, config: LocalizeConfig) -> str | None:
+    """Why segment ``i`` cannot be compared fairly with the calibration windows, or None."""
+    cut = _cut_out(book, i)
+    if cut is not None:
+        return cut
     if length < config.min_segment_tokens:
         return f"too short: {length} scored tokens (at least {config.min_segment_tokens}: --min-segment-tokens)"
     return None

@@ -34,6 +34,8 @@ NEXT_STEPS = {
     "distribution_shift": "train on member and non-member sets that differ only by whether the model saw them, not "
     "by era or source, or test the book against synthetic controls (docaudit controls BOOK --null-library DIR)",
     "too_few_tokens": "give a longer text, or train a classifier on documents as short as this one",
+    "too_many_tokens": "score an excerpt as long as the known non-members (cut the text), or train a classifier "
+    "whose documents are as long as this one, or all cut to one length (docaudit train --max-tokens N)",
     "training_document": "this document trained the classifier itself; judge it with a classifier trained without "
     "it (docaudit train without this file)",
     "retrain": "train the classifier again with this version of docaudit (docaudit train, the same options)",
