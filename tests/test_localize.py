@@ -182,14 +182,13 @@ def roman(i: int) -> str:
 
 
 def chaptered_book(name: str, rng, chapter_sd: float, book_sd: float = 0.1, shifted=(), shift: float = 0.0):
-    """A book as a reader has it: a title and a table of contents (scored 1.5 nats more predictable than prose),
-    then 8 chapters of 120-400 words under their headings. A token's log-probability is N(-3, 1) plus the book's
-    level (SD ``book_sd``) plus its chapter's (SD ``chapter_sd``); chapters ``shifted`` (0-based) get ``shift``
-    more. Cut, located and given heading-free bodies by the map's own ``book_pass`` with one token per word."""
+    """A book as a reader has it: a title and a table of contents (scored 1.5 nats more predictable than prose; the
+    same words in every book, so that the text gate sees only the prose), then 8 chapters of 120-400 words under
+    their headings. A token's log-probability is N(-3, 1) plus the book's level (SD ``book_sd``) plus its
+    chapter's (SD ``chapter_sd``); chapters ``shifted`` (0-based) get ``shift`` more. Cut, located and given
+    heading-free bodies by the map's own ``book_pass`` with one token per word."""
     level = rng.normal(0, book_sd)
-    parts = [
-        ("THE BOOK OF " + name.upper() + "\n\nCONTENTS\n\n" + "\n".join(f"CHAPTER {roman(i)}" for i in range(8)), 1.5)
-    ]
+    parts = [("A BOOK OF MANY CHAPTERS\n\nCONTENTS\n\n" + "\n".join(f"CHAPTER {roman(i)}" for i in range(8)), 1.5)]
     for i in range(8):
         effect = rng.normal(0, chapter_sd) + (shift if i in shifted else 0.0)
         parts.append(
@@ -223,13 +222,14 @@ def chapter_map(
     rng = np.random.default_rng(7)
     spec = MapSpec(LocalizeConfig(method="loss", min_segment_words=20, min_segment_tokens=16))
     null_p, found, gated = [], [], 0
+    trained = {f"CHAPTER {roman(c)}" for c in (2, 4, 6)} if shift else set()
     for _ in range(draws):
         calibration = [chaptered_book(f"c{i}", rng, chapter_sd, book_sd) for i in range(n_calibration)]
         for j in range(judged):
             book = chaptered_book(f"j{j}", rng, chapter_sd, book_sd, (2, 4, 6), shift)
             rows = book_map(book, calibration, Decoder(), spec)
-            # segment 1 is the contents, segment 2 + c chapter c (0-based)
-            null = [r for r in rows[1:] if shift == 0 or r["segment"] - 2 not in (2, 4, 6)]
+            assert "headings (a table of contents" in rows[0]["reason"]  # the title and contents: gated
+            null = [r for r in rows[1:] if r["name"] not in trained]
             null_p += [r["p_value"] for r in null if r["p_value"] is not None]
             found.append((sum(r["verdict"] == EVIDENCE for r in null), sum(r["verdict"] == EVIDENCE for r in rows)))
             gated += rows[0]["text_gate_p"] < 0.05
