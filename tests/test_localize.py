@@ -275,7 +275,7 @@ def test_calibration_windows_lie_inside_one_chapter_body_as_a_slow_reference_fin
 @pytest.mark.slow
 def test_the_null_rate_of_a_chapter_with_chapter_level_effects_is_at_most_alpha():
     """Never-trained books with a table of contents and 8 chapters whose levels differ (SD 0.3; the book's, 0.1):
-    windows that straddled chapters or held the contents gave p <= 0.05 for 8.6% of 1,512 chapters. Drawn inside
+    windows that straddled chapters or held the contents gave p <= 0.05 for 7.7% of 1,576 chapters. Drawn inside
     one chapter body, at most 5% (+ noise) over about 1,400 chapters (a bound of 6.4%, which Bin(1400, 0.10)
     exceeds with probability above 0.99: a doubled rate is seen), and books with "evidence" and books the text
     gate stops at most 5% (+ noise) of 200."""
