@@ -303,13 +303,13 @@ def test_benjamini_hochberg_over_a_books_chapters_keeps_the_false_discovery_rate
 
 def lab_books(n: int, chapters: int, words: int, skip: int = 0) -> list[list[str]]:
     """``n`` books of ``chapters`` runs of ``words`` words spread over real books (cleaned), each under its
-    heading."""
+    heading, each taken from the middle of its part of the book (not from a title page or a contents list)."""
     from docaudit.corpus.cleaning import clean_text
 
     out = []
     for path in sorted((CORPUS / "members").glob("*.txt"))[skip : skip + n]:
         text = clean_text(path.read_text(encoding="utf-8")).split()
-        starts = [k * len(text) // chapters for k in range(chapters)]
+        starts = [(2 * k + 1) * len(text) // (2 * chapters) for k in range(chapters)]
         out.append([f"CHAPTER {k + 1}\n\n" + " ".join(text[a : a + words]) for k, a in enumerate(starts)])
     return out
 
@@ -317,14 +317,15 @@ def lab_books(n: int, chapters: int, words: int, skip: int = 0) -> list[list[str
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory, one_thread):
     """Two prose books of four chapters, chapters 1 and 3 of each trained into a tiny target beside every chapter
-    of 12 other books (so that it learns the corpus's language, not only the judged books); 45 never-trained books
-    of the same kind as calibration."""
+    of 12 other books (so that it learns the corpus's language, not only the judged books); 60 never-trained books
+    of the same kind as calibration, whose chapters (150 words) are longer than the judged books' (130): a window
+    lies inside one chapter, so a calibration book's chapters must be at least as long as the judged segment."""
     from docaudit.config import TargetConfig
     from docaudit.lab.target import train_target
 
     root = tmp_path_factory.mktemp("map")
-    judged, calibration = lab_books(2, 4, 150, skip=2), lab_books(45, 4, 150, skip=4)
-    background = lab_books(12, 4, 150, skip=49)
+    judged, calibration = lab_books(2, 4, 130, skip=2), lab_books(60, 4, 150, skip=4)
+    background = lab_books(12, 4, 150, skip=64)
     members = [book[k] for book in judged for k in (0, 2)] + [chapter for book in background for chapter in book]
     texts = ["\n\n".join(b) for b in judged + calibration + background]
     target = TargetConfig(
@@ -350,8 +351,11 @@ def test_trained_chapters_are_flagged_and_the_others_are_not(lab):
     out = json.loads(result.stdout)
     assert out["schema"]["name"] == "map"
     flagged = {(Path(r["file"]).name, r["segment"]) for r in out["rows"] if r["verdict"] == EVIDENCE}
-    assert flagged == {(f"books{b:02d}.txt", k) for b in (0, 1) for k in (1, 3)}
-    assert {r["calibration_books"] for r in out["rows"]} == {45}
+    assert flagged == {(f"books{b:02d}.txt", k) for b in (0, 1) for k in (1, 3)}, [
+        (r["segment"], r["p_value"], r["calibration_books"]) for r in out["rows"]
+    ]
+    # one window per calibration book with a chapter body as long as the segment: most of the 60, never too few
+    assert all(20 <= r["calibration_books"] <= 60 for r in out["rows"]), [r["calibration_books"] for r in out["rows"]]
     assert sorted(p.name for p in (root / "out").iterdir()) == [
         ".docaudit-output.json",
         "map.csv",
