@@ -384,3 +384,43 @@ def test_report_q_values_are_benjamini_yekutieli_and_its_blind_gate_has_a_fixed_
     gated, info = book_verdicts(snip, ContaminationConfig(), 0, blind, alpha=0.02)
     assert all(codes == ["blind_separates"] for codes in gated.reason_codes)
     assert "0.03 < 0.05" in gated.reason.iloc[0] and info["blind_gate_level"] == 0.05
+
+
+@pytest.mark.slow
+def test_short_never_trained_excerpts_get_no_debiased_fraction_end_to_end(tmp_path):
+    """Real texts: a tiny target trained on a random half of 60 PG-19 excerpts of 400 words; calibration: 20 trained
+    and 20 never-trained excerpts (16 snippets of 25 words each); audited: 8 never-trained excerpts of 100 words (4
+    snippets, fewer than --min-snippets 10). The calibration separates (a debiased fraction would be printed), but
+    every audited verdict is "inconclusive: too few snippets", so none gets a debiased fraction."""
+    import json
+
+    from click.testing import CliRunner
+    from labtarget import TINY, excerpts, single_thread
+
+    from docaudit.cli import main
+    from docaudit.lab.experiment import split_members
+    from docaudit.lab.target import train_target
+
+    texts = excerpts(60, n_words=400)
+    split = split_members(list(texts), seed=5)
+    trained = [b for b in sorted(texts) if split[b]]
+    never = [b for b in sorted(texts) if not split[b]]
+    groups = {"cal_mem": trained[:20], "cal_non": never[:20], "audit": never[20:28]}
+    for name, books in groups.items():
+        (tmp_path / name).mkdir()
+        for b in books:
+            text = texts[b] if name != "audit" else " ".join(texts[b].split()[:100])
+            (tmp_path / name / f"{b}.txt").write_text(text, encoding="utf-8")
+    with single_thread():
+        model = train_target([texts[b] for b in trained], list(texts.values()), tmp_path / "target", TINY)
+        args = ["report", str(tmp_path / "audit"), "--calibrate-members", str(tmp_path / "cal_mem")]
+        args += ["--calibrate-nonmembers", str(tmp_path / "cal_non"), "--model", str(model), "--max-context", "63"]
+        args += ["--snippets", "16", "--snippet-words", "25", "--out", str(tmp_path / "rep"), "--format", "json"]
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    verdicts = out["info"]["verdicts"]
+    assert verdicts["calibration_problems"] == [] and verdicts["tpr"] > verdicts["fpr"], verdicts
+    books = out["books"]
+    assert len(books) == 8 and all(b["reason_codes"] == ["too_few_snippets"] for b in books)
+    assert all(b["debiased_fraction"] is None and b["debiased_ci_low"] is None for b in books)
