@@ -9,13 +9,19 @@ and "Per-book verdicts in report"); the statistics themselves are in ``docaudit.
   the number; with the detector's TPR and FPR at the report's threshold, measured on the calibration members' and
   non-members' snippets, ``(m - FPR) / (TPR - FPR)`` estimates the share of the book's snippets that were trained
   on, clipped to [0, 1]. Its interval is a prediction interval (``inference.snippet_rates.debiased_interval``)
-  that counts the book's own false-positive rate, drawn like a calibration non-member book's, among its unknowns.
+  that counts the book's own false-positive rate, drawn like a calibration non-member book's at the book's
+  compared snippet count, among its unknowns. Both only for a book with a verdict: beside "inconclusive" (too
+  few snippets, the blind gate, too few calibration non-members) a fraction would read as a finding.
 - p-value: full conformal at a matched snippet count (``inference.snippet_rates.matched_rate_p``), H0 "the book is
   like the calibration non-member books"; a book with fewer than ``min_snippets`` snippets is "inconclusive".
 - Blind p-value: cross-conformal, from the blind baseline of the calibration books (the kind that separated them
-  best), each fold's model scoring the book against the non-members it held out.
+  best), each fold's model scoring the book against the non-members it held out; a gate at the fixed level
+  ``BLIND_GATE_LEVEL``, as in ``predict``.
+- q-values: Benjamini–Yekutieli over the books with a p-value. The books' p-values share the calibration subsets
+  and each book has its own threshold, so the positive dependence Benjamini–Hochberg needs is not known to hold;
+  Benjamini–Yekutieli's bound holds under any dependence.
 - Several methods (``n_methods``, ``report --methods a,b``): each method's verdicts are at level ``alpha /
-  n_methods`` (Bonferroni across methods, Benjamini–Hochberg across books within a method), so the books with
+  n_methods`` (Bonferroni across methods, Benjamini–Yekutieli across books within a method), so the books with
   "evidence" under any method have a false discovery rate of at most ``alpha``.
 """
 
@@ -135,7 +141,7 @@ def book_verdicts(
     n_methods: int = 1,
 ) -> tuple[pd.DataFrame, dict]:
     """Per audited book: debiased fraction with its interval, p-value and the snippet count it compares at, q-value
-    (Benjamini–Hochberg over the audited books), blind p-value (``blind_p``, keyed by (book, file), from
+    (Benjamini–Yekutieli over the audited books), blind p-value (``blind_p``, keyed by (book, file), from
     ``blind_p_values``) and verdict with its reason; and the calibration's threshold, AUC, TPR and FPR. The report's
     threshold rule (``config.target_fpr``), ``config.min_snippets`` and the intervals' level ``config.confidence``
     come from its configuration; the verdicts are at level ``alpha / n_methods`` (the module docstring)."""
