@@ -101,7 +101,8 @@ def test_beyond_blind_finds_added_evidence():
 
 def test_a_model_without_evidence_is_not_credited():
     """20 sets where the model's score is noise: never a verdict of added evidence, delta near 0 on average (a
-    little below: the combiner pays for the weight it fits on noise), the interval nearly always around 0."""
+    little below: the combiner pays for the weight it fits on noise). How often the interval leaves 0 is a rate,
+    checked over 600 sets in test_null_rate_of_adds_evidence_is_at_most_nominal."""
     runs = []
     for seed in range(20):
         labels, blind, model = _synthetic(100 + seed, 0.0)
@@ -111,7 +112,6 @@ def test_a_model_without_evidence_is_not_credited():
     out = [r.as_json() for r in runs]
     assert all(r.verdict in (NO_EVIDENCE_BEYOND, NOTHING) for r in runs)
     assert abs(np.mean([o["delta"] for o in out])) < 0.02
-    assert np.mean([o["delta_ci_low"] <= 0 <= o["delta_ci_high"] for o in out]) >= 0.8
 
 
 def test_no_fit_sees_the_documents_it_scores():
@@ -209,10 +209,12 @@ def test_null_rate_of_adds_evidence_is_at_most_nominal():
     in each outer fold (as classifiers refit on different documents have), and a model score that is pure noise;
     the scores are simulated directly, so each set takes a fraction of a second. "Adds evidence" may fire in at
     most 48 of 600 (the 99.9th percentile of Binomial(600, 0.05)); a doubled rate (10%) exceeds that with
-    probability 0.94. (Comparing with the raw pooled blind scores, which the fold offsets lower, fails it.)"""
+    probability 0.94. (Comparing with the raw pooled blind scores, which the fold offsets lower, fails it.) The 95%
+    interval of the AUC gain credits the noise (its lower end above 0) at most 22 times (the 95th percentile of
+    Binomial(600, 0.025)); a doubled rate (5%) exceeds that with probability 0.92."""
     from scipy.stats import binom
 
-    config, adds = BeyondBlindConfig(n_boot=200), 0
+    config, adds, credited = BeyondBlindConfig(n_boot=200), 0, 0
     for seed in range(600):
         rng = np.random.default_rng([7, seed])
         labels = _labels(30, 30, rng)
@@ -221,7 +223,10 @@ def test_null_rate_of_adds_evidence_is_at_most_nominal():
         blind = lambda fold, train, test, s=signal, o=offsets: s[test] + o[fold]  # noqa: E731
         result = bb.beyond_blind(labels, folds, blind, bb.fixed_scorer(noise), config=config, seed=seed)
         adds += result.verdict == ADDS
+        credited += result.as_json()["delta_ci_low"] > 0
     assert adds <= binom.ppf(0.999, 600, 0.05)
+    assert binom.sf(binom.ppf(0.95, 600, 0.025), 600, 0.05) >= 0.9  # the check sees a doubled rate
+    assert credited <= binom.ppf(0.95, 600, 0.025), credited
 
 
 def test_null_simulation_script_runs_both_nulls():
@@ -230,8 +235,13 @@ def test_null_simulation_script_runs_both_nulls():
     module = _null_simulation()
     for era in (0.0, 1.0):
         result = module.run(12, 2, seed=1, n_boot=50, era=era)
-        assert result["repetitions"] == 2 and result["era"] == era and 0 <= result["adds_evidence_rate"] <= 1
+        assert result["repetitions"] == 2 and result["era"] == era
+        assert result["adds_evidence_rate"] * 2 in (0, 1, 2)  # a count of the 2 repetitions
+        low, high = result["adds_evidence_95ci"]
+        assert low <= result["adds_evidence_rate"] <= high
         assert 0.55 < result["mean_blind_auc"]  # the blind classifier does separate the sets
+        # the era the model follows and the texts do not show: its score separates the sets only when era > 0
+        assert (result["mean_model_auc"] > 0.7) is (era > 0), result["mean_model_auc"]
 
 
 def test_the_report_page_states_the_comparison_as_one_sentence():

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from docaudit.audit.book_verdicts import book_verdicts, debiased_fraction, rate_p_values
+from docaudit.audit.book_verdicts import book_verdicts, debiased_fraction, matched_interval, matched_sets, rate_p_values
 from docaudit.config import ContaminationConfig
 from docaudit.inference.calibration import threshold
 from docaudit.inference.snippet_rates import debiased_interval
@@ -137,56 +137,110 @@ def test_too_short_books_and_calibration_books_are_named():
     assert ks[1] == 30 and why[1] is None and n == 2  # the 4-snippet calibration book is left out
 
 
-def excludes_zero_rate(interval, spread: float, reps: int = 800, seed: int = 11) -> tuple[float, float]:
-    """Share of never-trained books (100 snippets) whose interval excludes 0, and share of intervals that are a
-    point, with the book-to-book SD ``spread`` of the mean snippet score (so of the false-positive rate); 10 member
-    books (mean snippet score 2) and 39 non-member books (mean 0) of 100 snippets, one calibration draw per 8 books.
-    ``interval(book, members, nonmembers)`` gives ``(low, high)``."""
-    rng = np.random.default_rng(seed)
+def excludes_zero_rate(
+    spread: float, n_members: int = 10, n_books: int = 39, length: int = 100, cal_length: int = 100
+) -> tuple[float, float]:
+    """Share of 800 never-trained books of ``length`` snippets whose interval (:func:`matched_prediction_interval`)
+    excludes 0, and share of intervals that are a point, with the book-to-book SD ``spread`` of the mean snippet
+    score (so of the false-positive rate); ``n_members`` member books (mean snippet score 2) and ``n_books``
+    non-member books (mean 0) of ``cal_length`` snippets, one calibration draw per 8 books."""
+    rng = np.random.default_rng(11)
     excluded = points = 0
+    reps = 800
     for i in range(reps):
         if i % 8 == 0:
-            members = [book(rng, 2.0, spread, 100) for _ in range(10)]
-            nonmembers = [book(rng, 0.0, spread, 100) for _ in range(39)]
-        lo, hi = interval(book(rng, 0.0, spread, 100), members, nonmembers)
+            members = [book(rng, 2.0, spread, cal_length) for _ in range(n_members)]
+            nonmembers = [book(rng, 0.0, spread, cal_length) for _ in range(n_books)]
+        lo, hi = matched_prediction_interval(book(rng, 0.0, spread, length), members, nonmembers)
         excluded += lo > 0
         points += hi <= lo
     return excluded / reps, points / reps
 
 
-def prediction_interval(b, members, nonmembers):
+def matched_prediction_interval(b, members, nonmembers, seed: int = 0):
+    """The report's interval of a book: the calibration books' rates at the book's snippet count."""
     tau = threshold(np.concatenate(members), np.concatenate(nonmembers), None)
-    rates = [[(s > tau).mean() for s in books] for books in (members, nonmembers)]
-    return debiased_interval(int((b > tau).sum()), len(b), *rates)
+    k = min(len(b), min(map(len, nonmembers)))
+    sets = matched_sets(k, members, nonmembers, np.arange(len(nonmembers)), seed)
+    return matched_interval(b, k, sets, tau, 0.95)
+
+
+# A doubled rate is seen with power >= 0.9 by each null check below (binomial, one-sided at 2.33 SEs):
+# 800 books at a nominal 2.5% reject when more than 30 exclude 0, which Bin(800, 0.05) exceeds with probability
+# 0.94; 400 books at a nominal 5% reject when more than 30 are not covered, which Bin(400, 0.10) exceeds with
+# probability 0.96 (see test_null_checks_are_sized_to_see_a_doubled_rate).
+
+
+def test_null_checks_are_sized_to_see_a_doubled_rate():
+    from scipy.stats import binom
+
+    for nominal, reps in ((0.025, 800), (0.05, 400)):
+        assert binom.sf(np.floor(bound(nominal, reps) * reps), reps, 2 * nominal) >= 0.9
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("spread", [0.5, 1.0])
-def test_debiased_interval_of_a_never_trained_book_excludes_zero_at_most_at_its_level(spread):
+@pytest.mark.parametrize(
+    "spread, n_members, n_books, length, cal_length",
+    [(0.5, 60, 60, 100, 100), (1.0, 60, 60, 100, 100)]
+    + [(1.0, 10, 10, 30, 100), (1.0, 15, 15, 400, 400), (1.0, 20, 20, 400, 400)],
+)
+def test_debiased_interval_of_a_never_trained_book_excludes_zero_at_most_at_its_level(
+    spread, n_members, n_books, length, cal_length
+):
     """Book-to-book spread of the false-positive rate (SD of a book's mean snippet score 0.5 and 1.0, a per-book
     FPR SD of 0.12 and 0.24): a bootstrap over calibration books and snippets ignores the book's own deviation and
-    its 95% interval excluded 0 for 14% and 12.5% of never-trained books (120 each), a point for 22.5% and 38%; the
-    prediction interval does so at most at 2.5% (+ noise: 2.75% and 3.25% of 800) and is never a point."""
-    excluded, points = excludes_zero_rate(prediction_interval, spread)
+    its 95% interval excluded 0 for 14% and 12.5% of never-trained books (120 each), a point for 22.5% and 38%. The
+    prediction interval without its edge book (a mixture over the observed rates only, at the calibration books'
+    full snippet counts) excluded 0 for 7.4% of never-trained 30-snippet books against 10 calibration books of
+    each kind (100 snippets), and for 7.6% and 5.9% of 400-snippet books against 15 and 20: the book's own rate
+    is beyond every observed one with probability 1/(n+1). With the edge book and the calibration rates at the
+    book's snippet count, at most 2.5% (+ noise) and never a point: below 39 books of a kind the interval always
+    reaches 0; with 60 it can leave it, and the check is not empty."""
+    excluded, points = excludes_zero_rate(spread, n_members, n_books, length, cal_length)
     assert excluded <= bound(0.025, 800), excluded
     assert points == 0
 
 
-def test_debiased_interval_covers_a_trained_book_and_is_never_a_point():
+@pytest.mark.slow
+@pytest.mark.parametrize("n_books", [10, 15, 20, 60])
+def test_debiased_interval_covers_a_trained_book_and_is_never_a_point(n_books):
+    """Books of 40 snippets, half of them trained on, against ``n_books`` calibration books of each kind (one draw
+    per 8 books): the 95% interval misses 0.5 at most at 5% (+ noise) over 400 books. Below 39 books of a kind it
+    is all of [0, 1]; with 60, narrower (and still covering)."""
     rng = np.random.default_rng(2)
-    members = [book(rng, 1.5, 0.3, 100) for _ in range(10)]
-    nonmembers = [book(rng, 0.0, 0.3, 100) for _ in range(39)]
+    missed = 0
+    for i in range(400):
+        if i % 8 == 0:
+            members = [book(rng, 1.5, 0.3, 100) for _ in range(n_books)]
+            nonmembers = [book(rng, 0.0, 0.3, 100) for _ in range(n_books)]
+        half = np.r_[book(rng, 1.5, 0.3, 20), book(rng, 0.0, 0.3, 20)]
+        lo, hi = matched_prediction_interval(half, members, nonmembers)
+        missed += not lo <= 0.5 <= hi
+        assert hi > lo
+    assert missed / 400 <= bound(0.05, 400), missed
     tau = threshold(np.concatenate(members), np.concatenate(nonmembers), None)
     t, f = ([(s > tau).mean() for s in books] for books in (members, nonmembers))
-    covered = 0
-    for _ in range(40):
-        half = np.r_[book(rng, 1.5, 0.3, 20), book(rng, 0.0, 0.3, 20)]
-        lo, hi = debiased_interval(int((half > tau).sum()), 40, t, f)
-        covered += lo <= 0.5 <= hi
-    assert covered >= 36
     for above in (0, 40):  # at the ends of what a rate can be the interval still has width
         lo, hi = debiased_interval(above, 40, t, f)
         assert hi > lo
+
+
+def test_an_inconclusive_book_gets_no_debiased_fraction():
+    """A book too short to compare (7 snippets, every verdict "inconclusive") has no debiased fraction, whatever
+    its rate; a book with a verdict has one."""
+    rng = np.random.default_rng(9)
+    snip = snippets(
+        {
+            "member": [rng.normal(2, 1, 60) for _ in range(40)],
+            "non-member": [rng.normal(0, 1, 60) for _ in range(60)],
+            "audited": [rng.normal(2, 1, 7), rng.normal(2, 1, 60)],
+        }
+    )
+    table, info = book_verdicts(snip, ContaminationConfig(), 0, None)
+    assert table.reason_codes.tolist()[0] == ["too_few_snippets"]
+    assert table.debiased_fraction.isna().tolist() == [True, False]
+    assert table.debiased_ci_low.isna().tolist() == [True, False]
+    assert info["debiased_edge_books"] == 39
 
 
 @pytest.mark.parametrize("case", ["chance", "fpr"])
@@ -300,3 +354,73 @@ def test_too_few_calibration_nonmembers_is_inconclusive():
     table, _ = book_verdicts(snip, ContaminationConfig(), 0, None)
     assert table.verdict.iloc[0] == INCONCLUSIVE and "too few known non-members" in table.reason.iloc[0]
     assert table.p_value.iloc[0] == pytest.approx(1 / 6)
+
+
+def test_report_q_values_are_benjamini_yekutieli_and_its_blind_gate_has_a_fixed_level():
+    """The books' p-values share their calibration subsets and each book has its own threshold, so no positive
+    dependence is known: the q-values are Benjamini-Yekutieli's (written out here), valid under any dependence. The
+    blind gate is at its fixed level (0.05), as predict's: a blind p-value of 0.03 gates a book at --alpha 0.02."""
+    rng = np.random.default_rng(12)
+    snip = snippets(
+        {
+            "member": [rng.normal(2, 1, 30) for _ in range(20)],
+            "non-member": [rng.normal(0, 1, 30) for _ in range(99)],
+            "audited": [rng.normal(m, 1, 30) for m in (3.0, 2.5, 1.5, 1.0, 0.5, 0.0)],
+        }
+    )
+    table, info = book_verdicts(snip, ContaminationConfig(), 0, None)
+    p = table.p_value.to_numpy()
+    m = len(p)
+    order = np.argsort(p)
+    harmonic = sum(1 / i for i in range(1, m + 1))
+    slow = np.empty(m)
+    running = 1.0
+    for rank in range(m, 0, -1):  # q_(i) = min over j >= i of p_(j) m c(m) / j
+        running = min(running, p[order[rank - 1]] * m * harmonic / rank)
+        slow[order[rank - 1]] = running
+    assert table.q_value.to_numpy() == pytest.approx(slow)
+    assert info["adjustment"] == "Benjamini-Yekutieli"
+    blind = {(b, f): 0.03 for b, f in zip(table.book, table.file)}
+    gated, info = book_verdicts(snip, ContaminationConfig(), 0, blind, alpha=0.02)
+    assert all(codes == ["blind_separates"] for codes in gated.reason_codes)
+    assert "0.03 < 0.05" in gated.reason.iloc[0] and info["blind_gate_level"] == 0.05
+
+
+@pytest.mark.slow
+def test_short_never_trained_excerpts_get_no_debiased_fraction_end_to_end(tmp_path):
+    """Real texts: a tiny target trained on a random half of 60 PG-19 excerpts of 400 words; calibration: 20 trained
+    and 20 never-trained excerpts (16 snippets of 25 words each); audited: 8 never-trained excerpts of 100 words (4
+    snippets, fewer than --min-snippets 10). The calibration separates (a debiased fraction would be printed), but
+    every audited verdict is "inconclusive: too few snippets", so none gets a debiased fraction."""
+    import json
+
+    from click.testing import CliRunner
+    from labtarget import TINY, excerpts, single_thread
+
+    from docaudit.cli import main
+    from docaudit.lab.experiment import split_members
+    from docaudit.lab.target import train_target
+
+    texts = excerpts(60, n_words=400)
+    split = split_members(list(texts), seed=5)
+    trained = [b for b in sorted(texts) if split[b]]
+    never = [b for b in sorted(texts) if not split[b]]
+    groups = {"cal_mem": trained[:20], "cal_non": never[:20], "audit": never[20:28]}
+    for name, books in groups.items():
+        (tmp_path / name).mkdir()
+        for b in books:
+            text = texts[b] if name != "audit" else " ".join(texts[b].split()[:100])
+            (tmp_path / name / f"{b}.txt").write_text(text, encoding="utf-8")
+    with single_thread():
+        model = train_target([texts[b] for b in trained], list(texts.values()), tmp_path / "target", TINY)
+        args = ["report", str(tmp_path / "audit"), "--calibrate-members", str(tmp_path / "cal_mem")]
+        args += ["--calibrate-nonmembers", str(tmp_path / "cal_non"), "--model", str(model), "--max-context", "63"]
+        args += ["--snippets", "16", "--snippet-words", "25", "--out", str(tmp_path / "rep"), "--format", "json"]
+        result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    verdicts = out["info"]["verdicts"]
+    assert verdicts["calibration_problems"] == [] and verdicts["tpr"] > verdicts["fpr"], verdicts
+    books = out["books"]
+    assert len(books) == 8 and all(b["reason_codes"] == ["too_few_snippets"] for b in books)
+    assert all(b["debiased_fraction"] is None and b["debiased_ci_low"] is None for b in books)

@@ -176,6 +176,9 @@ def test_report_end_to_end(tiny_gpt2, tmp_path):
     assert table.p_value.isin([1 / 3, 2 / 3, 1.0]).all(), table.p_value
     assert (table.n_compared == 4).all()
     assert set(table.verdict) == {INCONCLUSIVE} and table.reason.str.contains("too few known non-members").all()
+    # an inconclusive book's debiased fraction would read as a finding: none is printed, on any page
+    assert table.debiased_fraction.isna().all() and table.debiased_ci_low.isna().all()
+    assert result.stdout.count("debiased n/a (no verdict: see the reason)") == 3
     warned = json.loads((out / "report.json").read_text())["info"]["calibration_auc"] < 0.6
     page = (out / "report.html").read_text()
     assert ("barely separated" in result.stderr) == warned == ("barely separated" in page)

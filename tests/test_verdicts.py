@@ -97,11 +97,22 @@ def test_inconclusive_reasons_name_each_cause():
         "pooled_bootstrap_95": {"auc": {"point": 0.9, "ci_low": 0.8, "ci_high": 0.97}},
         "blind": {"blind_auc": 0.5, "best_kind": "tfidf"},
     }
-    conformal = {"nonmember_tokens_min": 100}
+    conformal = {"nonmember_tokens_min": 100, "nonmember_tokens_max": 800}
     assert inconclusive_reasons(card, None, 500, None) == [RETRAIN]
     assert inconclusive_reasons(card, conformal, 500, 0.5) == []
     (why,) = inconclusive_reasons(card, conformal, 99, 0.5)
     assert "too few tokens queried: 99" in why.text and why.code == "too_few_tokens"
+    # a document longer than every known non-member: its features are not like theirs (10x longer gave p <= 0.1
+    # for 12% of never-trained documents)
+    assert inconclusive_reasons(card, conformal, 800, 0.5) == []
+    (why,) = inconclusive_reasons(card, conformal, 8000, 0.5)
+    assert "more than the 800 of every known non-member" in why.text and why.code == "too_many_tokens"
+    assert "--max-tokens" in why.next_step
+    # a card saved before the longest was recorded: only a token budget bounds a document's length
+    older = {"nonmember_tokens_min": 100}
+    assert [r.code for r in inconclusive_reasons(card, older, 8000, 0.5)] == ["retrain"]
+    budget = {**card, "query": {"max_tokens": 512}}
+    assert inconclusive_reasons(budget, older, 512, 0.5) == []
     (why,) = inconclusive_reasons(card, conformal, 500, 0.01)
     assert "blind baseline already separates this document" in why.text and why.code == "blind_separates"
     shifted = {**card, "blind": {"blind_auc": 0.66, "best_kind": "dates"}}
@@ -127,7 +138,7 @@ def test_blind_gate_has_its_own_level_not_alpha():
         "pooled_bootstrap_95": {"auc": {"point": 0.9, "ci_low": 0.8, "ci_high": 0.97}},
         "blind": {"blind_auc": 0.5, "best_kind": "tfidf"},
     }
-    conformal = {"nonmember_tokens_min": 100}
+    conformal = {"nonmember_tokens_min": 100, "nonmember_tokens_max": 800}
     assert BLIND_GATE_LEVEL == 0.05
     (why,) = inconclusive_reasons(card, conformal, 500, 0.02)
     assert why.code == "blind_separates"

@@ -57,7 +57,8 @@ class MapOutcome(Result):
 
 def map_books(request: MapRequest) -> MapOutcome:
     """Which parts of each book score like trained text (``audit.localize``): every book cut into its chapters,
-    each segment's p-value against windows of the calibration books at the same place and of the same length,
+    each segment's p-value against windows of the calibration books of the same length inside one of their chapter
+    bodies, near the same place,
     Benjamini–Hochberg over the book's segments, a verdict per segment."""
     from docaudit.audit.localize import map_documents
     from docaudit.corpus.documents import load_documents

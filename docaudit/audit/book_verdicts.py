@@ -9,13 +9,19 @@ and "Per-book verdicts in report"); the statistics themselves are in ``docaudit.
   the number; with the detector's TPR and FPR at the report's threshold, measured on the calibration members' and
   non-members' snippets, ``(m - FPR) / (TPR - FPR)`` estimates the share of the book's snippets that were trained
   on, clipped to [0, 1]. Its interval is a prediction interval (``inference.snippet_rates.debiased_interval``)
-  that counts the book's own false-positive rate, drawn like a calibration non-member book's, among its unknowns.
+  that counts the book's own false-positive rate, drawn like a calibration non-member book's at the book's
+  compared snippet count, among its unknowns. Both only for a book with a verdict: beside "inconclusive" (too
+  few snippets, the blind gate, too few calibration non-members) a fraction would read as a finding.
 - p-value: full conformal at a matched snippet count (``inference.snippet_rates.matched_rate_p``), H0 "the book is
   like the calibration non-member books"; a book with fewer than ``min_snippets`` snippets is "inconclusive".
 - Blind p-value: cross-conformal, from the blind baseline of the calibration books (the kind that separated them
-  best), each fold's model scoring the book against the non-members it held out.
+  best), each fold's model scoring the book against the non-members it held out; a gate at the fixed level
+  ``BLIND_GATE_LEVEL``, as in ``predict``.
+- q-values: Benjamini–Yekutieli over the books with a p-value. The books' p-values share the calibration subsets
+  and each book has its own threshold, so the positive dependence Benjamini–Hochberg needs is not known to hold;
+  Benjamini–Yekutieli's bound holds under any dependence.
 - Several methods (``n_methods``, ``report --methods a,b``): each method's verdicts are at level ``alpha /
-  n_methods`` (Bonferroni across methods, Benjamini–Hochberg across books within a method), so the books with
+  n_methods`` (Bonferroni across methods, Benjamini–Yekutieli across books within a method), so the books with
   "evidence" under any method have a false discovery rate of at most ``alpha``.
 """
 
@@ -28,8 +34,8 @@ from docaudit.config import ContaminationConfig
 from docaudit.corpus.documents import Document
 from docaudit.inference.calibration import calibration_problems, detection_rates, snippet_auc, threshold
 from docaudit.inference.conformal import cross_conformal_p
-from docaudit.inference.snippet_rates import compared_count, debiased_interval, matched_rate_p, subsample
-from docaudit.inference.verdicts import DEFAULT_ALPHA, Reason, run_verdicts
+from docaudit.inference.snippet_rates import compared_count, debiased_interval, edge_books, matched_rate_p, subsample
+from docaudit.inference.verdicts import BLIND_GATE_LEVEL, DEFAULT_ALPHA, INCONCLUSIVE, Reason, run_verdicts
 from docaudit.methods.blind import BlindFeatures, fit_fold, fitted_on, fold_scores
 from docaudit.metrics import chunk_folds
 from docaudit.seeds import stream
@@ -52,6 +58,18 @@ def _groups(snip: pd.DataFrame, role: str) -> list[tuple[tuple, np.ndarray]]:
     return list(zip(keys.tolist(), np.split(scores, np.cumsum(np.bincount(codes))[:-1])))
 
 
+def matched_sets(
+    k: int, members: list[np.ndarray], nonmembers: list[np.ndarray], reference: np.ndarray, seed: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The calibration books as a book compared at ``k`` snippets sees them: ``k`` random snippets of each
+    reference non-member book (indices ``reference``) and of each member book (all of a member book's snippets
+    when it has fewer), drawn once per ``k`` from one stream seeded by ``seed`` and ``k``, non-members first."""
+    rng = stream(seed, "rate_reference", k)
+    reference_sets = [subsample(nonmembers[i], k, rng) for i in reference]
+    member_sets = [subsample(s, min(k, len(s)), rng) for s in members]
+    return member_sets, reference_sets
+
+
 def rate_p_values(
     audited: list[np.ndarray],
     members: list[np.ndarray],
@@ -61,7 +79,7 @@ def rate_p_values(
 ) -> tuple[list[float | None], list[int | None], list[str | None], int]:
     """Per audited book its matched-count p-value, the snippet count it was compared at and why there is none;
     and how many calibration non-member books are compared with. The reference books' ``k``-snippet subsets are
-    drawn once per ``k`` (seeded by ``seed`` and ``k``), so books compared at one count share them; a book with more
+    drawn once per ``k`` (:func:`matched_sets`), so books compared at one count share them; a book with more
     than ``k`` snippets gives a random ``k`` of its own."""
     counts = [len(s) for s in nonmembers]
     shared: dict[int, list[np.ndarray]] = {}
@@ -77,11 +95,20 @@ def rate_p_values(
             p_values.append(None)
             continue
         if k not in shared:
-            rng = stream(seed, "rate_reference", k)
-            shared[k] = [subsample(nonmembers[i], k, rng) for i in reference]
+            shared[k] = matched_sets(k, members, nonmembers, reference, seed)[1]
         book = subsample(scores, k, stream(seed, "rate_subsample", k, j))
         p_values.append(matched_rate_p(book, members, shared[k], config.target_fpr))
     return p_values, ks, why, len(reference)
+
+
+def matched_interval(
+    scores: np.ndarray, k: int, calibration: tuple[list[np.ndarray], list[np.ndarray]], tau: float, confidence: float
+) -> tuple[float, float]:
+    """The debiased fraction's prediction interval of a book of snippet ``scores`` compared at ``k`` snippets, from
+    the calibration member and non-member books' rates above ``tau`` at that count (``calibration``: their subsets,
+    :func:`matched_sets`)."""
+    member_rates, nonmember_rates = ([float((s > tau).mean()) for s in sets] for sets in calibration)
+    return debiased_interval(int((scores > tau).sum()), len(scores), member_rates, nonmember_rates, confidence)
 
 
 def blind_p_values(groups: dict[str, list[Document]], blind: dict | None, folds: int, seed: int) -> dict | None:
@@ -114,7 +141,7 @@ def book_verdicts(
     n_methods: int = 1,
 ) -> tuple[pd.DataFrame, dict]:
     """Per audited book: debiased fraction with its interval, p-value and the snippet count it compares at, q-value
-    (Benjamini–Hochberg over the audited books), blind p-value (``blind_p``, keyed by (book, file), from
+    (Benjamini–Yekutieli over the audited books), blind p-value (``blind_p``, keyed by (book, file), from
     ``blind_p_values``) and verdict with its reason; and the calibration's threshold, AUC, TPR and FPR. The report's
     threshold rule (``config.target_fpr``), ``config.min_snippets`` and the intervals' level ``config.confidence``
     come from its configuration; the verdicts are at level ``alpha / n_methods`` (the module docstring)."""
@@ -127,40 +154,32 @@ def book_verdicts(
     auc = snippet_auc(pos, neg)
     problems = calibration_problems(auc, tpr, fpr)
     p_values, ks, short, n_reference = rate_p_values([s for _, s in audited], members, nonmembers, config, seed)
-    member_rates = [float((s > tau).mean()) for s in members]
-    nonmember_rates = [float((s > tau).mean()) for s in nonmembers]
+    reference = compared_count(config.min_snippets, [len(s) for s in nonmembers], config.min_snippets)[1]
     level = alpha / n_methods
     rows, reasons = [], []
-    for (key, scores), k, too_short in zip(audited, ks, short):
-        above = int((scores > tau).sum())
-        point = None if problems else debiased_fraction(above / len(scores), tpr, fpr)
-        lo = hi = None
-        if point is not None:
-            lo, hi = debiased_interval(above, len(scores), member_rates, nonmember_rates, config.confidence)
-            lo, hi = min(lo, point), max(hi, point)  # the DUCI point uses the pooled TPR and FPR
+    for (key, _), too_short in zip(audited, short):
         pb = None if blind_p is None else blind_p[key]
         why = [*problems, *([Reason("too_few_snippets", too_short)] if too_short else [])]
-        if pb is not None and pb < alpha:
+        if pb is not None and pb < BLIND_GATE_LEVEL:
             why.append(
                 Reason(
                     "blind_separates",
                     f"the blind baseline already separates this book from the calibration non-members "
-                    f"(p_value_blind {pb:.3g} < {alpha:g}): it differs from them by its text alone",
+                    f"(p_value_blind {pb:.3g} < {BLIND_GATE_LEVEL:g}): it differs from them by its text alone",
                 )
             )
         reasons.append(why)
-        rows.append(
-            {
-                "book": key[0],
-                "file": key[1],
-                "debiased_fraction": point,
-                "debiased_ci_low": lo,
-                "debiased_ci_high": hi,
-                "n_compared": k,
-                "p_value_blind": pb,
-            }
-        )
-    verdicts = run_verdicts(p_values, reasons, n_reference, level)
+        rows.append({"book": key[0], "file": key[1], "p_value_blind": pb})
+    verdicts = run_verdicts(p_values, reasons, n_reference, level, method="by")
+    for row, (_, scores), k, verdict in zip(rows, audited, ks, verdicts):
+        point = lo = hi = None
+        if verdict.verdict != INCONCLUSIVE:  # an inconclusive book's fraction would read as a finding it is not
+            point = debiased_fraction(float((scores > tau).mean()), tpr, fpr)
+        if point is not None:
+            sets = matched_sets(k, members, nonmembers, reference, seed)
+            lo, hi = matched_interval(scores, k, sets, tau, config.confidence)
+            lo, hi = min(lo, point), max(hi, point)  # the DUCI point uses the pooled TPR and FPR
+        row.update(debiased_fraction=point, debiased_ci_low=lo, debiased_ci_high=hi, n_compared=k)
     table = pd.DataFrame(
         rows,
         columns=[
@@ -191,5 +210,8 @@ def book_verdicts(
         "min_snippets": config.min_snippets,
         "n_known_nonmembers": n_reference,
         "smallest_p": 1 / (n_reference + 1),
+        "adjustment": "Benjamini-Yekutieli",
+        "blind_gate_level": BLIND_GATE_LEVEL,
+        "debiased_edge_books": edge_books(config.confidence),
     }
     return table, info

@@ -7,16 +7,20 @@ docs/methods.md, "Which chapters: the map along a book").
    a segment's score is the detector's score on the scored positions that fall in it
    (:mod:`docaudit.methods.segment_level`).
 3. The null: windows of known non-member books (the calibration books), each of the segment's length in scored
-   tokens and at the same relative place in its book (a chapter at the start of a book is compared with the
-   starts of the calibration books). One window per calibration book, so the calibration scores are independent
-   of one another whatever the dependence between the parts of one book.
+   tokens and as near the same relative place in its book as its chapters allow (a chapter at the start of a
+   book is compared with the starts of the calibration books). The calibration books are cut by the same rules
+   as the judged one, and a window lies inside one of their chapter bodies: never across a chapter boundary, and
+   never over a heading, the front matter or a table of contents (:func:`calibration_windows`). One window per
+   calibration book, so the calibration scores are independent of one another whatever the dependence between
+   the parts of one book.
 4. The p-value of a segment: ``(1 + #calibration windows scoring at least as high) / (B + 1)`` with ``B`` the
-   calibration books at least as long as the segment. It is valid (``P(p <= a) <= a``) when the judged book and the
-   calibration books are exchangeable draws from one distribution of never-trained books: the segment's window and
-   the calibration windows are then the same function of exchangeable books. Benjamini–Hochberg over the segments
-   of the book; these p-values share their calibration books, and conformal p-values sharing a calibration set are
-   positively dependent in the way Benjamini–Hochberg needs (Bates et al. 2023, "Testing for outliers with
-   conformal p-values", Theorem 3).
+   calibration books with a chapter body at least as long as the segment. It is valid (``P(p <= a) <= a``) when the
+   judged book and the calibration books are exchangeable draws from one distribution of never-trained books and a
+   window inside a never-trained chapter scores like a never-trained chapter of its length (an assumption: the
+   judged segment is a whole chapter, a window a stretch of one). Benjamini–Hochberg over the segments of the book.
+   No theorem gives its guarantee here (each segment has its own calibration windows, and a book's segments share
+   its level); its false discovery rate was measured with that dependence (``scripts/null_map.py``,
+   docs/methods.md): below 2.5% where 5% was allowed.
 5. Verdicts per segment in the one vocabulary (``inference/verdicts.py``); "inconclusive" with the reason for a
    segment too short to judge, one that holds several headings (a table of contents), the front matter, or one for
    which too few calibration books are long enough for a p-value below ``alpha``.
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -63,6 +68,16 @@ class BookPass:
     def body(self, i: int) -> tuple[int, int]:
         return self.body_start[i], int(self.bounds[i + 1])
 
+    @cached_property
+    def usable_bodies(self) -> list[tuple[int, int]]:
+        """The scored ranges a calibration window may be drawn from: the bodies of the chapters a judged book's
+        segment could be compared with (without their heading lines; the front matter and any segment holding a
+        table of contents left out), or the whole book when it has no chapters (its runs of words are not parts
+        of the book, only of the map)."""
+        if self.how != "chapters":
+            return [(int(self.bounds[0]), int(self.bounds[-1]))]
+        return [self.body(i) for i in range(len(self.segments)) if _cut_out(self, i) is None]
+
 
 def book_pass(doc: Document, stats: TokenStats, tokenizer, config: LocalizeConfig) -> BookPass:
     """The book's segments located in its scored positions: each segment's text (and its heading line) tokenized
@@ -92,12 +107,20 @@ def window_score(book: BookPass, lo: int, hi: int, method: str, tokenizer, detec
 
 def calibration_windows(length: int, place: float, calibration: list[BookPass]) -> list[tuple[BookPass, int]]:
     """For a segment of ``length`` scored tokens at relative place ``place`` (0 = the start of its book, 1 = the
-    end), one window per calibration book long enough: the book and the window's first scored position."""
+    end), at most one window per calibration book: the book and the window's first scored position. The window
+    lies inside one of the book's ``usable_bodies`` (no heading, front matter or contents in it, never across two
+    chapters, as the judged segment): of the bodies at least ``length`` long, the one nearest the place ``place``
+    of the book, the window as near that place as the body allows. A book with no body that long gives none. The
+    choice reads positions only, never scores."""
     out = []
     for book in calibration:
         n = book.stats.n_scored
-        if n >= length:
-            out.append((book, int(round(place * (n - length)))))
+        bodies = [(lo, hi) for lo, hi in book.usable_bodies if hi - lo >= length]
+        if not bodies:
+            continue
+        start = place * (n - length)
+        lo, hi = min(bodies, key=lambda b: abs(min(max(start, b[0]), b[1] - length) - start))
+        out.append((book, int(round(min(max(start, lo), hi - length)))))
     return out
 
 
@@ -158,22 +181,44 @@ def book_map(book: BookPass, calibration: list[BookPass], tokenizer, spec: MapSp
 
 def text_features(text: str) -> np.ndarray:
     """What the text alone shows, no model: compressibility (zlib bytes per byte), line breaks per character, mean
-    word length, and the shares of capitals, digits and punctuation among the characters."""
+    word length, and the shares of capitals, digits and punctuation among the characters (each kind of character
+    counted once over its occurrences)."""
     import zlib
+    from collections import Counter
 
     data = text.encode("utf-8")
     n = max(len(text), 1)
     words = text.split()
+    counts = Counter(text)
+
+    def share(kind) -> float:
+        return sum(k for c, k in counts.items() if kind(c)) / n
+
     return np.array(
         [
             len(zlib.compress(data)) / max(len(data), 1),
-            text.count("\n") / n,
+            counts["\n"] / n,
             np.mean([len(w) for w in words]) if words else 0.0,
-            sum(c.isupper() for c in text) / n,
-            sum(c.isdigit() for c in text) / n,
-            sum(not c.isalnum() and not c.isspace() for c in text) / n,
+            share(str.isupper),
+            share(str.isdigit),
+            share(lambda c: not c.isalnum() and not c.isspace()),
         ]
     )
+
+
+_FEATURES: dict[tuple[str, int], np.ndarray] = {}  # text_features by the book's SHA-256 and its text's hash
+
+
+def document_features(doc: Document) -> np.ndarray:
+    """:func:`text_features` of a document, computed once per text (a calibration book is compared with every
+    judged book)."""
+    key = (doc.sha256, hash(doc.text))
+    found = _FEATURES.get(key)
+    if found is None:
+        if len(_FEATURES) >= 100_000:
+            _FEATURES.clear()
+        found = _FEATURES[key] = text_features(doc.text)
+    return found
 
 
 def text_gate(book: Document, calibration: list[Document]) -> float:
@@ -183,21 +228,30 @@ def text_gate(book: Document, calibration: list[Document]) -> float:
     (B + 1)``. Valid when the book and the calibration books are exchangeable; no model is involved."""
     if not calibration:
         return 1.0
-    features = np.array([text_features(d.text) for d in [book, *calibration]])
+    features = np.array([document_features(d) for d in [book, *calibration]])
     spread = features.std(axis=0)
     z = (features - features.mean(axis=0)) / np.where(spread > 0, spread, 1.0)
     distance = np.sqrt((z**2).sum(axis=1))
     return conformal_p(distance[0], distance[1:])
 
 
-def _reason(book: BookPass, i: int, length: int, config: LocalizeConfig) -> str | None:
-    """Why segment ``i`` cannot be compared fairly with the calibration windows, or None."""
+def _cut_out(book: BookPass, i: int) -> str | None:
+    """Why segment ``i`` is not running text that a window may be compared with (the front matter, a table of
+    contents), or None."""
     seg = book.segments[i]
     if seg.name == "front matter":
         return "front matter (title pages, contents, prefaces): not comparable with running text"
     inside = len(headings(book.doc.text[seg.start : seg.end]))
     if book.how == "chapters" and inside >= 3:
         return f"holds {inside} headings (a table of contents or a run of short parts)"
+    return None
+
+
+def _reason(book: BookPass, i: int, length: int, config: LocalizeConfig) -> str | None:
+    """Why segment ``i`` cannot be compared fairly with the calibration windows, or None."""
+    cut = _cut_out(book, i)
+    if cut is not None:
+        return cut
     if length < config.min_segment_tokens:
         return f"too short: {length} scored tokens (at least {config.min_segment_tokens}: --min-segment-tokens)"
     return None

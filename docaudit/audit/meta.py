@@ -192,8 +192,8 @@ def classifier_auc(card: dict) -> tuple[float, float, float]:
 def conformal_section(evaluation, folds, features: BlindFeatures, blind: dict, stats, seed: int):
     """What per-document p-values need from training (docs/methods.md, "Per-book p-values"): for each fold, the
     scores its meta-classifier and its blind model (of the best blind kind, refit as evaluated) gave the
-    non-members that fold held out; the fewest tokens queried from a known non-member. Returns the card section
-    and the fold blind models."""
+    non-members that fold held out; the fewest and the most tokens queried from a known non-member. Returns the card
+    section and the fold blind models."""
     labels, kind = evaluation.labels, blind["best_kind"]
     models = fitted_on(blind, kind, folds) or [fit_fold(features, kind, labels, train, seed) for train, _ in folds]
     held_out = [test[labels[test] == 0] for _, test in folds]
@@ -206,6 +206,7 @@ def conformal_section(evaluation, folds, features: BlindFeatures, blind: dict, s
         "blind_max_chars": features.max_chars,
         "blind_nonmember_scores": [fold_scores(m, features, kind, h).tolist() for m, h in zip(models, held_out)],
         "nonmember_tokens_min": int(min(stats[i].n_tokens for h in held_out for i in h)),
+        "nonmember_tokens_max": int(max(stats[i].n_tokens for h in held_out for i in h)),
     }
     return section, models
 
@@ -382,6 +383,13 @@ RETRAIN = Reason(
 )
 
 
+LONGEST_UNKNOWN = Reason(
+    "retrain",
+    "this classifier was saved without the token count of its longest known non-member, so a document longer "
+    "than every one of them cannot be told apart: train it again with `docaudit train` (the same options)",
+)
+
+
 def training_documents(card: dict) -> set[str]:
     """The SHA-256 of the texts the classifier was trained on (its card's ``inputs``; empty for older cards)."""
     inputs = card.get("inputs")
@@ -451,6 +459,17 @@ def inconclusive_reasons(
                 "too_few_tokens",
                 f"too few tokens queried: {n_tokens}, fewer than the {conformal['nonmember_tokens_min']} of every "
                 "known non-member it is compared with",
+            )
+        )
+    longest = conformal.get("nonmember_tokens_max")
+    if longest is None and (card.get("query") or {}).get("max_tokens") is None:
+        reasons.append(LONGEST_UNKNOWN)  # without a token budget nothing bounds a document's length
+    elif longest is not None and n_tokens > longest:
+        reasons.append(
+            Reason(
+                "too_many_tokens",
+                f"too many tokens queried: {n_tokens}, more than the {longest} of every known non-member it is "
+                "compared with (a longer document's features are not like theirs)",
             )
         )
     return reasons

@@ -46,7 +46,8 @@ from docaudit.run import DocumentSpec
 def localize(books, calibrate_nonmembers, alpha, out, overwrite, strict, fmt, **kw):
     """Which chapters of each book score like trained text: the book cut into its chapters (or runs of
     --segment-words words), queried once, each segment's score compared with windows of the same length at the
-    same place in the calibration books, Benjamini-Hochberg over the book's segments, and a verdict per segment."""
+    same place in the calibration books (inside one of their chapters), Benjamini-Hochberg over the book's segments,
+    and a verdict per segment."""
     from docaudit import api
     from docaudit.audit.specs import MapSpec
     from docaudit.report.localize import map_text

@@ -58,7 +58,7 @@ from docaudit.run import DocumentSpec, ModelSpec
 )
 @field_option(ContaminationConfig, "book_bootstrap")
 @alpha_option(
-    "Level of the per-book verdicts: evidence of membership when the Benjamini-Hochberg q-value is below it (with "
+    "Level of the per-book verdicts: evidence of membership when the Benjamini-Yekutieli q-value is below it (with "
     "several --methods, below it divided by their number)."
 )
 @seed_option()

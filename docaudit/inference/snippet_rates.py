@@ -21,10 +21,15 @@ false-positive rate among its unknowns.
   member book's rate and ``f`` a calibration non-member book's (the book's own, unknown rates: every pair equally
   likely), and the count is binomial given them. The spread of the calibration books' rates, not their mean,
   carries the book's own false-positive deviation (a prediction interval), and the binomial carries the noise of
-  its ``k`` snippets. When the count is below every ``d``'s lower tail (fewer snippets above the threshold than
-  the non-member books make plausible), the upper end assumes the book has no false positives (``f = 0``); when it
-  is above every ``d``'s upper tail, the lower end assumes every trained snippet is detected (``t = 1``): so the
-  interval is never a single point.
+  its ``k`` snippets. The calibration books' rates are taken at the book's compared snippet count (the same
+  ``k``-snippet subsets as the p-value's), so a calibration rate is never less noisy than the book's. A mixture
+  over ``n`` observed rates puts no mass beyond the most extreme one, yet the book's own rate, exchangeable with
+  them, is beyond it with probability 1/(n+1): each tail gets one more book at the far end of [0, 1] (rate 1 for
+  the upper tail, 0 for the lower). So with fewer than ``edge_books`` (39 at 95%) calibration non-member books
+  the interval always reaches 0, and with fewer member books it always reaches 1. When the count is below every
+  ``d``'s lower tail (fewer snippets above the threshold than the non-member books make plausible), the upper end
+  assumes the book has no false positives (``f = 0``); when it is above every ``d``'s upper tail, the lower end
+  assumes every trained snippet is detected (``t = 1``): so the interval is never a single point.
 """
 
 from __future__ import annotations
@@ -89,30 +94,54 @@ def _edge(plausible, lowest: bool) -> float | None:
     return float(fine.min() if lowest else fine.max())
 
 
+def _with_edge(rates, edge: float) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``rates`` with their counts, and one more book at ``edge``: among ``n`` observed books and the
+    judged one, exchangeable, the judged book's rate is beyond every observed one with probability 1/(n+1), and
+    nothing observed says how far, so that mass goes to the end of [0, 1] the tail looks at."""
+    values, counts = np.unique(np.asarray(rates, dtype=np.float64), return_counts=True)
+    return np.append(values, edge), np.append(counts, 1)
+
+
 def debiased_interval(
     above: int, k: int, member_rates, nonmember_rates, confidence: float = 0.95
 ) -> tuple[float, float]:
     """The ``confidence`` prediction interval of the trained fraction of a book with ``above`` of its ``k``
     snippets above the threshold, given the calibration member and non-member books' rates at that threshold (see
-    the module docstring), its ends found to ``STEP`` and rounded outward by one step. Never a single point."""
+    the module docstring), its ends found to ``STEP`` and rounded outward by one step. Never a single point. With
+    ``n`` calibration books of a kind, one more book's worth of mass (1/(n+1)) sits at the far end of [0, 1] for
+    each tail, so neither end can move past 0 or 1 on fewer than ``edge_books(confidence)`` books."""
     from scipy.special import bdtr, bdtrc
 
-    t = np.unique(np.asarray(member_rates, dtype=np.float64), return_counts=True)
-    f = np.unique(np.asarray(nonmember_rates, dtype=np.float64), return_counts=True)
-    weight = (t[1][:, None] * f[1][None, :]).ravel() / (t[1].sum() * f[1].sum())
     tail = (1 - confidence) / 2
+    ends = {
+        upper: (_with_edge(member_rates, float(upper)), _with_edge(nonmember_rates, float(upper)))
+        for upper in (True, False)
+    }
 
-    def pairs(d, upper, rates_t=t[0], rates_f=f[0], w=weight):
+    def pairs(d, upper, t_only=None, f_only=None):
         """P(count >= above) (``upper``) or P(count <= above) at each trained fraction in ``d``: binomial given a
-        (member rate, non-member rate) pair, averaged over the pairs with weights ``w``."""
-        p = d[:, None, None] * rates_t[None, :, None] + (1 - d[:, None, None]) * rates_f[None, None, :]
+        (member rate, non-member rate) pair, averaged over the pairs, each kind of rate extended by its edge
+        book; ``t_only`` / ``f_only`` fix that rate instead."""
+        (t, tw), (f, fw) = ends[upper]
+        if t_only is not None:
+            t, tw = np.array([t_only]), np.ones(1)
+        if f_only is not None:
+            f, fw = np.array([f_only]), np.ones(1)
+        w = (tw[:, None] * fw[None, :]).ravel() / (tw.sum() * fw.sum())
+        p = d[:, None, None] * t[None, :, None] + (1 - d[:, None, None]) * f[None, None, :]
         values = (bdtrc(above - 1, k, p) if above > 0 else np.ones_like(p)) if upper else bdtr(above, k, p)
         return values.reshape(len(d), -1) @ w
 
     lo = _edge(lambda d: pairs(d, True) > tail, lowest=True)
     if lo is None:  # above every d's upper tail: let every trained snippet be detected
-        lo = _edge(lambda d: pairs(d, True, np.ones(1), w=f[1] / f[1].sum()) > tail, lowest=True)
+        lo = _edge(lambda d: pairs(d, True, t_only=1.0) > tail, lowest=True)
     hi = _edge(lambda d: pairs(d, False) > tail, lowest=False)
     if hi is None:  # below every d's lower tail: let the book have no false positives
-        hi = _edge(lambda d: pairs(d, False, rates_f=np.zeros(1), w=t[1] / t[1].sum()) > tail, lowest=False)
+        hi = _edge(lambda d: pairs(d, False, f_only=0.0) > tail, lowest=False)
     return max(0.0, lo - STEP), min(1.0, hi + STEP)
+
+
+def edge_books(confidence: float = 0.95) -> int:
+    """The fewest calibration books of a kind for which the edge book's mass 1/(n+1) is at most one tail of a
+    ``confidence`` interval: with fewer, the debiased interval of a book always reaches 0 (and 1)."""
+    return int(np.ceil(2 / (1 - confidence) - 1 - 1e-9))

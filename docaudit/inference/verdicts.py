@@ -34,6 +34,8 @@ NEXT_STEPS = {
     "distribution_shift": "train on member and non-member sets that differ only by whether the model saw them, not "
     "by era or source, or test the book against synthetic controls (docaudit controls BOOK --null-library DIR)",
     "too_few_tokens": "give a longer text, or train a classifier on documents as short as this one",
+    "too_many_tokens": "score an excerpt as long as the known non-members (cut the text), or train a classifier "
+    "whose documents are as long as this one, or all cut to one length (docaudit train --max-tokens N)",
     "training_document": "this document trained the classifier itself; judge it with a classifier trained without "
     "it (docaudit train without this file)",
     "retrain": "train the classifier again with this version of docaudit (docaudit train, the same options)",
@@ -86,15 +88,20 @@ class Verdict:
         return out
 
 
-def bh_adjust(p_values) -> list[float | None]:
-    """Benjamini–Hochberg q-values over the p-values that exist (``None`` stays ``None`` and is not counted)."""
+ADJUSTMENTS = {"bh": "Benjamini-Hochberg", "by": "Benjamini-Yekutieli"}
+
+
+def bh_adjust(p_values, method: str = "bh") -> list[float | None]:
+    """Benjamini–Hochberg (``"bh"``) or Benjamini–Yekutieli (``"by"``) q-values over the p-values that exist
+    (``None`` stays ``None`` and is not counted). BH controls the false discovery rate for independent or
+    positively dependent (PRDS) p-values; BY, BH's q-values times ``sum(1/i, i <= m)``, under any dependence."""
     p = list(p_values)
     present = [i for i, v in enumerate(p) if v is not None]
     q: list[float | None] = [None] * len(p)
     if present:
         from scipy.stats import false_discovery_control  # scipy.stats takes half a second: not on the CLI's path
 
-        adjusted = false_discovery_control(np.asarray([p[i] for i in present], dtype=float), method="bh")
+        adjusted = false_discovery_control(np.asarray([p[i] for i in present], dtype=float), method=method)
         for i, v in zip(present, adjusted):
             q[i] = float(v)
     return q
@@ -144,13 +151,15 @@ def too_few_nonmembers(n_nonmembers: int, alpha: float = DEFAULT_ALPHA) -> Reaso
     )
 
 
-def run_verdicts(p_values, reasons, n_nonmembers: int | None, alpha: float = DEFAULT_ALPHA) -> list[Verdict]:
+def run_verdicts(
+    p_values, reasons, n_nonmembers: int | None, alpha: float = DEFAULT_ALPHA, method: str = "bh"
+) -> list[Verdict]:
     """The verdicts of a run's documents. Gates first: a document is "inconclusive" when ``reasons[i]`` (a list of
     :class:`Reason` or sentences) is not empty, when it has no p-value, or when too few known non-members make
     evidence unreachable (``n_nonmembers``: the size of the null reference set, None when there is none). Then
-    Benjamini–Hochberg over the documents that passed every gate, and :func:`decide` for each of them; a gated
-    document has no q-value. (Gating after BH can raise the false discovery rate: removing rejected documents
-    leaves the false ones in a smaller set of discoveries, docs/methods.md.)"""
+    q-values (:func:`bh_adjust` with ``method``) over the documents that passed every gate, and :func:`decide` for
+    each of them; a gated document has no q-value. (Gating after the adjustment can raise the false discovery rate:
+    removing rejected documents leaves the false ones in a smaller set of discoveries, docs/methods.md.)"""
     p_values = list(p_values)
     why = [[as_reason(r) for r in reasons[i]] for i in range(len(p_values))]
     few = None if n_nonmembers is None else too_few_nonmembers(n_nonmembers, alpha)
@@ -158,7 +167,7 @@ def run_verdicts(p_values, reasons, n_nonmembers: int | None, alpha: float = DEF
         if few is not None and p is not None:
             why[i].append(few)
     passed = [p if p is not None and not why[i] else None for i, p in enumerate(p_values)]
-    q_values = bh_adjust(passed)
+    q_values = bh_adjust(passed, method)
     out = []
     for i, (p, q) in enumerate(zip(p_values, q_values)):
         v = decide(p, q, alpha, inconclusive_reason="; ".join(r.text for r in why[i]) or None)

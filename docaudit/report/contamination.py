@@ -160,7 +160,7 @@ def debiased_cell(row) -> str:
     """A book's debiased fraction with its interval, or why there is none."""
     value = row.debiased_fraction
     if value is None or value != value:
-        return "n/a (the calibration cannot support it: see the verdict's reason)"
+        return "n/a (no verdict: see the reason)"
     return f"{percent(value)} ({interval(row.debiased_ci_low, row.debiased_ci_high)})"
 
 
@@ -198,11 +198,13 @@ def verdict_summary(info: dict) -> str:
         f"Each book's p-value ranks its contamination rate among the {v['n_known_nonmembers']} calibration "
         "non-members' rates, each recomputed from as many of its snippets as the book has (the smallest attainable "
         f"is {v['smallest_p']:.3g}; a book with fewer than {v['min_snippets']} snippets is inconclusive); evidence "
-        f"of membership when the Benjamini–Hochberg q-value over the {info['n_books']} audited books is below "
-        f"{report_level(v)} and the blind baseline does not already separate the book.{several} The debiased "
-        f"fraction is (rate − FPR) / (TPR − FPR) with TPR {percent(v['tpr'])} and FPR {percent(v['fpr'])} at the "
-        "threshold; its interval is a prediction interval that counts the book's own false-positive rate, drawn "
-        "like a calibration non-member book's, among its unknowns."
+        f"of membership when the Benjamini–Yekutieli q-value over the {info['n_books']} audited books is below "
+        f"{report_level(v)} and the blind baseline does not already separate the book (its p-value at least "
+        f"{v['blind_gate_level']:g}).{several} The debiased fraction is (rate − FPR) / (TPR − FPR) with TPR "
+        f"{percent(v['tpr'])} and FPR {percent(v['fpr'])} at the threshold, shown only for a book with a verdict; "
+        "its interval is a prediction interval that counts the book's own false-positive rate, drawn like a "
+        "calibration non-member book's at the book's snippet count, among its unknowns (with fewer than "
+        f"{v['debiased_edge_books']} calibration books of a kind it reaches 0 or 1)."
     )
 
 

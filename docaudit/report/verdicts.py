@@ -90,7 +90,7 @@ def debiased_text(row: dict, level: str) -> str:
     """A book's debiased fraction with its interval, or ``n/a`` and why."""
     value = row.get("debiased_fraction")
     if value is None or value != value:
-        return "n/a (the calibration cannot support it: see the reason)"
+        return "n/a (no verdict: see the reason)"
     return f"{value:.1%} ({level} {row['debiased_ci_low']:.1%} – {row['debiased_ci_high']:.1%})"
 
 
@@ -100,7 +100,7 @@ def format_report_verdicts(books, info: dict) -> str:
     v = info["verdicts"]
     level = f"{info['confidence']:.0%}"
     lines = [
-        f"verdicts ({report_level(v)}, after Benjamini-Hochberg over {len(books)} books; "
+        f"verdicts ({report_level(v)}, after Benjamini-Yekutieli over {len(books)} books; "
         f"{v['n_known_nonmembers']} calibration non-members: smallest attainable p-value {v['smallest_p']:.3g}); "
         f"debiased fraction = (rate - FPR {v['fpr']:.3f}) / (TPR {v['tpr']:.3f} - FPR), {level} prediction interval",
         "",

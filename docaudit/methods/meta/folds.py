@@ -139,8 +139,8 @@ def blind_problem(model: Pipeline) -> str | None:
 
 def conformal_card(card: dict, directory: Path) -> dict | None:
     """The card's ``conformal`` section, checked (it comes from a file): per fold the held-out non-members' scores
-    under the meta-classifier and under the blind model, the blind kind and its text cut, the fewest tokens of a
-    known non-member. None for a classifier saved before the section existed."""
+    under the meta-classifier and under the blind model, the blind kind and its text cut, the fewest and (since
+    it is recorded) the most tokens of a known non-member. None for a classifier saved before the section existed."""
     section = card.get("conformal")
     if section is None:
         return None
@@ -165,4 +165,7 @@ def conformal_card(card: dict, directory: Path) -> dict | None:
     fewest = section.get("nonmember_tokens_min")
     if not isinstance(fewest, int) or isinstance(fewest, bool) or fewest < 0:
         raise DocauditError(f"{where}.nonmember_tokens_min must be a non-negative integer")
+    most = section.get("nonmember_tokens_max", fewest)
+    if not isinstance(most, int) or isinstance(most, bool) or most < fewest:
+        raise DocauditError(f"{where}.nonmember_tokens_max must be an integer at least nonmember_tokens_min")
     return section
