@@ -22,6 +22,8 @@ BEFORE = {
     "permutation": lambda s: np.random.default_rng(s),
     "traps": lambda s: np.random.default_rng(s),
     "controls_passages": lambda s: np.random.default_rng(s),
+    "probe_passages": lambda s: np.random.default_rng([s, 51]),
+    "probe_null": lambda s: np.random.default_rng([s, 52, 12]),
     "lab_subset": lambda s: np.random.default_rng(s),
     "lab_split": lambda s: np.random.default_rng(s),
 }
@@ -31,6 +33,7 @@ KEYS = {
     "sequences": (0xABCDEF012345,),
     "rate_reference": (12,),
     "rate_subsample": (12, 3),
+    "probe_null": (12,),
     "pac_swaps": (2, 991),
     "neighbour_masks": (2, 991),
 }
