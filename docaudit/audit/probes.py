@@ -192,6 +192,7 @@ def probe_text(doc, writer: Writer, config: ProbeConfig, sources: dict, seed: in
     from docaudit.corpus.metadata import display_name
 
     began, sent, cached = time.monotonic(), writer.sent, writer.cached
+    tokens = writer.prompt_tokens, writer.generated_tokens
     out = ProbedText(doc.id, str(doc.path), doc.sha256, display_name(doc.id, doc.title, doc.author))
     if config.probe == "ngram":
         out.values = ngram_values(writer, ngram_passages(doc.text, doc.sha256, config, seed), config, seed)
@@ -216,6 +217,8 @@ def probe_text(doc, writer: Writer, config: ProbeConfig, sources: dict, seed: in
     out.cost = {
         "requests": writer.sent - sent,
         "cached": writer.cached - cached,
+        "tokens_sent": writer.prompt_tokens - tokens[0],
+        "tokens_received": writer.generated_tokens - tokens[1],
         "seconds": round(time.monotonic() - began, 3),
     }
     return out
@@ -288,7 +291,13 @@ def probe_audit(docs, library_docs, writer: Writer, config: ProbeConfig, sources
         "verdicts": verdicts,
         "null": f"H0: {NULL_IN_WORDS[config.probe]}; {WHAT_EVIDENCE_MEANS}",
         "smallest_p": None if library is None else smallest_p(usable),
-        "writer": {"identity": writer.identity, "endpoint": writer.endpoint, "requests": writer.sent},
+        "writer": {
+            "identity": writer.identity,
+            "endpoint": writer.endpoint,
+            "requests": writer.sent,
+            "tokens_sent": writer.prompt_tokens,
+            "tokens_received": writer.generated_tokens,
+        },
     }
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -60,7 +61,8 @@ class Writer:
     sent: int = 0
     cached: int = 0
     generated_tokens: int = 0
-    _root: object = field(default=None, repr=False)
+    prompt_tokens: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _path(self, ask: Ask, sample: int):
         key = {
@@ -73,7 +75,7 @@ class Writer:
             "seed": ask.draw + sample,
         }
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
-        return (self._root or cache_root()) / FOLDERS["generations"] / f"{digest}.json"
+        return cache_root() / FOLDERS["generations"] / f"{digest}.json"
 
     def _cached(self, ask: Ask, sample: int) -> str | None:
         """The text of a cache entry, or None when it is missing or damaged (a miss)."""
@@ -121,7 +123,8 @@ class Writer:
             body["prompt"] = ask.prompt
         path = "/chat/completions" if self.endpoint == "chat" else "/completions"
         answer = self.client.call(path, body, max_bytes=answer_bytes(ask.max_tokens))
-        self.sent += 1
+        with self._lock:
+            self.sent += 1
         choices = answer.get("choices")
         first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else None
         text = (first.get("message") or {}).get("content") if self.endpoint == "chat" and first else None
@@ -131,9 +134,11 @@ class Writer:
             raise DocauditError(
                 f"the server at {self.client.base}{path} answered without a text (choices: {show(choices)})"
             )
-        usage = answer.get("usage")
-        tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
-        self.generated_tokens += tokens if isinstance(tokens, int) and 0 <= tokens <= ask.max_tokens else 0
+        usage = answer.get("usage") if isinstance(answer.get("usage"), dict) else {}
+        tokens, prompt = usage.get("completion_tokens"), usage.get("prompt_tokens")
+        with self._lock:  # the server's own counts, where it gives sensible ones
+            self.generated_tokens += tokens if isinstance(tokens, int) and 0 <= tokens <= ask.max_tokens else 0
+            self.prompt_tokens += prompt if isinstance(prompt, int) and 0 <= prompt <= len(body_text(body)) else 0
         return text
 
     def _write_in_process(self, asks: list[Ask], missing: list[tuple[int, int]], out: list) -> None:
@@ -154,6 +159,11 @@ class Writer:
                 text = tok.decode(row, skip_special_tokens=True, clean_up_tokenization_spaces=False)
                 self._store(ask, i, text)
                 out[k][i] = text
+
+
+def body_text(body: dict) -> str:
+    """The text a request sends (its prompt or its messages' contents), for bounding the token counts answered."""
+    return body.get("prompt") or "".join(m["content"] for m in body.get("messages", []))
 
 
 def served_writer(config: ModelConfig, endpoint: str) -> Writer:

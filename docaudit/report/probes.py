@@ -33,6 +33,8 @@ def probe_rows(result: dict) -> list[dict]:
                 "unreadable": book.unreadable,
                 "requests": book.cost.get("requests"),
                 "cached": book.cost.get("cached"),
+                "tokens_sent": book.cost.get("tokens_sent"),
+                "tokens_received": book.cost.get("tokens_received"),
                 "seconds": book.cost.get("seconds"),
             }
         )
