@@ -192,7 +192,7 @@ def test_dry_run_sends_nothing_and_states_requests_tokens_time_and_price(texts):
     assert f"at most {requests} requests to http://127.0.0.1:9/v1" in result.stdout
     assert f"about {sent:,.0f} tokens sent and at most {requests * 96:,} received" in result.stdout
     assert f"about {sent * 1e-6 + requests * 96 * 2e-6:.4g} at the prices given" in result.stdout
-    assert " s at the documented (none measured here yet) seconds per request" in result.stdout
+    assert f"about {requests * 8.9:,.0f} s (8.9 s per request, documented: none measured here yet;" in result.stdout
     assert "nothing was sent" in result.stdout and "at the prices given" in result.stdout
 
 
@@ -236,3 +236,63 @@ def test_a_generation_answer_larger_than_its_bound_is_refused(tokenizer):
         writer = served_writer(ModelConfig(api_base=server.base, api_retries=0), "chat")
         with pytest.raises(ModelError, match="more than the"):
             writer.write([Ask("Once upon a time", 1, 8, 1.0, 0)])
+
+
+def test_a_model_run_here_is_probed_without_a_server(tiny_gpt2, texts):
+    """No --api-base: the model runs in this process (pure sampling of exactly --new-tokens), its continuations
+    cached as the served ones are; DE-COP's paraphrases written by a paraphrasing model run here."""
+    books, library = texts
+    args = (books[0], *library_args(library[:3]), "--model", tiny_gpt2, "--min-library", "3", "--alpha", "0.3")
+    out = probe_json(*FAST, *args)
+    [book] = out["books"]
+    assert out["writer"]["endpoint"] == "in-process" and out["writer"]["requests"] == 0
+    assert (
+        book["passages"] == 2
+        and book["cached"] == 0
+        and book["p_value"]
+        == pytest.approx((1 + sum(np.mean(t["values"]) >= book["statistic"] - 1e-12 for t in out["library"])) / 4)
+    )
+    assert probe_json(*FAST, *args)["books"][0]["cached"] == 2 * 2  # every sample from the cache
+    decop = probe_json(
+        books[0],
+        "--model",
+        tiny_gpt2,
+        "--paraphraser",
+        tiny_gpt2,
+        "--probe",
+        "decop",
+        "--passages",
+        "1",
+        "--decop-words",
+        "8",
+        "--format",
+        "json",
+    )
+    [book] = decop["books"]
+    assert book["verdict"] == "inconclusive" and "no_library" in book["reason_codes"]
+    assert book["passages"] in (0, 1) and (book["passages"] == 0 or book["unreadable"] is not None)
+
+
+@pytest.mark.slow
+def test_the_embedded_gemma_served_by_llama_cpp_python(texts, monkeypatch):
+    """The embedded Gemma behind llama-cpp-python's chat endpoint (its GGUF's chat template): continuations come
+    back, cost per book is counted, and DE-COP's answers of a base model are read or counted unreadable."""
+    from docaudit.query.sources import embedded_gguf
+
+    gguf, _ = embedded_gguf()
+    process, base = _serve(gguf, n_ctx=1024)
+    monkeypatch.setenv(KEY_ENV, KEY)
+    try:
+        books, _ = texts
+        server = ("--api-base", base, "--api-key-env", KEY_ENV, "--api-model", "tiny")
+        out = probe_json(books[0], *server, *FAST)
+        [book] = out["books"]
+        assert book["requests"] == 4 and 0 < book["tokens_received"] <= 4 * 12 and book["tokens_sent"] > 4 * 20
+        assert book["statistic"] is not None and book["reason_codes"] == ["no_library"]
+        decop = probe_json(
+            books[0], *server, "--probe", "decop", "--passages", "1", "--decop-words", "12", "--format", "json"
+        )  # paraphrased by the embedded Gemma run here
+        assert decop["books"][0]["requests"] in (0, 24)
+    finally:
+        process.terminate()
+        process.wait(10)

@@ -120,6 +120,7 @@ def planned(request: ProbeRequest, texts: list[str]) -> dict:
     if isinstance(r.model, ModelConfig):
         seconds = measured(generation_key(r.model, r.config.endpoint), "request_s")
     cost = planned_cost(texts, r.config, r.served(), seconds or GENERATION_SECONDS_PER_REQUEST)
-    cost["rate"] = "measured on this machine" if seconds else "documented (none measured here yet)"
+    cost["rate"] = "measured on this machine" if seconds else "documented: none measured here yet"
+    cost["seconds_per_request"] = seconds or GENERATION_SECONDS_PER_REQUEST
     cost["server"] = r.model.api_base if r.served() else None
     return cost

@@ -58,12 +58,14 @@ def _print_plan(cost: dict) -> None:
     where = (
         f"to {cost['server']}" if cost["server"] else "to the model run in this process (nothing leaves the machine)"
     )
+    texts = f"{cost['texts']} text" + ("" if cost["texts"] == 1 else "s")
     click.echo(
-        f"dry run: {cost['passages']:,} passages in {cost['texts']} texts; at most {cost['requests']:,} requests "
-        f"{where}, about {cost['tokens_sent']:,} tokens sent and at most {cost['tokens_received']:,} received"
+        f"dry run: {cost['passages']:,} passages in {texts}; at most {cost['requests']:,} requests {where}, about "
+        f"{cost['tokens_sent']:,} tokens sent and at most {cost['tokens_received']:,} received"
     )
     click.echo(
-        f"  about {cost['seconds']:,.0f} s at the {cost['rate']} seconds per request (answers cached are not asked)"
+        f"  about {cost['seconds']:,.0f} s ({cost['seconds_per_request']:.3g} s per request, {cost['rate']}; "
+        "answers already cached are not asked again)"
     )
     if cost["price"] is not None:
         click.echo(f"  about {cost['price']:.4g} at the prices given")
