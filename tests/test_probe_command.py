@@ -296,3 +296,28 @@ def test_the_embedded_gemma_served_by_llama_cpp_python(texts, monkeypatch):
     finally:
         process.terminate()
         process.wait(10)
+
+
+def test_the_completions_endpoint_gets_the_opening_alone(chat_server, texts, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    books, _ = texts
+    server = ("--api-base", chat_server, "--api-key-env", KEY_ENV, "--endpoint", "completions")
+    out = probe_json(books[0], *server, *FAST, "--passages", "1", "--samples", "1")
+    assert out["writer"]["endpoint"] == "completions" and out["books"][0]["requests"] == 1
+    assert out["writer"]["identity"].startswith(f"openai:{chat_server}#tiny@")  # the one model served, named
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("not json", "line 1: not a JSON object with a 'passage' and three non-empty 'paraphrases'"),
+        ('{"passage": "a b", "paraphrases": ["x", "y"]}', "line 1: not a JSON object"),
+        ('{"passage": "a b", "paraphrases": ["x", "y", ""]}', "line 1: not a JSON object"),
+    ],
+)
+def test_a_malformed_paraphrase_file_is_a_one_line_error_before_any_request(texts, tmp_path, line, message):
+    books, _ = texts
+    path = tmp_path / "paraphrases.jsonl"
+    path.write_text(line + "\n", encoding="utf-8")
+    result = run("probe", books[0], "--probe", "decop", "--paraphrases", path, "--api-base", "http://127.0.0.1:9/v1")
+    assert_clean_error(result, message)
