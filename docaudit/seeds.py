@@ -40,7 +40,7 @@ STREAMS: dict[str, Stream] = {
     "permutation": Stream((), "", "Monte Carlo permutations of the rank test"),
     "traps": Stream((), "", "trap generation, the traps / controls split and the copies' places"),
     "controls_passages": Stream((), "", "the passages of a book (seeded by the run seed and the book's hash)"),
-    "probe_passages": Stream((51,), "", "the passages probe asks about (seeded by the run seed and the text's hash)"),
+    "probe_passages": Stream((51,), "text sha256[:12]", "the passages probe asks about in a text"),
     "probe_null": Stream(
         (52,), "book sha256[:12]", "probe's passages of a book and of the library texts drawn at the book's count"
     ),

@@ -17,7 +17,6 @@ run's books; without a library, the statistic and "inconclusive"."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
@@ -92,13 +91,9 @@ def windows(text: str, length: int, count: int, rng: np.random.Generator) -> lis
     return out
 
 
-def _seed(seed: int, sha256: str) -> int:
-    return int(hashlib.sha256(f"{seed}:{sha256}".encode()).hexdigest()[:8], 16)
-
-
 def ngram_passages(text: str, sha256: str, config: ProbeConfig, seed: int) -> list[tuple[str, str]]:
     """(opening, real continuation) of each passage, drawn from the run's ``seed`` and the text."""
-    rng = stream(_seed(seed, sha256), "probe_passages")
+    rng = stream(seed, "probe_passages", int(sha256[:12], 16))
     p = config.prompt_words
     found = windows(text, config.passage_words, config.passages, rng)
     return [(text[o[0] : o[p]].rstrip(), text[o[p] : o[-1]]) for _, o in found]
@@ -158,7 +153,7 @@ def decop_passages(text: str, sha256: str, config: ProbeConfig, sources: dict, s
         flat = _normalized(text)
         found = [(p, g) for p, g in sources["file"].items() if p in flat]
         return found[: config.passages]
-    rng = stream(_seed(seed, sha256), "probe_passages")
+    rng = stream(seed, "probe_passages", int(sha256[:12], 16))
     passages = [_normalized(text[o[0] : o[-1]]) for _, o in windows(text, config.decop_words, config.passages, rng)]
     paraphraser: Writer = sources["paraphraser"]
     tokens = int(np.ceil(config.decop_words * PARAPHRASE_TOKENS_PER_WORD))

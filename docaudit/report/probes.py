@@ -70,8 +70,9 @@ def format_probe(result: dict) -> str:
     ]
     for row in probe_rows(result):
         lines += [f"{row['name']} ({row['file']})", f"  {verdict_line(row)}"]
+        compared = row["compared_at"] or "n/a"
         lines.append(
-            f"  statistic {_num(row['statistic'])}  passages {row['passages']}  compared at {row['compared_at'] or 'n/a'}  "
+            f"  statistic {_num(row['statistic'])}  passages {row['passages']}  compared at {compared}  "
             f"p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  requests {row['requests']} "
             f"(cached {row['cached']})"
         )
