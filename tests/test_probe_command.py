@@ -274,9 +274,11 @@ def test_a_model_run_here_is_probed_without_a_server(tiny_gpt2, texts):
 
 
 @pytest.mark.slow
-def test_the_embedded_gemma_served_by_llama_cpp_python(texts, monkeypatch):
+def test_the_embedded_gemma_served_by_llama_cpp_python(texts, tmp_path, monkeypatch):
     """The embedded Gemma behind llama-cpp-python's chat endpoint (its GGUF's chat template): continuations come
-    back, cost per book is counted, and DE-COP's answers of a base model are read or counted unreadable."""
+    back and are counted by the server's usage; DE-COP's 24 questions of a passage are asked and each answer read
+    or counted unreadable."""
+    from docaudit.corpus.documents import load_documents
     from docaudit.query.sources import embedded_gguf
 
     gguf, _ = embedded_gguf()
@@ -289,10 +291,14 @@ def test_the_embedded_gemma_served_by_llama_cpp_python(texts, monkeypatch):
         [book] = out["books"]
         assert book["requests"] == 4 and 0 < book["tokens_received"] <= 4 * 12 and book["tokens_sent"] > 4 * 20
         assert book["statistic"] is not None and book["reason_codes"] == ["no_library"]
-        decop = probe_json(
-            books[0], *server, "--probe", "decop", "--passages", "1", "--decop-words", "12", "--format", "json"
-        )  # paraphrased by the embedded Gemma run here
-        assert decop["books"][0]["requests"] in (0, 24)
+        words = load_documents([books[0]])[0].text.split()
+        passage = " ".join(words[3000:3016])
+        paraphrases = [" ".join(words[k : k + 16]) for k in (4000, 5000, 6000)]
+        path = tmp_path / "paraphrases.jsonl"
+        path.write_text(json.dumps({"passage": passage, "paraphrases": paraphrases}), encoding="utf-8")
+        decop = probe_json(books[0], *server, "--probe", "decop", "--paraphrases", path, "--format", "json")
+        [book] = decop["books"]
+        assert book["requests"] == 24 and book["passages"] == 1 and 0 <= book["unreadable"] <= 1
     finally:
         process.terminate()
         process.wait(10)

@@ -12,6 +12,7 @@ from scipy.stats import binom
 
 from docaudit.audit.probes import ProbedText, judge
 from docaudit.config import ProbeConfig
+from docaudit.errors import DocauditError
 from docaudit.inference.conformal import conformal_p
 from docaudit.inference.verdicts import EVIDENCE, INCONCLUSIVE, Reason
 
@@ -90,8 +91,10 @@ def test_a_book_with_unreadable_answers_stays_inconclusive_and_such_library_text
 
 def test_without_a_library_the_statistic_alone_is_inconclusive_and_a_small_library_cannot_give_evidence():
     [verdict] = judge([_text("book", [0.5, 0.7])], None, ProbeConfig(), seed=0)
+    with pytest.raises(DocauditError, match="fewer than --min-library 20"):
+        judge([_text("book", [0.5])], [_text(f"l{j}", [0.1]) for j in range(19)], ProbeConfig(), seed=0)
     assert verdict.verdict == INCONCLUSIVE and verdict.reason_codes == ("no_library",) and verdict.p_value is None
     library = [_text(f"l{j}", [0.0, 0.1]) for j in range(12)]
-    [verdict] = judge([_text("book", [0.5, 0.7])], library, ProbeConfig(), seed=0)
+    [verdict] = judge([_text("book", [0.5, 0.7])], library, ProbeConfig(min_library=10), seed=0)
     assert verdict.verdict == INCONCLUSIVE and verdict.reason_codes == ("too_small_library",)
     assert verdict.p_value == pytest.approx(1 / 13) and "20 would be needed" in verdict.reason

@@ -56,7 +56,11 @@ class ProbeConfig:
     floor_margin: float = setting(
         0.02, "decop: library accuracy within this of 1/4 means the model cannot answer the format.", "method"
     )
-    min_library: int = setting(10, "Fewest never-seen texts a null library must give.", "method")
+    min_library: int = setting(
+        20,
+        "Fewest never-seen texts a null library must give (20: the fewest whose smallest p is below 0.05).",
+        "method",
+    )
     alpha: float = setting(DEFAULT_ALPHA, "Level of the verdict (after Benjamini–Hochberg over the run).", "method")
     price_prompt: float | None = setting(None, "Price per prompt token, for --dry-run's cost.", "openai")
     price_completion: float | None = setting(None, "Price per generated token, for --dry-run's cost.", "openai")
