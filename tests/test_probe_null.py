@@ -98,3 +98,17 @@ def test_without_a_library_the_statistic_alone_is_inconclusive_and_a_small_libra
     [verdict] = judge([_text("book", [0.5, 0.7])], library, ProbeConfig(min_library=10), seed=0)
     assert verdict.verdict == INCONCLUSIVE and verdict.reason_codes == ("too_small_library",)
     assert verdict.p_value == pytest.approx(1 / 13) and "20 would be needed" in verdict.reason
+
+
+def test_without_the_authors_word_splitting_the_ngram_probe_names_the_extra(monkeypatch):
+    import sys
+
+    from docaudit.methods.probes import ngram
+
+    ngram._text_tools.cache_clear()
+    monkeypatch.setitem(sys.modules, "sacremoses", None)
+    try:
+        with pytest.raises(DocauditError, match=r"pip install 'docaudit\[probes\]'"):
+            ngram.words("any text")
+    finally:
+        ngram._text_tools.cache_clear()
