@@ -307,7 +307,7 @@ def test_the_embedded_gemma_served_by_llama_cpp_python(texts, tmp_path, monkeypa
 def test_the_completions_endpoint_gets_the_opening_alone(chat_server, texts, monkeypatch):
     monkeypatch.setenv(KEY_ENV, KEY)
     books, _ = texts
-    server = ("--api-base", chat_server, "--api-key-env", KEY_ENV, "--endpoint", "completions")
+    server = ("--model", chat_server, "--api-key-env", KEY_ENV, "--endpoint", "completions")  # a URL as --model
     out = probe_json(books[0], *server, *FAST, "--passages", "1", "--samples", "1")
     assert out["writer"]["endpoint"] == "completions" and out["books"][0]["requests"] == 1
     assert out["writer"]["identity"].startswith(f"openai:{chat_server}#tiny@")  # the one model served, named

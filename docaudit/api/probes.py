@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -36,7 +36,7 @@ class ProbeRequest:
 
     def served(self) -> bool:
         """Whether the model is a server the user named (else it runs in this process)."""
-        return isinstance(self.model, ModelConfig) and bool(self.model.api_base)
+        return isinstance(self.model, ModelConfig) and bool(_as_served(self.model).api_base)
 
     def inputs(self) -> list:
         """Every local input: what the output folder must not be or contain."""
@@ -54,12 +54,22 @@ class ProbeResult(Result):
     envelope: dict
 
 
+def _as_served(model: ModelConfig) -> ModelConfig:
+    """``--model http://HOST:PORT/v1#NAME`` as ``--api-base`` and ``--api-model`` (as the scoring backend reads it)."""
+    if model.model is None or not model.model.startswith(("http://", "https://")):
+        return model
+    from docaudit.query.backends.api_client import split_url
+
+    base, name = split_url(model.model)
+    return replace(model, model=None, api_base=base, api_model=model.api_model or name)
+
+
 def _writer(model: ModelConfig | LoadedModel, endpoint: str):
     from docaudit.query.chat import in_process_writer, served_writer
     from docaudit.query.models import load_model
 
-    if isinstance(model, ModelConfig) and model.api_base:
-        return served_writer(model, endpoint)
+    if isinstance(model, ModelConfig) and _as_served(model).api_base:
+        return served_writer(_as_served(model), endpoint)
     return in_process_writer(model if isinstance(model, LoadedModel) else load_model(model))
 
 
@@ -95,7 +105,7 @@ def probe(request: ProbeRequest) -> ProbeResult:
     began = time.monotonic()
     result = probe_audit(docs, library_docs, writer, r.config, sources, r.run.seed, r.run.progress)
     if r.served():
-        record_generation(generation_key(r.model, r.config.endpoint), writer.sent, time.monotonic() - began)
+        record_generation(generation_key(_as_served(r.model), r.config.endpoint), writer.sent, time.monotonic() - began)
     result.update(
         settings=r.config.used(r.run.seed),
         skipped=reading.skips.as_json(),
@@ -118,9 +128,9 @@ def planned(request: ProbeRequest, texts: list[str]) -> dict:
     r = request
     seconds = None
     if isinstance(r.model, ModelConfig):
-        seconds = measured(generation_key(r.model, r.config.endpoint), "request_s")
+        seconds = measured(generation_key(_as_served(r.model), r.config.endpoint), "request_s")
     cost = planned_cost(texts, r.config, r.served(), seconds or GENERATION_SECONDS_PER_REQUEST)
     cost["rate"] = "measured on this machine" if seconds else "documented: none measured here yet"
     cost["seconds_per_request"] = seconds or GENERATION_SECONDS_PER_REQUEST
-    cost["server"] = r.model.api_base if r.served() else None
+    cost["server"] = _as_served(r.model).api_base if r.served() else None
     return cost
