@@ -44,6 +44,7 @@ COMMAND_SCHEMAS = {
     "traps-make": "traps-make",
     "traps-detect": "traps-detect",
     "controls": "controls",
+    "probe": "probe",
     "evaluate": "evaluation",
     "score": "score",
     "sequence": "sequence",

@@ -41,6 +41,10 @@ STREAMS: dict[str, Stream] = {
     "traps": Stream((), "", "trap generation, the traps / controls split and the copies' places"),
     "controls_passages": Stream((), "", "the passages of a book (seeded by the run seed and the book's hash)"),
     "continuations": Stream((35,), "prompt i, sample j", "the uniform of each token of continuation j of prompt i"),
+    "probe_passages": Stream((51,), "text sha256[:12]", "the passages probe asks about in a text"),
+    "probe_null": Stream(
+        (52,), "book sha256[:12]", "probe's passages of a book and of the library texts drawn at the book's count"
+    ),
     "lab_subset": Stream((), "", "the lab's --docs subset of the pool"),
     "lab_split": Stream((), "", "the lab's random member / non-member halves"),
 }

@@ -2,7 +2,8 @@
 ``/tokenize`` (vLLM's) and echo ``/v1/completions`` with the local tokenizer's tokens and a fixed log-probability,
 or, per ``mode``, NaN, infinities, HTML, a JSON list, no choices, strings, lists of unequal lengths, a body cut
 short, silence, a trickle, or a models list that is not one;
-a top-n request (the logit-bias search) is answered with a token that never gives way to the one searched.
+``/v1/chat/completions`` is answered with ``chat_answer`` (or, per ``mode``, the same misbehaviours, no text, or
+20 MB); a top-n request (the logit-bias search) is answered with a token that never gives way to the one searched.
 With ``poison`` set, only a prompt containing that text gets the mode's answer. Every request is recorded (path
 and Authorization header); every wait is bounded."""
 
@@ -56,7 +57,7 @@ class Handler(BaseHTTPRequestHandler):
         tokenizer = self.server.tokenizer
         if self.path == "/tokenize":
             return self._json({"tokens": tokenizer(body["prompt"])["input_ids"]})
-        if self.path != "/v1/completions":
+        if self.path not in ("/v1/completions", "/v1/chat/completions"):
             return self._json({"error": "not found"}, 404)
         mode = self.server.mode
         if mode == "retry-after-completions":
@@ -91,6 +92,11 @@ class Handler(BaseHTTPRequestHandler):
             return
         if mode == "status":
             return self._json({"error": "no such thing"}, 404)
+        if mode == "flood":  # a 20 MB answer, declared as such
+            return self._send(200, b'{"choices": [{"message": {"content": "' + b"x" * (20 << 20) + b'"}}]}')
+        if self.path == "/v1/chat/completions":  # a chat answer (no log-probabilities), or none with "notext"
+            content = None if mode == "notext" else self.server.chat_answer
+            return self._json({"choices": [{"message": {"role": "assistant", "content": content}}]})
         if not body.get("echo"):  # a top-n request of the logit-bias search: a token that never gives way
             top = {"\u2603": -0.1, "\u2604": -3.0}
             logprobs = {"tokens": ["\u2603"], "token_logprobs": [-0.1], "top_logprobs": [top], "text_offset": [0]}
@@ -125,6 +131,7 @@ def hostile_server(tokenizer, mode: str = "ok"):
     server.block_on_close = False
     server.tokenizer, server.mode, server.seen, server.stop = tokenizer, mode, [], threading.Event()
     server.poison, server.lock, server.refused = None, threading.Lock(), False
+    server.chat_answer = "A"
     server.base = f"http://127.0.0.1:{server.server_address[1]}/v1"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()

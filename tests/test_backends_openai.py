@@ -33,12 +33,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(gguf):
-    """llama-cpp-python's server on a free local port serving ``gguf`` as ``tiny``, with an API key."""
+def _serve(gguf, n_ctx: int = 256):
+    """llama-cpp-python's server on a free local port serving ``gguf`` as ``tiny`` (``n_ctx`` positions), with an
+    API key."""
     port = _free_port()
     command = [sys.executable, str(Path(__file__).parent / "llama_server.py"), "--model", str(gguf)]
     command += ["--host", "127.0.0.1"]
-    command += ["--port", str(port), "--logits_all", "true", "--n_ctx", "256", "--model_alias", "tiny"]
+    command += ["--port", str(port), "--logits_all", "true", "--n_ctx", str(n_ctx), "--model_alias", "tiny"]
     command += ["--n_threads", "1", "--api_key", KEY]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}/v1"

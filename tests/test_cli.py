@@ -443,7 +443,9 @@ def test_every_querying_command_declares_the_model_options_of_the_config():
         params = {p.name: p for p in command.params}
         if "api_base" not in params:
             continue
-        for name in ("model", "dtype", "backend", "api_base", "api_timeout", "api_retries", "kv_cache"):
+        # every command that queries a server; ``probe`` only asks it to write, so has no --backend or --kv-cache
+        scoring = ("backend", "kv_cache") if path != ("probe",) else ()
+        for name in ("model", "dtype", "api_base", "api_timeout", "api_retries", *scoring):
             assert params[name].default == fields[name].default, (path, name)
             assert params[name].help == fields[name].metadata["help"], (path, name)
             assert params[name].section == fields[name].metadata["section"], (path, name)

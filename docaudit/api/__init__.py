@@ -53,6 +53,7 @@ from docaudit.api.lab import (
     traps_make,
 )
 from docaudit.api.preflight import Checked, Checks, Estimate, check, estimate
+from docaudit.api.probes import ProbeRequest, ProbeResult, probe
 from docaudit.api.report import MethodReport, ReportRequest, ReportResult, report
 from docaudit.api.scores import (
     EvaluateRequest,
@@ -68,6 +69,9 @@ from docaudit.api.scores import (
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
 
 __all__ = [
+    "ProbeRequest",
+    "ProbeResult",
+    "probe",
     "CacheClearRequest",
     "CacheClearResult",
     "CacheInfoRequest",

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from docaudit.api.books import ControlsRequest, MapRequest
 from docaudit.api.classifier import GridRequest, PredictRequest, TrainRequest
+from docaudit.api.common import recorded
 from docaudit.api.data import DataCheckRequest, DatasetTestRequest
 from docaudit.api.lab import TrapsMakeRequest, check_traps_outputs
+from docaudit.api.probes import ProbeRequest
 from docaudit.api.report import ReportRequest
 from docaudit.api.scores import EvaluateRequest, ScoreRequest, SequenceRequest
 from docaudit.audit import costs
@@ -41,6 +43,7 @@ Checked = (
     | DataCheckRequest
     | TrapsMakeRequest
     | ControlsRequest
+    | ProbeRequest
 )
 """The requests whose commands check their inputs before a model loads."""
 
@@ -322,6 +325,13 @@ def _controls(r: ControlsRequest) -> list[Checks]:
     return [Checks("controls", list(r.books), library, names=names, output=output, reading=r.reading, no_model=True)]
 
 
+def _probe(r: ProbeRequest) -> list[Checks]:
+    names = ("books", "null library")
+    library = list(r.library) if r.library else None
+    output = (r.out, "probe", r.overwrite, r.inputs())
+    return [Checks("probe", list(r.books), library, names=names, output=output, reading=r.reading, no_model=True)]
+
+
 CHECKS: dict[type, Callable[[object], list[Checks]]] = {
     TrainRequest: _train,
     GridRequest: _grid,
@@ -335,6 +345,7 @@ CHECKS: dict[type, Callable[[object], list[Checks]]] = {
     DataCheckRequest: _data_check,
     TrapsMakeRequest: _traps_make,
     ControlsRequest: _controls,
+    ProbeRequest: _probe,
 }
 
 
@@ -403,4 +414,14 @@ def estimate(request: Checked) -> list[Estimate]:
             from docaudit.audit.synthetic_controls import planned_cost
 
             e.cost = planned_cost(len(e.files or []), request.config, 2 if request.reference else 1)
+        elif isinstance(request, ProbeRequest):
+            from docaudit.api.probes import planned
+            from docaudit.corpus.documents import load_documents
+
+            reading = recorded(request.reading)
+            read = (reading.raw, False, reading.skips, reading.normalize_chars)
+            texts = [
+                d.text for given in (request.books, request.library) if given for d in load_documents(given, *read)
+            ]
+            e.cost = planned(request, texts)
     return estimates

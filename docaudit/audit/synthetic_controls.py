@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from docaudit.config import ControlsConfig
+from docaudit.corpus.segments import spread_starts
 from docaudit.errors import DocauditError
 from docaudit.inference.controls import BlockMean, block_mean, contrasts, library_p_value
 from docaudit.inference.verdicts import run_verdicts
@@ -82,12 +83,7 @@ class BookControls:
 def passage_starts(n_tokens: int, config: ControlsConfig, rng: np.random.Generator) -> list[int]:
     """Starts of non-overlapping passages, one at random in each of up to ``config.passages`` equal stretches of
     the book (fewer when the book is short)."""
-    length = config.passage_tokens
-    n = min(config.passages, n_tokens // length)
-    if n == 0:
-        return []
-    width = n_tokens // n
-    return [k * width + int(rng.integers(0, width - length + 1)) for k in range(n)]
+    return spread_starts(n_tokens, config.passage_tokens, config.passages, rng)
 
 
 def _book_seed(seed: int, sha256: str) -> int:

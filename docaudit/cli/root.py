@@ -12,6 +12,7 @@ from docaudit.cli.echo import escape_unencodable
 from docaudit.cli.evaluate import evaluate, score
 from docaudit.cli.lab import lab
 from docaudit.cli.localize import localize
+from docaudit.cli.probe import probe
 from docaudit.cli.report import report
 from docaudit.cli.sequence import sequence
 from docaudit.cli.settings import config_group
@@ -44,6 +45,7 @@ COMMANDS = (
     (report, "Verdict and contamination rate per book."),
     (localize, "Which chapters of a book score like trained text."),
     (controls, "Test one book against synthetic controls written from its own text."),
+    (probe, "Test books in a model that only writes text (chat APIs, servers)."),
     (sequence, "Sequence-level evaluation, as benchmark papers report it."),
     (score, "Raw membership scores per document."),
     (dataset_test, "Test whether a set of suspect documents was trained on."),

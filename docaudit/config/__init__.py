@@ -45,11 +45,15 @@ from docaudit.config.inputs import (
 from docaudit.config.lab import TargetConfig, TrapConfig
 from docaudit.config.localize import SEGMENT_METHODS, LocalizeConfig
 from docaudit.config.methods import DetectorConfig, MetaConfig, ScalingConfig, TrainConfig
+from docaudit.config.probes import ENDPOINTS, PROBES, ProbeConfig
 from docaudit.config.query import ModelConfig, QueryConfig, RayConfig
 from docaudit.config.seed import MAX_SEED, SEED, SEED_HELP
 
 __all__ = [
     "ControlsConfig",
+    "ENDPOINTS",
+    "PROBES",
+    "ProbeConfig",
     "CONTROLS_PRESETS",
     "PACKAGE_DIR",
     "DEFAULT_CLASSIFIER",

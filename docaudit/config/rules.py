@@ -36,6 +36,11 @@ CHARS_PER_TOKEN = 4.0
 # "Measured: the embedded Gemma on real books"): 32 candidates of 25 + 8 sampled tokens in batches of 16 took
 # 641 s with the model's loading, 1.65 sampled tokens per second.
 TRAP_SAMPLED_TOKENS_PER_SECOND = 1.65
+# Seconds per generation request of ``probe`` for a server or model this machine has not measured: llama-cpp-python's
+# server with the embedded Gemma on the shared 2-core CPU (load average 10), the default n-gram probe of one book,
+# 64 continuations of at most 96 tokens in 570 s (docs/benchmarks.md, "Generation-only probes"); a hosted API's
+# differ, and a real run records its own.
+GENERATION_SECONDS_PER_REQUEST = 8.9
 # Tokens per English word, for the snippets of ``report`` (given in words): an estimate of the same kind.
 TOKENS_PER_WORD = 1.4
 

@@ -14,6 +14,7 @@ SEED_HELP = {
     "run": ("Seed of every random choice the command makes.", "method"),
     "detector": ("Seed of the augmentations (PAC, neighbours).", "method"),
     "controls": ("Seed of the passage choice and the generation.", "method"),
+    "probe": ("Seed of the passage choice, the sampling and the null's passage subsets.", "method"),
     "traps": ("Seed of the trap generation and placement.", "traps"),
 }
 

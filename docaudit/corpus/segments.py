@@ -125,3 +125,13 @@ def _joined(parts: list[Segment], text: str, min_words: int) -> list[Segment]:
         else:
             out.append(pending)
     return out
+
+
+def spread_starts(n_units: int, length: int, count: int, rng) -> list[int]:
+    """Starts of up to ``count`` non-overlapping runs of ``length`` units across ``n_units``, one at random (from
+    the NumPy generator ``rng``) in each of as many equal stretches (fewer runs when the text is short)."""
+    n = min(count, n_units // length)
+    if n == 0:
+        return []
+    width = n_units // n
+    return [k * width + int(rng.integers(0, width - length + 1)) for k in range(n)]

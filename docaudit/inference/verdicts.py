@@ -47,6 +47,15 @@ NEXT_STEPS = {
     "controls BOOK --null-library DIR)",
     "threshold_false_positives": "choose a threshold with fewer false positives (--target-fpr 0.05) or calibrate "
     "with books the detector separates (other --methods, longer --snippet-words)",
+    "no_library": "give never-seen texts of the same era and kind as the book, probed the same way (docaudit probe "
+    "BOOK --null-library DIR)",
+    "too_small_library": "give at least the number named of never-seen texts (docaudit probe BOOK --null-library DIR)",
+    "model_cannot_answer": "DE-COP needs a model that follows instructions and reads the options: probe this model "
+    "with n-gram coverage (docaudit probe BOOK --probe ngram)",
+    "unreadable_answers": "use the model's chat endpoint (--endpoint chat), or probe it with n-gram coverage "
+    "(--probe ngram)",
+    "too_few_passages": "give a longer text, or shorter passages (--prompt-words, --continuation-words, --decop-words)"
+    "; for DE-COP with a paraphrase file, passages of this text in the file",
     "too_few_snippets": "give a longer book, or shorter snippets (--snippet-words) or fewer (--min-snippets) for every "
     "book",
 }

@@ -8,7 +8,9 @@ its package, ``models/gemma-3-270m-q4_k_m.gguf``), ``tokenizers`` (a GGUF file's
 weights hash, ``weights-hash/<64 hex>.txt``), ``bench`` (the benchmark scripts' GGUF models,
 ``bench-models/<preset>-Q4_K_M.gguf``), ``rates`` (throughput measured by real runs on this machine, read by
 ``--dry-run``, ``rates/<16 hex>.json``) and ``controls`` (the synthetic suffixes a generator wrote for a book,
-``controls/<64 hex>.json``, keyed by the book, the generator and the settings). Anything else under the folder is
+``controls/<64 hex>.json``, keyed by the book, the generator and the settings) and ``generations`` (what a probed
+model wrote for ``probe``, one answer a file, ``generations/<64 hex>.json``, keyed by the model, the endpoint, the
+prompt and the sampling settings). Anything else under the folder is
 someone else's: counted as ``other``, never removed."""
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ FOLDERS = {
     "bench": "bench-models",
     "rates": RATES_FOLDER,
     "controls": "controls",
+    "generations": "generations",
 }
 KINDS: dict[str, tuple[str, Callable[[Path], list[Path]]]] = {
     "stats": ("token statistics", lambda root: StatsCache(root).entries()),
@@ -85,6 +88,7 @@ KINDS: dict[str, tuple[str, Callable[[Path], list[Path]]]] = {
     "bench": ("the benchmark scripts' GGUF models", _named_files("bench-models", _BENCH_GGUF)),
     "rates": ("throughput measured on this machine (for estimates)", _named_files(RATES_FOLDER, _RATE)),
     "controls": ("synthetic suffixes written for books", _named_files("controls", CONTROLS_FILE)),
+    "generations": ("what probed models wrote (probe)", _named_files("generations", CONTROLS_FILE)),
 }
 
 

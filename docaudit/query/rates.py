@@ -187,3 +187,15 @@ def record_other(command: str, tokens: int, seconds: float) -> None:
     passes, loading and forests, over ``tokens`` tokens of model passes (kept from a thousand tokens on)."""
     if tokens >= MIN_OTHER_TOKENS and seconds > 0:
         _write(OTHER_KEY, **{f"{command} s/token": seconds / tokens})
+
+
+def generation_key(config: ModelConfig, endpoint: str) -> str:
+    """What names the rate of a model that writes text for ``probe``: the server and model named, or the model run
+    in this process, and the endpoint."""
+    return json.dumps(["generation", config.api_base or model_key(config), config.api_model, endpoint])
+
+
+def record_generation(key: str, requests: int, seconds: float) -> None:
+    """``requests`` generation requests (or prompts sampled in this process) took ``seconds`` in all."""
+    if requests > 0 and seconds >= MIN_SECONDS:
+        _write(key, request_s=seconds / requests)

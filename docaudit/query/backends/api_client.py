@@ -4,6 +4,7 @@ completion, log-probabilities that are finite numbers at most 0). The API key is
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -78,9 +79,12 @@ class ApiClient:
             )
         return min(self.config.api_timeout, left)
 
-    def call(self, path: str, body: dict | None = None, root: bool = False) -> dict:
+    def call(
+        self, path: str, body: dict | None = None, root: bool = False, max_bytes: int = net.MAX_ANSWER_BYTES
+    ) -> dict:
         """POST ``body`` (GET without one) to ``path`` under the API base (under the server's root with ``root``)
-        and return the JSON object answered. Connection errors, timeouts and 408/409/429/5xx answers are retried."""
+        and return the JSON object answered (at most ``max_bytes`` long). Connection errors, timeouts and
+        408/409/429/5xx answers are retried."""
         url = (self.base.rsplit("/v1", 1)[0] if root else self.base) + path
         headers = {"Accept": "application/json"}
         if self._key:
@@ -102,6 +106,7 @@ class ApiClient:
                     "GET" if body is None else "POST",
                     url,
                     timeout,
+                    max_bytes,
                     cancelled=self.cancelled,
                     json=body,
                     headers=headers,
@@ -137,6 +142,29 @@ class ApiClient:
             delay *= 2
         tries = f"{retries + 1} tries" if retries else "1 try"
         raise ModelError(f"{problem} ({tries}; --api-retries {retries})")
+
+    def resolve_model(self) -> dict:
+        """Ask the server for its models: the one to use (``model``, or the only one served) checked to be among
+        them, and its entry's ``fingerprint``; returns the entry."""
+        listed = self.call("/models").get("data", [])
+        if not isinstance(listed, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("id"), str) for m in listed
+        ):
+            raise DocauditError(
+                f"the server at {self.base}/models answered no list of models with ids (data: {show(listed)})"
+            )
+        served = [m["id"] for m in listed]
+        if self.model is None:
+            if len(served) != 1:
+                raise DocauditError(
+                    f"the server serves {len(served)} models; name one with --api-model ({', '.join(served)})"
+                )
+            self.model = served[0]
+        elif served and self.model not in served:
+            raise ModelError(f"the server does not serve '{self.model}' (it serves {', '.join(served)})")
+        entry = next((m for m in listed if m.get("id") == self.model), {})
+        self.fingerprint = hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()[:16]
+        return entry
 
     def _budget(self) -> str:
         return f"the {self.config.api_document_timeout:g} s allowed per document (--api-document-timeout)"

@@ -18,8 +18,6 @@ is an error, never a silent misalignment. The API key is read from the environme
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
 import os
@@ -75,22 +73,7 @@ def load_api(config: ModelConfig, expected_identity: str | None = None) -> Loade
 
 def _load(client: ApiClient, config: ModelConfig, tokenizer, expected_identity: str | None) -> LoadedModel:
     """What :func:`load_api` asks the server, all within ``api_document_timeout`` when set."""
-    listed = client.call("/models").get("data", [])
-    if not isinstance(listed, list) or not all(isinstance(m, dict) and isinstance(m.get("id"), str) for m in listed):
-        raise DocauditError(
-            f"the server at {client.base}/models answered no list of models with ids (data: {show(listed)})"
-        )
-    served = [m["id"] for m in listed]
-    if client.model is None:
-        if len(served) != 1:
-            raise DocauditError(
-                f"the server serves {len(served)} models; name one with --api-model ({', '.join(served)})"
-            )
-        client.model = served[0]
-    elif served and client.model not in served:
-        raise ModelError(f"the server does not serve '{client.model}' (it serves {', '.join(served)})")
-    entry = next((m for m in listed if m.get("id") == client.model), {})
-    client.fingerprint = hashlib.sha256(json.dumps(entry, sort_keys=True).encode()).hexdigest()[:16]
+    client.resolve_model()
     client.vocab_size = len(tokenizer)
     _check_tokenizer(client, tokenizer)
     client.mode = _logprobs_mode(client, tokenizer) if config.api_logprobs == "auto" else config.api_logprobs
