@@ -21,6 +21,7 @@ import json
 import re
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -120,11 +121,11 @@ def _normalized(text: str) -> str:
 def read_paraphrases(path) -> dict[str, list[str]]:
     """A user's paraphrases: JSON lines ``{"passage": TEXT, "paraphrases": [THREE TEXTS]}``, by the passage's
     words (spacing ignored); a line that is not such an object is a one-line error naming it."""
-    from docaudit.untrusted import read_regular
+    from docaudit.untrusted import read_untrusted
 
     out = {}
     try:
-        lines = read_regular(path, limit=1 << 28).decode("utf-8").splitlines()
+        lines = read_untrusted(Path(path), "paraphrases").decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise DocauditError(f"cannot read the paraphrases {path}: {e}") from None
     for number, line in enumerate(lines, 1):

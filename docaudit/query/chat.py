@@ -25,6 +25,7 @@ from docaudit.query.backends.api_client import ApiClient, show
 from docaudit.query.cache import cache_root
 from docaudit.query.cache_entries import FOLDERS
 from docaudit.query.loaded import LoadedModel
+from docaudit.untrusted import load_untrusted_json
 
 CACHE_FORMAT = 1
 ANSWER_BYTES_BASE = 1 << 16  # an answer's bytes beyond its text's: the JSON around it
@@ -80,9 +81,9 @@ class Writer:
     def _cached(self, ask: Ask, sample: int) -> str | None:
         """The text of a cache entry, or None when it is missing or damaged (a miss)."""
         try:
-            data = json.loads(self._path(ask, sample).read_text(encoding="utf-8"))
+            data = load_untrusted_json(self._path(ask, sample), "generations entry")
             text = data["text"] if data.get("format") == CACHE_FORMAT and data.get("model") == self.identity else None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
         return text if isinstance(text, str) else None
 
