@@ -88,10 +88,10 @@ def _threads() -> int:
 
 def token_ids(gguf: Path, texts: list[str], n: int) -> np.ndarray:
     """The first ``n`` tokens of the texts under the GGUF's tokenizer (without special tokens)."""
-    from docaudit.io import sha256_file
+    from docaudit.untrusted import sha256_untrusted
     from docaudit.query.backends.llamacpp import gguf_tokenizer
 
-    tokenizer = gguf_tokenizer(gguf, sha256_file(gguf))
+    tokenizer = gguf_tokenizer(gguf, sha256_untrusted(gguf, "weights"))
     parts, have = [], 0
     for text in texts:
         parts.append(np.asarray(tokenizer(text, add_special_tokens=False)["input_ids"], dtype=np.int32))
