@@ -88,8 +88,8 @@ def _threads() -> int:
 
 def token_ids(gguf: Path, texts: list[str], n: int) -> np.ndarray:
     """The first ``n`` tokens of the texts under the GGUF's tokenizer (without special tokens)."""
-    from docaudit.untrusted import sha256_untrusted
     from docaudit.query.backends.llamacpp import gguf_tokenizer
+    from docaudit.untrusted import sha256_untrusted
 
     tokenizer = gguf_tokenizer(gguf, sha256_untrusted(gguf, "weights"))
     parts, have = [], 0
