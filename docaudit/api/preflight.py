@@ -9,7 +9,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from docaudit.api.books import ControlsRequest, MapRequest
@@ -217,11 +217,23 @@ def _model(model: object) -> ModelConfig:
     return config if isinstance(config, ModelConfig) else ModelConfig()
 
 
+def _training_reading(r: TrainRequest | GridRequest) -> DocumentSpec:
+    """The documents read as training reads them: its configuration's cleaning and duplicates rule."""
+    c = r.config
+    return replace(
+        r.reading,
+        raw=r.reading.raw or c.raw,
+        normalize_chars=r.reading.normalize_chars or c.normalize_chars,
+        drop_duplicates=r.reading.drop_duplicates or c.drop_duplicates,
+    )
+
+
 def _train(r: TrainRequest) -> list[Checks]:
     output = (r.out, "classifier", r.overwrite, r.inputs())
     c = r.config
+    reading = _training_reading(r)
     return [
-        Checks("train", r.members, r.nonmembers, folds=c.meta.folds, meta=c.meta, output=output, reading=r.reading,
+        Checks("train", r.members, r.nonmembers, folds=c.meta.folds, meta=c.meta, output=output, reading=reading,
                query=c.query, model=c.model, plan_meta=c.meta, blind=True, beyond=True)
     ]  # fmt: skip
 
@@ -229,7 +241,7 @@ def _train(r: TrainRequest) -> list[Checks]:
 def _grid(r: GridRequest) -> list[Checks]:
     c = r.config
     return [
-        Checks("train", r.members, r.nonmembers, folds=c.meta.folds, reading=r.reading, query=c.query,
+        Checks("train", r.members, r.nonmembers, folds=c.meta.folds, reading=_training_reading(r), query=c.query,
                model=c.model, plan_meta=c.meta, blind=True, beyond=True)
     ]  # fmt: skip
 
