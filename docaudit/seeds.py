@@ -40,6 +40,7 @@ STREAMS: dict[str, Stream] = {
     "permutation": Stream((), "", "Monte Carlo permutations of the rank test"),
     "traps": Stream((), "", "trap generation, the traps / controls split and the copies' places"),
     "controls_passages": Stream((), "", "the passages of a book (seeded by the run seed and the book's hash)"),
+    "library_rank": Stream((35,), "", "the passage subsets of a book and the library texts it is ranked among"),
     "lab_subset": Stream((), "", "the lab's --docs subset of the pool"),
     "lab_split": Stream((), "", "the lab's random member / non-member halves"),
 }

@@ -45,6 +45,8 @@ NEXT_STEPS = {
     "controls BOOK --null-library DIR)",
     "threshold_false_positives": "choose a threshold with fewer false positives (--target-fpr 0.05) or calibrate "
     "with books the detector separates (other --methods, longer --snippet-words)",
+    "too_small_library": "give a null library of at least the number named of never-seen texts, each at least as "
+    "long as the book (docaudit controls BOOK --null-library DIR)",
     "too_few_snippets": "give a longer book, or shorter snippets (--snippet-words) or fewer (--min-snippets) for every "
     "book",
 }
