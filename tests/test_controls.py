@@ -211,18 +211,19 @@ def test_bits_per_byte_match_a_plain_forward_pass(name, request):
 
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory, one_thread):
-    """A tiny target trained on four 600-word book excerpts; those four judged against a null library of ten
-    never-trained excerpts of other books; a tiny generator trained on four more books writes the suffixes."""
+    """A tiny target trained on four 600-word book excerpts (80 epochs); those four judged against a null library of 24
+    never-trained excerpts of other books (smallest p-value 1/25); a tiny generator trained on four more books
+    writes the suffixes."""
     from labtarget import TINY, book_excerpt
 
     from docaudit import api
     from docaudit.lab.target import train_target
 
-    paths = sorted((CORPUS / "members").glob("*.txt"))[:18]
+    paths = sorted((CORPUS / "members").glob("*.txt"))[:32]
     texts = [book_excerpt(p, 600) for p in paths]
     members, others, library = texts[:4], texts[4:8], texts[8:]
     root = tmp_path_factory.mktemp("controls")
-    target = train_target(members, texts, root / "target", TINY)
+    target = train_target(members, texts, root / "target", replace(TINY, epochs=80))
     generator = train_target(others, others, root / "generator", replace(TINY, epochs=10), context=RunContext(seed=1))
     for name, group in (("books", members), ("library", library)):
         (root / name).mkdir()
@@ -411,7 +412,7 @@ def test_the_shipped_library_is_for_the_embedded_model_at_the_fast_preset():
 
 
 def test_without_a_null_the_stored_library_is_used_and_another_model_refused(shelf, tiny_gpt2):
-    result = run([shelf / "books", "--model", tiny_gpt2])
+    result = run([shelf / "books", "--model", tiny_gpt2, "--generator", tiny_gpt2])
     assert result.exit_code == 3 and "stored null library" in result.output and "does not match" in result.output
     assert len(result.output.strip().splitlines()) == 1
     fast = run([shelf / "books", "--model", tiny_gpt2, "--dry-run"])
