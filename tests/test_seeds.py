@@ -22,6 +22,7 @@ BEFORE = {
     "permutation": lambda s: np.random.default_rng(s),
     "traps": lambda s: np.random.default_rng(s),
     "controls_passages": lambda s: np.random.default_rng(s),
+    "library_rank": lambda s: np.random.default_rng([s, 35]),
     "lab_subset": lambda s: np.random.default_rng(s),
     "lab_split": lambda s: np.random.default_rng(s),
 }
