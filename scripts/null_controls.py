@@ -116,6 +116,10 @@ def one_target(k: int, args, texts: dict, old: list[str], new: list[str], work: 
     for generator in GENERATORS:
         models = {"generator": base if generator == "base" else target, "target": target}
         null = [d for i in pool if (d := deltas(Document(i, i, library[i], sha256_text(library[i])), models))]
+        rows += [
+            {"target": k, "generator": generator, "group": "library", "usable": True, "contrast": float(np.mean(d))}
+            for d in null
+        ]
         for group, i in every:
             d = deltas(Document(i, i, book[i], sha256_text(book[i])), models)
             row = {"target": k, "generator": generator, "group": group, "id": i, "usable": d is not None}
@@ -142,6 +146,7 @@ def summary(rows: list[dict]) -> dict:
     for generator in GENERATORS:
         for group in GROUPS:
             g = [r for r in rows if r["generator"] == generator and r["group"] == group and r["usable"]]
+            library = [r["contrast"] for r in rows if r["generator"] == generator and r["group"] == "library"]
             hits = sum(r["p"] <= 0.05 for r in g)
             test = binomtest(hits, len(g), 0.10, alternative="less")
             ci = binomtest(hits, len(g)).proportion_ci()
@@ -154,6 +159,7 @@ def summary(rows: list[dict]) -> dict:
                 "per_target": [float(np.mean([r["p"] <= 0.05 for r in g if r["target"] == t])) for t in targets],
                 "passages_median": float(np.median([r["passages"] for r in g])),
                 "compared_median": float(np.median([r["compared"] for r in g])),
+                "mean_contrast_minus_library": float(np.mean([r["contrast"] for r in g]) - np.mean(library)),
                 "minkpp_above": float(np.mean([r["minkpp_above"] for r in g])) if generator == "base" else None,
             }
     return out
@@ -162,6 +168,7 @@ def summary(rows: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=8, help="independent repetitions (base, target, books)")
+    parser.add_argument("--first", type=int, default=0, help="the first repetition's number (its seeds)")
     parser.add_argument("--books", type=int, default=40, help="judged books per group and target")
     parser.add_argument("--base-books", type=int, default=40, help="PG-19 books the base model is trained on")
     parser.add_argument("--library", type=int, default=19, help="library texts each book is ranked among")
@@ -182,7 +189,7 @@ def main() -> None:
             texts[i] = {"book": excerpt(path, args.book_words), "library": excerpt(path, args.library_words)}
     work = Path(args.work or tempfile.mkdtemp(prefix="docaudit-controls-null-"))
     began, rows = time.time(), []
-    for k in range(args.targets):
+    for k in range(args.first, args.first + args.targets):
         these = one_target(k, args, texts, old, new, work)
         rows += these
         print(json.dumps({"target": k, "seconds": round(time.time() - began), **summary(these)}), flush=True)
