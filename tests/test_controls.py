@@ -146,8 +146,8 @@ def _tested(i: int, deltas, placebo_rng) -> BookControls:
 def test_judge_fires_at_its_level_under_the_null():
     """2,000 never-seen books, each judged alone against 19 never-seen library texts through ``judge`` (the run's
     rule: p-value, placebo, Benjamini-Hochberg, verdict): passages correlate at 0.8, contrasts skewed and 10% of
-    texts contaminated, the book 8 passages and the library's texts 16-32. "Evidence" for at most 5% (a rate of
-    0.10 is seen with power above 0.99)."""
+    texts contaminated, every text (the book too) of 16-32 passages. "Evidence" for at most 5% (a rate of 0.10 is
+    seen with power above 0.99)."""
     rng = np.random.default_rng(21)
     config = replace(SMALL, min_library=10)
     evidence = 0
@@ -156,10 +156,21 @@ def test_judge_fires_at_its_level_under_the_null():
             _tested(i, t + 0.5 * _ar1(rng, 0.8, len(t), 1)[0], rng)
             for i, t in enumerate(_texts(rng, 20, (16, 33), "contaminated"))
         ]
-        book = _tested(99, texts[0].deltas[:8], rng)
-        [verdict] = judge([book], texts[1:], config)
+        [verdict] = judge([_tested(99, texts[0].deltas, rng)], texts[1:], config)
         evidence += verdict.verdict == "evidence of membership"
     assert evidence / 2000 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 2000), evidence
+
+
+def test_a_book_with_fewer_passages_than_the_library_texts_is_inconclusive():
+    """Its passages lie closer together than theirs (in the null simulation such books' contrasts were larger than
+    the library's): a p-value, but "inconclusive" with the reason; as many passages as the median text: a verdict."""
+    rng = np.random.default_rng(8)
+    library = [_tested(i, rng.normal(size=16), rng) for i in range(24)]
+    short, full = _tested(98, rng.normal(size=8), rng), _tested(99, rng.normal(size=16), rng)
+    verdicts = judge([short, full], library, SMALL)
+    assert short.p_value is not None and verdicts[0].reason_codes == ("shorter_than_library",)
+    assert "8 passages, fewer than the library's texts (median 16)" in verdicts[0].reason
+    assert verdicts[1].verdict != "inconclusive"
 
 
 def test_a_small_library_is_inconclusive_and_a_book_is_left_out_of_its_own_comparison():

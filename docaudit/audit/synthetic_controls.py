@@ -223,6 +223,16 @@ def _rank_against(book: BookControls, usable: list[BookControls], config: Contro
     others = [np.asarray(b.deltas) for b in usable if b.sha256 != book.sha256]
     rank = library_rank(book.deltas, others, 2 * config.block, stream(_book_seed(seed, book.sha256), "library_rank"))
     book.library_texts, book.smallest_p = rank.texts, rank.smallest_p
+    typical = float(np.median([len(x) for x in others])) if others else 0.0
+    if len(book.deltas) < typical:
+        book.reasons.append(
+            Reason(
+                "shorter_than_library",
+                f"the book gives {len(book.deltas)} passages, fewer than the library's texts (median "
+                f"{typical:g}): its passages lie closer together than theirs, and such books were not exchangeable "
+                "with the library in the null simulation (docs/methods.md)",
+            )
+        )
     if rank.p_value is None:
         book.reasons.append(
             Reason("too_small_library", f"no library text gave at least {2 * config.block} passages to compare")

@@ -48,6 +48,8 @@ NEXT_STEPS = {
     "with books the detector separates (other --methods, longer --snippet-words)",
     "too_small_library": "give a null library of at least the number named of never-seen texts, each at least as "
     "long as the book (docaudit controls BOOK --null-library DIR)",
+    "shorter_than_library": "judge it against a library of texts as short as the book (docaudit controls BOOK "
+    "--null-library DIR), or fewer --passages for the book and the library alike",
     "too_few_snippets": "give a longer book, or shorter snippets (--snippet-words) or fewer (--min-snippets) for every "
     "book",
 }
