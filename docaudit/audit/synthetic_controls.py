@@ -229,8 +229,8 @@ def _rank_against(book: BookControls, usable: list[BookControls], config: Contro
             Reason(
                 "shorter_than_library",
                 f"the book gives {len(book.deltas)} passages, fewer than the library's texts (median "
-                f"{typical:g}): its passages lie closer together than theirs, and such books were not exchangeable "
-                "with the library in the null simulation (docs/methods.md)",
+                f"{typical:g}): its passages lie closer together than theirs, so its contrast is not shown to be "
+                "exchangeable with theirs (docs/methods.md)",
             )
         )
     if rank.p_value is None:
