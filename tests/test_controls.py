@@ -404,10 +404,11 @@ def test_a_stored_library_stands_in_for_its_texts_and_a_mismatch_is_refused(shel
 
 
 def test_the_shipped_library_is_for_the_embedded_model_at_the_fast_preset():
-    """The null ``docaudit controls BOOK`` uses on the embedded model: post-2024 texts of the shared corpus (at
-    least ``--min-library``'s floor, so that it runs), each named by the SHA-256 of its file, computed at ``--preset
+    """The null ``docaudit controls BOOK`` uses on the embedded model: post-2024 texts of the shared corpus (enough
+    for a p-value below ``--alpha``), each named by the SHA-256 of its file, computed at ``--preset
     fast`` with the embedded Gemma as generator and target, with the versions and date."""
     from docaudit.config import CONTROLS_NULL
+    from docaudit.inference.verdicts import nonmembers_needed
     from docaudit.io import sha256_file
 
     data = json.loads(CONTROLS_NULL.read_text())
@@ -416,7 +417,7 @@ def test_the_shipped_library_is_for_the_embedded_model_at_the_fast_preset():
     assert data["key"]["generator"] == data["key"]["target"]
     assert data["provenance"]["generator_and_target"]["id"] is None  # the embedded model
     assert {"docaudit", "torch", "transformers"} <= set(data["provenance"]["versions"]) and data["provenance"]["date"]
-    assert len(data["texts"]) >= ControlsConfig().min_library
+    assert len(data["texts"]) >= nonmembers_needed(ControlsConfig().alpha)  # a p-value below --alpha is reachable
     assert all(len(t["contrasts"]) == t["passages"] == 16 for t in data["texts"])
     if CORPUS.present():
         for t in data["texts"]:
