@@ -45,6 +45,7 @@ STREAMS: dict[str, Stream] = {
     "probe_null": Stream(
         (52,), "book sha256[:12]", "probe's passages of a book and of the library texts drawn at the book's count"
     ),
+    "library_rank": Stream((36,), "", "the passage subsets of a book and the library texts it is ranked among"),
     "lab_subset": Stream((), "", "the lab's --docs subset of the pool"),
     "lab_split": Stream((), "", "the lab's random member / non-member halves"),
 }

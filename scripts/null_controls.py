@@ -1,18 +1,22 @@
-"""Where the truth is known, how often does ``controls`` give p < 0.05, and how often does it find trained books?
+"""Where the truth is known, how often does ``controls`` give p <= 0.05, and how often does it find trained books?
 
-Tiny models trained from scratch on excerpts of real books (read by path from the shared corpus): a generator G
-and a reference R, each on its own PG-19 books; per repetition a target T on a random half of a pool of other
-PG-19 books, at a dose (epochs) that differs by repetition. Every pool book and every post-2024 book (never trained
-by any model) is put through ``audit.synthetic_controls.examine_book`` once per target. Then per judged book, a
-null library of ``--library`` never-trained PG-19 pool books drawn at random from the others gives:
+The documented configuration, on tiny models trained from scratch on excerpts of real books (read by path from
+the shared corpus). Per repetition (``--targets``, each independent: its own books, seeds and models) a base model
+B on its own PG-19 books, and a target T: B trained further on ``--books`` other PG-19 books (the members). The
+generator is the target's own base B (as when a base model writes the suffixes for a model trained from it), or
+the target itself (``controls`` on the embedded model, where the library calibrates the contrast). Every text is
+put through ``audit.synthetic_controls.examine_book`` under each generator; each judged book is ranked
+(``inference.controls.library_rank``, the p-value ``controls`` prints) among ``--library`` texts drawn at random
+from a pool of never-trained PG-19 texts, longer than the books (``--library-words`` against ``--book-words``, so
+they give more passages and are compared at the book's count). Groups:
 
-- ``library``: the target's raw contrast against the library's (t prediction interval);
-- ``library_ref``: the contrast net of the reference's, against the library's;
-- ``reference``: the contrast net of the reference's, t-tested against 0 (no library).
+- ``same``: never-trained PG-19 books (the library's era): the same-distribution null;
+- ``era``: never-trained post-2024 books against the PG-19 library: the cross-era null;
+- ``trained``: the members (power).
 
-Groups: ``same`` (never-trained PG-19 pool books: the same-distribution null), ``era`` (post-2024 books judged
-against a PG-19 library: the cross-era null), ``trained`` (power). Min-K%++ (k = 20%) of each book under T is
-thresholded at the 95th percentile of the never-trained PG-19 books, for power at the same false-positive rate.
+Min-K%++ (k = 20%) of each book under T, thresholded at the 95th percentile of that target's never-trained PG-19
+books, gives power at the same false-positive rate. The defaults are the full size: 8 targets, 40 books per group
+and target (320 null books per group and generator: a doubled rate, 10% against 5%, is seen with power 0.95).
 
     python scripts/null_controls.py --out /tmp/controls-null.json
 """
@@ -32,14 +36,16 @@ import torch
 from docaudit.audit.synthetic_controls import examine_book
 from docaudit.config import ControlsConfig, ModelConfig, TargetConfig
 from docaudit.corpus.base import Document
-from docaudit.inference.controls import library_p_value
+from docaudit.inference.controls import library_rank
 from docaudit.io import sha256_text
 from docaudit.lab.target import train_target
 from docaudit.query.models import load_model
 from docaudit.run import RunContext
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-SETTINGS = ControlsConfig(passages=8, context_tokens=16, prefix_tokens=16, suffix_tokens=16, samples=4, block=2)
+SETTINGS = ControlsConfig(passages=16, context_tokens=16, prefix_tokens=16, suffix_tokens=16, samples=3, block=2)
+GENERATORS = ("base", "self")
+GROUPS = ("same", "era", "trained")
 
 
 def excerpt(path: Path, n_words: int) -> str:
@@ -49,7 +55,7 @@ def excerpt(path: Path, n_words: int) -> str:
     return " ".join(words[mid : mid + n_words])
 
 
-def tiny(epochs: int) -> TargetConfig:
+def tiny(epochs: int, learning_rate: float = 3e-3) -> TargetConfig:
     return TargetConfig(
         layers=2,
         width=64,
@@ -57,8 +63,9 @@ def tiny(epochs: int) -> TargetConfig:
         positions=64,
         vocab_size=512,
         epochs=epochs,
-        learning_rate=3e-3,
+        learning_rate=learning_rate,
         batch_size=8,
+        doc_tokens=None,
     )
 
 
@@ -78,143 +85,118 @@ def minkpp(lm, text: str, share: float = 0.2, max_tokens: int = 252) -> float:
     return float(np.mean(values[: max(1, int(share * len(values)))]))
 
 
-def book_record(doc, models, group: str) -> dict:
+def deltas(doc: Document, models: dict) -> list[float] | None:
+    """The text's per-passage contrasts (None when too short for two blocks)."""
     b = examine_book(doc, models, SETTINGS, 0)
-    if b.contrast is None:
-        return {"id": doc.id, "group": group, "usable": False}
-    return {
-        "id": doc.id,
-        "group": group,
-        "usable": True,
-        "raw": b.target_contrast,
-        "net": b.contrast.mean,
-        "net_p0": b.contrast.t_p_value(),
-        "placebo_p": b.placebo.t_p_value(two_sided=True),
-        "ref": b.reference_contrast,
-        "minkpp": minkpp(models["target"], doc.text),
-        "cpu": b.cost["cpu_seconds"],
-    }
+    return None if b.contrast is None else b.deltas
 
 
-def p_values(rows: list[dict], library_size: int, rng: np.random.Generator) -> None:
-    """Each judged book's p-values against a random library of never-trained PG-19 books other than itself."""
-    pool = [r for r in rows if r["group"] == "same" and r["usable"]]
+def one_target(k: int, args, texts: dict, old: list[str], new: list[str], work: Path) -> list[dict]:
+    """Repetition ``k``: its base and target trained, every text examined under both generators, each judged book
+    ranked among ``args.library`` texts of its library pool."""
+    rng = np.random.default_rng(1000 + k)
+    order = [old[i] for i in rng.permutation(len(old))]
+    n = args.books
+    base_ids, members = order[: args.base_books], order[args.base_books : args.base_books + n]
+    same = order[args.base_books + n : args.base_books + 2 * n]
+    pool = order[args.base_books + 2 * n : args.base_books + 2 * n + args.library_pool]
+    era = [new[i] for i in rng.permutation(len(new))[:n]]
+    book = {i: texts[i]["book"] for i in members + same + era}
+    library = {i: texts[i]["library"] for i in pool}
+    run = RunContext(seed=k, progress=False)
+    base_texts = [texts[i]["library"] for i in base_ids]
+    everything = [*base_texts, *book.values(), *library.values()]
+    base_dir = train_target(base_texts, everything, work / f"base{k}", tiny(20), context=run)
+    target_dir = train_target(
+        [book[i] for i in members], everything, work / f"target{k}", tiny(args.epochs, 1e-3), str(base_dir), context=run
+    )
+    base, target = (load_model(ModelConfig(model=str(d))) for d in (base_dir, target_dir))
+    every = [*(("same", i) for i in same), *(("era", i) for i in era), *(("trained", i) for i in members)]
+    rows = []
+    for generator in GENERATORS:
+        models = {"generator": base if generator == "base" else target, "target": target}
+        null = [d for i in pool if (d := deltas(Document(i, i, library[i], sha256_text(library[i])), models))]
+        rows += [
+            {"target": k, "generator": generator, "group": "library", "usable": True, "contrast": float(np.mean(d))}
+            for d in null
+        ]
+        for group, i in every:
+            d = deltas(Document(i, i, book[i], sha256_text(book[i])), models)
+            row = {"target": k, "generator": generator, "group": group, "id": i, "usable": d is not None}
+            if d is not None:
+                lib = [null[j] for j in rng.choice(len(null), args.library, replace=False)]
+                rank = library_rank(d, lib, 2 * SETTINGS.block, rng)
+                row.update(p=rank.p_value, passages=len(d), compared=rank.passages, contrast=float(np.mean(d)))
+                if generator == "base":
+                    row["minkpp"] = minkpp(target, book[i])
+            rows.append(row)
+    cut = np.quantile([r["minkpp"] for r in rows if r["group"] == "same" and "minkpp" in r], 0.95)
     for r in rows:
-        if not r["usable"]:
-            continue
-        others = [x for x in pool if x is not r]
-        lib = [others[i] for i in rng.choice(len(others), library_size, replace=False)]
-        r["p_library"] = library_p_value(r["raw"], [x["raw"] for x in lib])
-        r["p_library_ref"] = library_p_value(r["net"], [x["net"] for x in lib])
-        refs = [x["ref"] for x in lib]
-        r["ref_outside"] = not min(refs) <= r["ref"] <= max(refs)
+        if "minkpp" in r:
+            r["minkpp_above"] = bool(r["minkpp"] > cut)
+    return rows
 
 
 def summary(rows: list[dict]) -> dict:
-    """Per group: books, the share with p < 0.05 for each p-value, and Min-K%++ above the never-trained 95th
-    percentile of its target (rows of several targets: thresholds per target)."""
-    out = {}
-    for group in ("same", "era", "trained"):
-        g = [r for r in rows if r["group"] == group and r["usable"]]
-        out[group] = {"books": len(g)}
-        for key in ("p_library", "p_library_ref", "net_p0"):
-            out[group][key] = float(np.mean([r[key] < 0.05 for r in g if r[key] is not None]))
-        out[group]["minkpp_above"] = float(np.mean([r["minkpp_above"] for r in g]))
-        out[group]["placebo_fail_01"] = float(
-            np.mean([r["placebo_p"] is not None and r["placebo_p"] < 0.01 for r in g])
-        )
-        out[group]["ref_outside"] = float(np.mean([r["ref_outside"] for r in g]))
-        out[group]["raw_mean"] = float(np.mean([r["raw"] for r in g]))
-        out[group]["net_mean"] = float(np.mean([r["net"] for r in g]))
-        out[group]["cpu_seconds_mean"] = float(np.mean([r["cpu"] for r in g]))
-    return out
-
-
-def era_shift(rows: list[dict]) -> dict:
-    """Per statistic (``raw``, ``net``): the post-2024 books' mean minus the never-trained PG-19 books' under the
-    same target, in units of the PG-19 books' standard deviation (averaged over targets, with its Welch 95%
-    interval per target), and the Kolmogorov–Smirnov p-value per target."""
-    from scipy.stats import ks_2samp, ttest_ind
+    """Per generator and group: books, the share with p <= 0.05 (Clopper-Pearson 95% interval, and the one-sided
+    binomial p-value of "the rate is 10%" for the null groups), per target, and Min-K%++'s share above its cut."""
+    from scipy.stats import binomtest
 
     out = {}
-    for key in ("raw", "net"):
-        per_target = []
-        for k in sorted({r["target"] for r in rows}):
-            same = np.array([r[key] for r in rows if r["target"] == k and r["group"] == "same" and r["usable"]])
-            era = np.array([r[key] for r in rows if r["target"] == k and r["group"] == "era" and r["usable"]])
-            ci = ttest_ind(era, same, equal_var=False).confidence_interval()
-            sd = same.std(ddof=1)
-            per_target.append(
-                {
-                    "target": k,
-                    "shift_sd": float((era.mean() - same.mean()) / sd),
-                    "ci_low_sd": float(ci.low / sd),
-                    "ci_high_sd": float(ci.high / sd),
-                    "ks_p": float(ks_2samp(era, same).pvalue),
-                }
-            )
-        out[key] = per_target
+    for generator in GENERATORS:
+        for group in GROUPS:
+            g = [r for r in rows if r["generator"] == generator and r["group"] == group and r["usable"]]
+            library = [r["contrast"] for r in rows if r["generator"] == generator and r["group"] == "library"]
+            hits = sum(r["p"] <= 0.05 for r in g)
+            test = binomtest(hits, len(g), 0.10, alternative="less")
+            ci = binomtest(hits, len(g)).proportion_ci()
+            targets = sorted({r["target"] for r in g})
+            out[f"{generator}/{group}"] = {
+                "books": len(g),
+                "p<=0.05": hits / len(g),
+                "ci95": [ci.low, ci.high],
+                "p_vs_10%": test.pvalue,
+                "per_target": [float(np.mean([r["p"] <= 0.05 for r in g if r["target"] == t])) for t in targets],
+                "passages_median": float(np.median([r["passages"] for r in g])),
+                "compared_median": float(np.median([r["compared"] for r in g])),
+                "mean_contrast_minus_library": float(np.mean([r["contrast"] for r in g]) - np.mean(library)),
+                "minkpp_above": float(np.mean([r["minkpp_above"] for r in g])) if generator == "base" else None,
+            }
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--doses", default="3,6,12", help="target epochs, one repetition each")
-    parser.add_argument("--words", type=int, default=250)
-    parser.add_argument("--library", type=int, default=20)
+    parser.add_argument("--targets", type=int, default=8, help="independent repetitions (base, target, books)")
+    parser.add_argument("--first", type=int, default=0, help="the first repetition's number (its seeds)")
+    parser.add_argument("--books", type=int, default=40, help="judged books per group and target")
+    parser.add_argument("--base-books", type=int, default=40, help="PG-19 books the base model is trained on")
+    parser.add_argument("--library", type=int, default=19, help="library texts each book is ranked among")
+    parser.add_argument("--library-pool", type=int, default=40, help="never-trained PG-19 texts libraries draw on")
+    parser.add_argument("--book-words", type=int, default=150)
+    parser.add_argument("--library-words", type=int, default=600)
+    parser.add_argument("--epochs", type=int, default=8, help="epochs the target is trained further on members")
     parser.add_argument("--out", required=True)
     parser.add_argument("--work", default=None, help="folder of the trained models (kept; reused when run again)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    rng = np.random.default_rng(0)
-    old = sorted((CORPUS / "members").glob("*.txt"))
-    new = sorted((CORPUS / "nonmembers").glob("*.txt"))
-    order = rng.permutation(len(old))
-    texts = {p.stem: excerpt(p, args.words) for p in old + new}
-    gen_ids = [old[i].stem for i in order[:20]]
-    ref_ids = [old[i].stem for i in order[20:50]]
-    pool = [old[i].stem for i in order[50:]]
-    era = [p.stem for p in new]
+    old = sorted(p.stem for p in (CORPUS / "members").glob("*.txt"))
+    new = sorted(p.stem for p in (CORPUS / "nonmembers").glob("*.txt"))
+    texts = {}
+    for group, ids in (("members", old), ("nonmembers", new)):
+        for i in ids:
+            path = CORPUS / group / f"{i}.txt"
+            texts[i] = {"book": excerpt(path, args.book_words), "library": excerpt(path, args.library_words)}
     work = Path(args.work or tempfile.mkdtemp(prefix="docaudit-controls-null-"))
-    began = time.time()
-    models = {}
-    for role, ids in (("generator", gen_ids), ("reference", ref_ids)):
-        d = train_target(
-            [texts[i] for i in ids], [texts[i] for i in ids], work / role, tiny(20), context=RunContext(seed=1)
-        )
-        models[role] = load_model(ModelConfig(model=str(d)))
-    print(f"generator and reference trained in {time.time() - began:.0f} s", file=sys.stderr)
-    rows = []
-    for k, dose in enumerate(int(x) for x in args.doses.split(",")):
-        split = np.random.default_rng(100 + k).permutation(len(pool))
-        trained = [pool[i] for i in split[: len(pool) // 2]]
-        untrained = [pool[i] for i in split[len(pool) // 2 :]]
-        d = train_target(
-            [texts[i] for i in trained],
-            [texts[i] for i in pool],
-            work / f"target{k}",
-            tiny(dose),
-            context=RunContext(seed=k),
-        )
-        models["target"] = load_model(ModelConfig(model=str(d)))
-        print(f"target {k} (epochs {dose}) trained at {time.time() - began:.0f} s", file=sys.stderr)
-        these = []
-        for group, ids in (("same", untrained), ("era", era), ("trained", trained)):
-            for i in ids:
-                rec = book_record(Document(i, f"{i}.txt", texts[i], sha256_text(texts[i])), models, group)
-                these.append({**rec, "target": k, "dose": dose})
-        cut = np.quantile([r["minkpp"] for r in these if r["group"] == "same" and r["usable"]], 0.95)
-        for r in these:
-            if r["usable"]:
-                r["minkpp_above"] = bool(r["minkpp"] > cut)
-        p_values(these, args.library, np.random.default_rng(200 + k))
-        print(json.dumps({"target": k, "dose": dose, **summary(these)}), flush=True)
+    began, rows = time.time(), []
+    for k in range(args.first, args.first + args.targets):
+        these = one_target(k, args, texts, old, new, work)
         rows += these
-        print(f"target {k} scored at {time.time() - began:.0f} s", file=sys.stderr)
-    result = {"settings": SETTINGS.generation_key(0), "library": args.library, "all": summary(rows)}
-    result.update(era_shift=era_shift(rows), rows=rows)
+        print(json.dumps({"target": k, "seconds": round(time.time() - began), **summary(these)}), flush=True)
+        print(f"target {k} done at {time.time() - began:.0f} s", file=sys.stderr)
+    result = {"settings": SETTINGS.generation_key(0), "args": vars(args), "all": summary(rows), "rows": rows}
     Path(args.out).write_text(json.dumps(result, indent=1))
-    print(json.dumps({"all": result["all"], "era_shift": result["era_shift"]}))
+    print(json.dumps(result["all"], indent=1))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ BEFORE = {
     "controls_passages": lambda s: np.random.default_rng(s),
     "probe_passages": lambda s: np.random.default_rng([s, 51, 12]),
     "probe_null": lambda s: np.random.default_rng([s, 52, 12]),
+    "library_rank": lambda s: np.random.default_rng([s, 36]),
     "lab_subset": lambda s: np.random.default_rng(s),
     "lab_split": lambda s: np.random.default_rng(s),
     "continuations": lambda s: np.random.default_rng([s, 35, 2, 1]),

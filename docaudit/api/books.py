@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, ClassVar
 
 from docaudit.api.common import Result, envelope_of, local_inputs, recorded, scaled
 from docaudit.audit.specs import MapSpec
-from docaudit.config import ControlsConfig, ModelConfig
+from docaudit.config import CONTROLS_NULL, ControlsConfig, ModelConfig
 from docaudit.query.loaded import LoadedModel
 from docaudit.run import DocumentSpec, RunContext
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from docaudit.audit.localize import MapResult
 
 
@@ -90,8 +92,10 @@ def map_books(request: MapRequest) -> MapOutcome:
 class ControlsRequest:
     """Test each of ``books`` for membership in ``model`` against synthetic suffixes ``generator`` writes for the
     books' own prefixes: the null from the never-seen texts ``library``, a ``reference`` model that cannot have
-    seen the books, or both (one at least). With ``out``, ``controls.json``/``.csv``/``.html`` written there (a new
-    or empty folder, or an earlier controls output with ``overwrite``)."""
+    seen the books, or both; with neither, the library stored at ``stored_library`` (for the embedded model:
+    ``config.CONTROLS_NULL``), refused unless it was computed with these models and settings. With ``out``,
+    ``controls.json``/``.csv``/``.html`` written there (a new or empty folder, or an earlier controls output with
+    ``overwrite``)."""
 
     books: Sequence[object]
     model: ModelConfig | LoadedModel = field(default_factory=ModelConfig)
@@ -103,10 +107,16 @@ class ControlsRequest:
     run: RunContext = field(default_factory=RunContext)
     out: Path | None = None
     overwrite: bool = False
+    stored_library: Path | None = CONTROLS_NULL
 
     def inputs(self) -> list:
         """Every local input: what the output folder must not be or contain."""
         return local_inputs((self.books, self.library, self.model, self.generator, self.reference))
+
+    @property
+    def uses_stored_library(self) -> bool:
+        """Whether the null is the stored library (no library and no reference given)."""
+        return self.library is None and self.reference is None
 
 
 @dataclass
@@ -119,10 +129,18 @@ class ControlsResult(Result):
     rows: list[dict]
     envelope: dict
 
+    def to_frame(self) -> pd.DataFrame:
+        """The rows ``--format csv`` prints (the reasons' sentences in ``reason``, their codes in ``reason_codes``)."""
+        from docaudit.report.controls import csv_frame
+
+        return csv_frame(self.rows)
+
 
 def _loaded_models(request: ControlsRequest) -> dict[str, LoadedModel]:
-    """The target, generator and reference (when given) loaded, each run in this process and the generator and
-    reference other than the target."""
+    """The target, generator and reference (when given) loaded (a generator configured as the target is the
+    target's loaded model), each run in this process; the reference other than the target, and the generator too
+    where no library calibrates the contrast (with one, the rank against the library's texts needs no second
+    model)."""
     from docaudit.errors import DocauditError
     from docaudit.query.generate import require_in_process
     from docaudit.query.models import load_model
@@ -131,10 +149,14 @@ def _loaded_models(request: ControlsRequest) -> dict[str, LoadedModel]:
     given = {role: m for role, m in given.items() if m is not None}
     for role, m in given.items():
         require_in_process(m, f"the {role}")
-    loaded = {role: m if isinstance(m, LoadedModel) else load_model(m) for role, m in given.items()}
+    loaded = {}
+    for role, m in given.items():
+        same = role == "generator" and m == given["target"]
+        loaded[role] = loaded["target"] if same else m if isinstance(m, LoadedModel) else load_model(m)
     for role, m in loaded.items():
         require_in_process(m, f"the {role}")
-    for role in ("generator", "reference"):
+    calibrated = request.library is not None or request.uses_stored_library
+    for role in ("reference",) if calibrated else ("generator", "reference"):
         if role in loaded and loaded[role].identity == loaded["target"].identity:
             raise DocauditError(f"the {role} is the target model itself: give --{role} another model")
     return loaded
@@ -142,7 +164,7 @@ def _loaded_models(request: ControlsRequest) -> dict[str, LoadedModel]:
 
 def synthetic_controls(request: ControlsRequest) -> ControlsResult:
     """The paired synthetic-control test of each book (``audit.synthetic_controls.controls_audit``)."""
-    from docaudit.audit.synthetic_controls import controls_audit
+    from docaudit.audit.synthetic_controls import NULL_WORDS, controls_audit
     from docaudit.corpus.documents import load_documents
     from docaudit.errors import DocauditError
     from docaudit.outputs import prepare_output
@@ -151,7 +173,7 @@ def synthetic_controls(request: ControlsRequest) -> ControlsResult:
     from docaudit.report.controls import controls_json, controls_rows, write_controls
 
     r = request
-    if r.library is None and r.reference is None:
+    if r.uses_stored_library and (r.stored_library is None or not Path(r.stored_library).is_file()):
         raise DocauditError("synthetic controls need a null: give --null-library DIR, --reference MODEL, or both")
     if r.out is not None:
         prepare_output(r.out, "controls", r.overwrite, r.inputs())
@@ -160,13 +182,17 @@ def synthetic_controls(request: ControlsRequest) -> ControlsResult:
     docs = load_documents(r.books, *read)
     library_docs = None if r.library is None else load_documents(r.library, *read)
     loaded = _loaded_models(r)
+    if r.uses_stored_library:
+        from docaudit.audit.controls_library import null_key, read_library
+
+        library_docs = read_library(r.stored_library, null_key(loaded, r.config, reading), r.config.block)
     with showing(r.run.progress):
         result = controls_audit(docs, library_docs, loaded, r.config, r.run)
-    null = (
-        "t prediction interval against the null library"
-        if r.library is not None
-        else "t-test of the contrast against 0"
-    )
+    if library_docs is None:
+        null = "none (a reference model alone: the contrast is reported, no p-value)"
+    else:
+        source = f"the stored library {r.stored_library}" if r.uses_stored_library else "the null library"
+        null = f"{NULL_WORDS}; rank p-value among {source}'s texts at the book's passage count"
     if r.reference is not None:
         null += ", contrasts net of the reference model's"
     result.update(

@@ -6,8 +6,9 @@ Per book: passages across the whole book (context, prefix, real suffix); ``sampl
 prefix from the generator (cached by book, generator and settings, reused across targets); the target scores every
 suffix after the same context in bits per byte; the per-passage contrast real − mean synthetic (minus the same
 contrast under a reference model that cannot have seen the book, when one is given); the book's mean contrast with
-a batch-means standard error. The p-value is against a null library of never-seen texts treated the same way (t
-prediction interval); with a reference model alone the book is "inconclusive" (measured: that null is not valid).
+an interval that holds when neighbouring passages depend on each other. The p-value is the book's rank among a
+null library of never-seen texts treated the same way, every text compared at the same number of passages; with a
+reference model alone the book is "inconclusive" (measured: that null is not valid).
 A placebo (a synthetic suffix in the real one's
 place) and, with both a reference and a library, the reference's own contrast outside the library's range turn the
 verdict "inconclusive" with the reason."""
@@ -24,8 +25,8 @@ import numpy as np
 from docaudit.config import ControlsConfig
 from docaudit.corpus.segments import spread_starts
 from docaudit.errors import DocauditError
-from docaudit.inference.controls import BlockMean, block_mean, contrasts, library_p_value
-from docaudit.inference.verdicts import run_verdicts
+from docaudit.inference.controls import BlockMean, block_mean, contrasts, dependent_interval, library_rank
+from docaudit.inference.verdicts import Reason, nonmembers_needed, run_verdicts
 from docaudit.io import atomic_write_text
 from docaudit.query.cache import cache_root
 from docaudit.query.cache_entries import FOLDERS
@@ -35,6 +36,12 @@ from docaudit.query.loaded import LoadedModel
 from docaudit.run import RunContext
 from docaudit.seeds import stream
 from docaudit.untrusted import load_untrusted_json
+
+NULL_WORDS = (
+    "the book's contrast is exchangeable with those of never-seen library texts (what it tests: whether the target "
+    "prefers this book's real continuations over the generator's more than it does for texts it never saw; a book "
+    "unlike the library's texts in kind or era can differ without having been trained on)"
+)
 
 CACHE_FORMAT = 1
 NO_LIBRARY = (
@@ -58,7 +65,9 @@ class Passage:
 @dataclass
 class BookControls:
     """One text's test: its statistic (``contrast``), the placebo's, the target's and the reference's own mean
-    contrasts, its p-value, the reasons that make it inconclusive, and its cost."""
+    contrasts, its per-passage contrasts in book order (``deltas``, the statistic's, net of the reference when one
+    is given) and the 95% interval of its expected contrast, its p-value with the passages and library texts it
+    was ranked at, the reasons that make it inconclusive, and its cost."""
 
     id: str
     path: str
@@ -69,7 +78,12 @@ class BookControls:
     target_contrast: float | None = None
     reference_contrast: float | None = None
     p_value: float | None = None
-    reasons: list[str] = field(default_factory=list)
+    compared_passages: int | None = None
+    library_texts: int | None = None
+    smallest_p: float | None = None
+    deltas: list[float] = field(default_factory=list)
+    interval: tuple[float, float] | None = None
+    reasons: list = field(default_factory=list)
     cost: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
@@ -77,6 +91,7 @@ class BookControls:
         for key in ("contrast", "placebo"):
             block = getattr(self, key)
             out[key] = None if block is None else {"mean": block.mean, "se": block.se, "df": block.df}
+        out["reasons"] = [getattr(r, "text", r) for r in self.reasons]
         return out
 
 
@@ -188,6 +203,8 @@ def examine_book(doc, models: dict, config: ControlsConfig, seed: int) -> BookCo
         out.reference_contrast = float(ref_delta.mean())
         delta, placebo = delta - ref_delta, placebo - ref_placebo
     out.contrast, out.placebo = block_mean(delta, config.block), block_mean(placebo, config.block)
+    out.deltas = delta.tolist()
+    out.interval = dependent_interval(delta)
     out.cost = {
         "tokens_generated": len(passages) * config.samples * config.suffix_tokens if generated else 0,
         "tokens_scored": scored,
@@ -197,21 +214,53 @@ def examine_book(doc, models: dict, config: ControlsConfig, seed: int) -> BookCo
     return out
 
 
-def judge(books: list[BookControls], library: list[BookControls] | None, config: ControlsConfig) -> list:
-    """p-values (against the library, else against 0), the diagnostics' reasons, and the verdicts of the run's
-    books (Benjamini–Hochberg over those with a p-value)."""
+def _rank_against(book: BookControls, usable: list[BookControls], config: ControlsConfig, seed: int) -> None:
+    """The book's rank p-value among the library texts other than itself (a text with the book's SHA-256 is left
+    out of its own comparison), every text at one passage count, the subsets drawn from ``seed`` and the book."""
+    others = [np.asarray(b.deltas) for b in usable if b.sha256 != book.sha256]
+    rank = library_rank(book.deltas, others, 2 * config.block, stream(_book_seed(seed, book.sha256), "library_rank"))
+    book.library_texts, book.smallest_p = rank.texts, rank.smallest_p
+    typical = float(np.median([len(x) for x in others])) if others else 0.0
+    if len(book.deltas) < typical:
+        book.reasons.append(
+            Reason(
+                "shorter_than_library",
+                f"the book gives {len(book.deltas)} passages, fewer than the library's texts (median "
+                f"{typical:g}): its passages lie closer together than theirs, so its contrast is not shown to be "
+                "exchangeable with theirs (docs/methods.md)",
+            )
+        )
+    if rank.p_value is None:
+        book.reasons.append(
+            Reason("too_small_library", f"no library text gave at least {2 * config.block} passages to compare")
+        )
+        return
+    book.p_value, book.compared_passages = rank.p_value, rank.passages
+    if rank.smallest_p >= config.alpha:
+        book.reasons.append(
+            Reason(
+                "too_small_library",
+                f"too small a null library: ranked among {rank.texts} never-seen texts the smallest p-value is "
+                f"1/{rank.texts + 1} = {rank.smallest_p:.3g}, not below --alpha {config.alpha:g}; "
+                f"{nonmembers_needed(config.alpha)} would be needed",
+            )
+        )
+
+
+def judge(books: list[BookControls], library: list[BookControls] | None, config: ControlsConfig, seed: int = 0):
+    """p-values (ranks against the library), the diagnostics' reasons, and the verdicts of the run's books
+    (Benjamini–Hochberg over those with a p-value)."""
     usable = [b for b in library or [] if b.contrast is not None]
     if library is not None and len(usable) < config.min_library:
         raise DocauditError(
             f"the null library gave {len(usable)} usable texts, fewer than --min-library {config.min_library}"
         )
-    null = np.array([b.contrast.mean for b in usable])
     ref_null = [b.reference_contrast for b in usable if b.reference_contrast is not None]
     for b in books:
         if b.contrast is None:
             continue
         if library is not None:
-            b.p_value = library_p_value(b.contrast.mean, null)
+            _rank_against(b, usable, config, seed)
         else:
             b.reasons.append(NO_LIBRARY)
         placebo_p = b.placebo.t_p_value(two_sided=True)
@@ -230,18 +279,19 @@ def judge(books: list[BookControls], library: list[BookControls] | None, config:
 
 
 def controls_audit(docs, library_docs, models: dict, config: ControlsConfig, run: RunContext = RunContext()) -> dict:
-    """Every book of ``docs`` tested (``library_docs``: the never-seen texts of the null, or None for the
-    reference-only test), the passages drawn from ``run.seed``; returns the books, the library's statistics and
-    the verdicts."""
+    """Every book of ``docs`` tested (``library_docs``: the never-seen texts of the null, documents or texts
+    already put through as :class:`BookControls`, or None for the reference-only test), the passages drawn from
+    ``run.seed``; returns the books, the library's statistics and the verdicts."""
     from tqdm.auto import tqdm
 
     if library_docs is None and models.get("reference") is None:
         raise DocauditError("synthetic controls need a null: give --null-library DIR, --reference MODEL, or both")
-    every = list(docs) + list(library_docs or [])
+    known = [d for d in library_docs or [] if isinstance(d, BookControls)]  # computed before (a shipped library)
+    every = list(docs) + [d for d in library_docs or [] if not isinstance(d, BookControls)]
     bar = tqdm(every, desc="synthetic controls", disable=not run.progress)
     tested = [examine_book(d, models, config, run.seed) for d in bar]
-    books, library = tested[: len(docs)], (tested[len(docs) :] if library_docs is not None else None)
-    verdicts = judge(books, library, config)
+    books, library = tested[: len(docs)], (known + tested[len(docs) :] if library_docs is not None else None)
+    verdicts = judge(books, library, config, run.seed)
     return {"books": books, "library": library, "verdicts": verdicts}
 
 

@@ -43,7 +43,8 @@ SETTINGS = (
     "library",
     multiple=True,
     type=click.Path(),
-    help="Texts the target never saw (files or folders), treated like the books: the null (needed for a verdict).",
+    help="Texts the target never saw (files or folders), treated like the books: the null (default: the library "
+    "stored for the embedded model, at --preset fast).",
     section="inputs",
 )
 @model_options
@@ -62,9 +63,9 @@ SETTINGS = (
 @option(
     "--preset",
     type=click.Choice(sorted(CONTROLS_PRESETS)),
-    default="default",
-    show_default=True,
-    help="Named settings (fast: 16 passages of 32+32+32 tokens, 3 suffixes); options given explicitly win.",
+    default=None,
+    help="Named settings (fast: 16 passages of 32+32+32 tokens, 3 suffixes; default: fast with the stored library, "
+    "else default); options given explicitly win.",
     section="method",
 )
 @field_options(ControlsConfig, *SETTINGS)
@@ -82,6 +83,7 @@ def controls(books, library, generator, reference, preset, raw, normalize_chars,
     from docaudit.report.controls import format_controls
 
     given = click.get_current_context().get_parameter_source
+    preset = preset or ("fast" if not library and reference is None else "default")
     config = config_from(
         ControlsConfig, kw, **{k: v for k, v in CONTROLS_PRESETS[preset].items() if given(k).name == "DEFAULT"}
     )

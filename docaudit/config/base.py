@@ -16,6 +16,10 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_CLASSIFIER = PACKAGE_DIR / "_shipped" / "models" / "gemma3-270m-pg"
 
 
+# per-passage contrasts of never-seen texts, the embedded Gemma generator and target (scripts/controls_library.py)
+CONTROLS_NULL = PACKAGE_DIR / "_shipped" / "models" / "gemma3-270m-controls-null" / "library.json"
+
+
 MANIFESTS_DIR = PACKAGE_DIR / "_shipped" / "data_manifests"
 
 

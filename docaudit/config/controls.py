@@ -26,9 +26,11 @@ class ControlsConfig:
     stretches), each a context of ``context_tokens``, a prefix of ``prefix_tokens`` and the real suffix of
     ``suffix_tokens`` generator tokens. The generator writes ``samples`` suffixes for each context and prefix (pure
     sampling at ``temperature``); the target scores the real and synthetic suffixes after the same context, in
-    bits per byte. The book's statistic is the mean per-passage contrast, its standard error from the means of
-    ``block`` consecutive passages (batch means, so that nearby passages may depend on each other). A null library
-    needs at least ``min_library`` texts; the placebo (a synthetic suffix in place of the real one) turns the
+    bits per byte. The book's statistic is the mean per-passage contrast (its interval allows neighbouring passages
+    to correlate); the placebo's t-test takes its standard error from the means of ``block`` consecutive passages,
+    and a book needs two blocks. A null library
+    needs at least ``min_library`` texts (a library too small for its smallest p-value to reach ``alpha`` makes
+    the verdict "inconclusive" instead); the placebo (a synthetic suffix in place of the real one) turns the
     verdict "inconclusive" when its contrast differs from 0 at level ``placebo_alpha``; ``alpha`` is the level of
     the verdict after Benjamini–Hochberg over the run."""
 
@@ -38,8 +40,10 @@ class ControlsConfig:
     suffix_tokens: int = setting(48, "Suffix length (real and synthetic), in generator tokens.", "method")
     samples: int = setting(4, "Synthetic suffixes per prefix (at least 2: one serves the placebo).", "method")
     temperature: float = setting(1.0, "Sampling temperature of the generator.", "method")
-    block: int = setting(4, "Consecutive passages per block of the standard error.", "method")
-    min_library: int = setting(10, "Fewest never-seen texts a null library must give.", "method")
+    block: int = setting(4, "Consecutive passages per block of the placebo's standard error.", "method")
+    min_library: int = setting(
+        3, "Fewest never-seen texts a null library must give (fewer than 1/alpha - 1: inconclusive).", "method"
+    )
     placebo_alpha: float = setting(
         0.01, "Level at which a non-zero placebo contrast makes a book inconclusive.", "method"
     )

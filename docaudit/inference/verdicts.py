@@ -21,18 +21,20 @@ DEFAULT_ALPHA = 0.05  # the one default level of every verdict docaudit prints (
 # below it) is "inconclusive"; fixed, so that a smaller --alpha never lets more shifted documents through the gate
 BLIND_GATE_LEVEL = 0.05
 
+# the synthetic-control test as a next step: on the embedded model it runs as written (a null library ships for it)
+CONTROLS_STEP = "(docaudit controls BOOK; with a model other than the embedded one, add --null-library DIR)"
 # why a verdict is "inconclusive": a code for machines and the one-line next step printed for people
 NEXT_STEPS = {
     "classifier_at_chance": "train a classifier on your own known members and non-members (docaudit train "
     "--members DIR --nonmembers DIR) where it separates them, or test the book against synthetic controls "
-    "(docaudit controls BOOK --null-library DIR)",
+    + CONTROLS_STEP,
     "too_few_nonmembers": "give at least the number named of known non-members (docaudit train --nonmembers DIR; "
     "docaudit report --calibrate-nonmembers DIR)",
     "blind_separates": "compare with known non-members of the same era and kind of text (docaudit train "
-    "--nonmembers DIR), test the book against synthetic controls (docaudit controls BOOK --null-library DIR), or "
-    "plant traps before publishing (docaudit traps make)",
+    "--nonmembers DIR), test the book against synthetic controls " + CONTROLS_STEP + ", or plant traps before "
+    "publishing (docaudit traps make)",
     "distribution_shift": "train on member and non-member sets that differ only by whether the model saw them, not "
-    "by era or source, or test the book against synthetic controls (docaudit controls BOOK --null-library DIR)",
+    "by era or source, or test the book against synthetic controls " + CONTROLS_STEP,
     "too_few_tokens": "give a longer text, or train a classifier on documents as short as this one",
     "too_many_tokens": "score an excerpt as long as the known non-members (cut the text), or train a classifier "
     "whose documents are as long as this one, or all cut to one length (docaudit train --max-tokens N)",
@@ -43,19 +45,21 @@ NEXT_STEPS = {
     "threshold_separates_nothing": "calibrate with members and non-members the detector separates (other "
     "--methods, longer snippets)",
     "calibration_at_chance": "calibrate with members and non-members the detector separates (other --methods, "
-    "longer --snippet-words, more calibration books), or test the book against synthetic controls (docaudit "
-    "controls BOOK --null-library DIR)",
+    "longer --snippet-words, more calibration books), or test the book against synthetic controls " + CONTROLS_STEP,
     "threshold_false_positives": "choose a threshold with fewer false positives (--target-fpr 0.05) or calibrate "
     "with books the detector separates (other --methods, longer --snippet-words)",
     "no_library": "give never-seen texts of the same era and kind as the book, probed the same way (docaudit probe "
     "BOOK --null-library DIR)",
-    "too_small_library": "give at least the number named of never-seen texts (docaudit probe BOOK --null-library DIR)",
     "model_cannot_answer": "DE-COP needs a model that follows instructions and reads the options: probe this model "
     "with n-gram coverage (docaudit probe BOOK --probe ngram)",
     "unreadable_answers": "use the model's chat endpoint (--endpoint chat), or probe it with n-gram coverage "
     "(--probe ngram)",
     "too_few_passages": "give a longer text, or shorter passages (--prompt-words, --continuation-words, --decop-words)"
     "; for DE-COP with a paraphrase file, passages of this text in the file",
+    "too_small_library": "give a null library of at least the number named of never-seen texts, each at least as "
+    "long as the book (docaudit controls BOOK --null-library DIR, or docaudit probe BOOK --null-library DIR)",
+    "shorter_than_library": "judge it against a library of texts as short as the book (docaudit controls BOOK "
+    "--null-library DIR), or fewer --passages for the book and the library alike",
     "too_few_snippets": "give a longer book, or shorter snippets (--snippet-words) or fewer (--min-snippets) for every "
     "book",
 }

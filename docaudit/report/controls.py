@@ -6,25 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from docaudit.inference.verdicts import EVIDENCE, INCONCLUSIVE
-from docaudit.report.verdicts import _num, verdict_line
-
-
-def _interval(block) -> tuple[float | None, float | None]:
-    """The 95% t interval of a block mean (None without a standard error)."""
-    from scipy.stats import t
-
-    if block is None or not block.se == block.se or block.df < 1:
-        return None, None
-    half = float(t.ppf(0.975, block.df)) * block.se
-    return block.mean - half, block.mean + half
+from docaudit.report.verdicts import _num, own_reasons, shared_reasons
 
 
 def controls_rows(result: dict) -> list[dict]:
-    """One flat row per judged book: verdict, p and q, the contrast (bits per byte) with its 95% interval, the
+    """One flat row per judged book: verdict (with its reasons' codes and next steps), p and q with the smallest p
+    the library allows and what the book was ranked at, the contrast (bits per byte) with its 95% interval, the
     placebo's, the target's and the reference's own contrasts, passages and cost."""
     rows = []
     for book, verdict in zip(result["books"], result["verdicts"]):
-        low, high = _interval(book.contrast)
+        low, high = book.interval or (None, None)
         rows.append(
             {
                 "file": book.path,
@@ -32,8 +23,13 @@ def controls_rows(result: dict) -> list[dict]:
                 "sha256": book.sha256,
                 "verdict": verdict.verdict,
                 "reason": verdict.reason,
+                "reason_codes": ";".join(verdict.reason_codes),
+                "reasons": verdict.as_dict()["reasons"],
                 "p_value": verdict.p_value,
                 "q_value": verdict.q_value,
+                "smallest_p": book.smallest_p,
+                "library_texts": book.library_texts,
+                "compared_passages": book.compared_passages,
                 "contrast": None if book.contrast is None else book.contrast.mean,
                 "contrast_ci_low": low,
                 "contrast_ci_high": high,
@@ -47,6 +43,14 @@ def controls_rows(result: dict) -> list[dict]:
             }
         )
     return rows
+
+
+def csv_frame(rows: list[dict]):
+    """The rows as CSV holds them: the reasons' sentences with their next steps left to the JSON (``reason`` holds
+    the sentences, ``reason_codes`` their codes)."""
+    import pandas as pd
+
+    return pd.DataFrame(rows).drop(columns=["reasons"])
 
 
 def controls_json(result: dict) -> dict:
@@ -64,15 +68,26 @@ def controls_json(result: dict) -> dict:
 
 
 def format_controls(result: dict) -> str:
-    """The terminal's view: the null, then per book its file, verdict line and numbers."""
-    lines = [f"null: {result['null']}; alpha {result['settings']['alpha']:g} after Benjamini-Hochberg", ""]
-    for row in controls_rows(result):
-        lines += [row["file"], f"  {verdict_line(row)}"]
+    """The terminal's view: the null in words, the reasons every book shares (with their next steps), then per
+    book its file, verdict line with its own reasons' next steps, and its numbers."""
+    rows = controls_rows(result)
+    lines = [f"null: {result['null']}", f"alpha {result['settings']['alpha']:g} after Benjamini-Hochberg", ""]
+    shared = shared_reasons(rows)
+    for reason in shared:
+        lines += [f"every book: inconclusive: {reason['text']}", f"  next step: {reason['next_step']}"]
+    lines += [""] if shared else []
+    for row in rows:
+        lines += [row["file"], *own_reasons(row, shared)]
         if row["contrast"] is not None:
             lines.append(
                 f"  p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  contrast {row['contrast']:+.4f} "
                 f"bits/byte (95% {_num(row['contrast_ci_low'], '+.4f')} to {_num(row['contrast_ci_high'], '+.4f')})  "
                 f"placebo {row['placebo']:+.4f}  passages {row['passages']}"
+            )
+        if row["smallest_p"] is not None:
+            lines.append(
+                f"  ranked among {row['library_texts']} never-seen texts at {_num(row['compared_passages'])} "
+                f"passages: smallest attainable p-value {row['smallest_p']:.3g}"
             )
         lines.append("")
     return "\n".join(lines).rstrip()
@@ -106,12 +121,11 @@ def render_html(result: dict) -> str:
 def write_controls(result: dict, out: Path, overwrite: bool = False) -> None:
     """``controls.json``, ``controls.csv`` and a self-contained ``controls.html`` into ``out`` (a new or empty
     folder, or an earlier controls output with ``overwrite``), written whole or not at all."""
-    import pandas as pd
-
     from docaudit.io import json_text, write_csv
+
     from docaudit.outputs import staged_dir
 
     with staged_dir(Path(out), "controls", overwrite) as tmp:
         (tmp / "controls.json").write_text(json_text(controls_json(result)), encoding="utf-8")
-        write_csv(pd.DataFrame(controls_rows(result)), tmp / "controls.csv")
+        write_csv(csv_frame(controls_rows(result)), tmp / "controls.csv")
         (tmp / "controls.html").write_text(render_html(result), encoding="utf-8")

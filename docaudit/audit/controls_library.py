@@ -1,0 +1,95 @@
+"""A null library for ``controls`` computed once and stored: the per-passage contrasts of never-seen texts, keyed by
+the models and the settings that decide them, with where they came from (``scripts/controls_library.py`` writes
+the one shipped for the embedded Gemma, ``config.CONTROLS_NULL``).
+
+A stored library stands in for ``--null-library DIR`` only where it was computed exactly as the run would compute
+it: the same generator and target (content, precision, tokenizer), no reference model, the same passage settings
+and the same reading of the texts; anything else is refused with the first difference, because a contrast computed
+otherwise is not exchangeable with the book's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from docaudit.audit.synthetic_controls import BookControls
+from docaudit.config import ControlsConfig
+from docaudit.errors import DocauditError
+from docaudit.inference.controls import block_mean
+
+FORMAT = 1
+KIND = "controls_null"
+
+
+def _model_key(lm) -> dict | None:
+    return None if lm is None else {"identity": lm.identity, "precision": lm.precision, "tokenizer": lm.tokenizer_hash}
+
+
+def null_key(models: dict, config: ControlsConfig, reading) -> dict:
+    """What decides a text's per-passage contrasts: the generator, target and reference (``models``), the settings
+    that decide the passages and suffixes (not the seed: it moves the draws, not their law) and how texts are read
+    (``reading``: a ``DocumentSpec``)."""
+    settings = {k: v for k, v in config.generation_key(0).items() if k != "seed"}
+    return {
+        "generator": _model_key(models["generator"]),
+        "target": _model_key(models["target"]),
+        "reference": _model_key(models.get("reference")),
+        "settings": settings,
+        "reading": {"raw": bool(reading.raw), "normalize_chars": bool(reading.normalize_chars)},
+    }
+
+
+def text_record(book: BookControls, file: str, file_sha256: str) -> dict:
+    """One library text as stored: its file, the SHA-256 of the file's bytes and of the text as read (what a judged
+    book is matched by), its per-passage contrasts and cost."""
+    return {
+        "file": file,
+        "file_sha256": file_sha256,
+        "sha256": book.sha256,
+        "passages": book.passages,
+        "contrasts": book.deltas,
+        "cpu_seconds": book.cost.get("cpu_seconds"),
+    }
+
+
+def library_document(key: dict, provenance: dict, texts: list[dict]) -> dict:
+    """The stored library: its format, its key, its provenance and its texts."""
+    return {"format": FORMAT, "kind": KIND, "key": key, "provenance": provenance, "texts": texts}
+
+
+def _difference(stored: dict, wanted: dict) -> str | None:
+    """The first part of the key that differs, in words, or None."""
+    for part in ("generator", "target", "reference"):
+        if stored.get(part) != wanted[part]:
+            have = "none" if stored.get(part) is None else stored[part].get("identity")
+            got = "none" if wanted[part] is None else wanted[part]["identity"]
+            return f"its {part} is {have} ({(stored.get(part) or {}).get('precision', '-')}), this run's {got}"
+    for part in ("settings", "reading"):
+        for name, value in wanted[part].items():
+            if stored.get(part, {}).get(name) != value:
+                have = stored.get(part, {}).get(name)
+                return f"it was computed with {name.replace('_', '-')} {have}, this run uses {value}"
+    return None
+
+
+def read_library(path: Path, key: dict, block: int) -> list[BookControls]:
+    """The texts of a stored library as tested texts (their statistic's blocks of ``block``), refused with one
+    line when it cannot be read or was computed otherwise than ``key`` says."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if data.get("format") != FORMAT or data.get("kind") != KIND:
+            raise ValueError("not a controls null library of this version")
+        texts = data["texts"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise DocauditError(f"cannot read the stored null library {path}: {e}") from None
+    if (why := _difference(data["key"], key)) is not None:
+        raise DocauditError(
+            f"the stored null library {path} does not match this run ({why}): use its settings (--preset fast) and "
+            "models, or give --null-library DIR"
+        )
+    out = []
+    for t in texts:
+        book = BookControls(t["file"], f"{path}#{t['file']}", t["sha256"], int(t["passages"]), deltas=t["contrasts"])
+        book.contrast = block_mean(t["contrasts"], block) if len(t["contrasts"]) >= 2 * block else None
+        out.append(book)
+    return out
