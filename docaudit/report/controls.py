@@ -122,7 +122,6 @@ def write_controls(result: dict, out: Path, overwrite: bool = False) -> None:
     """``controls.json``, ``controls.csv`` and a self-contained ``controls.html`` into ``out`` (a new or empty
     folder, or an earlier controls output with ``overwrite``), written whole or not at all."""
     from docaudit.io import json_text, write_csv
-
     from docaudit.outputs import staged_dir
 
     with staged_dir(Path(out), "controls", overwrite) as tmp:
