@@ -31,10 +31,11 @@ from docaudit.audit.controls_library import library_document, null_key, text_rec
 from docaudit.audit.synthetic_controls import examine_book
 from docaudit.config import CONTROLS_NULL, ControlsConfig, ModelConfig
 from docaudit.corpus.documents import load_documents
-from docaudit.io import atomic_write_text, json_text, sha256_file
+from docaudit.io import atomic_write_text, json_text
 from docaudit.provenance import model_record
 from docaudit.query.models import load_model
 from docaudit.run import DocumentSpec
+from docaudit.untrusted import sha256_untrusted
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "nonmembers"
 SOURCE = (
@@ -74,7 +75,7 @@ def main() -> None:
         if book.contrast is None:
             print(f"{path.name}: left out ({'; '.join(map(str, book.reasons))})", file=sys.stderr)
             continue
-        texts.append(text_record(book, path.name, sha256_file(path)))
+        texts.append(text_record(book, path.name, sha256_untrusted(path, "document")))
         provenance = {
             "texts": SOURCE,
             "seed": seed,

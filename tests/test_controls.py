@@ -409,7 +409,7 @@ def test_the_shipped_library_is_for_the_embedded_model_at_the_fast_preset():
     fast`` with the embedded Gemma as generator and target, with the versions and date."""
     from docaudit.config import CONTROLS_NULL
     from docaudit.inference.verdicts import nonmembers_needed
-    from docaudit.io import sha256_file
+    from docaudit.untrusted import sha256_untrusted
 
     data = json.loads(CONTROLS_NULL.read_text())
     settings = {k: v for k, v in ControlsConfig.preset("fast").generation_key(0).items() if k != "seed"}
@@ -421,7 +421,7 @@ def test_the_shipped_library_is_for_the_embedded_model_at_the_fast_preset():
     assert all(len(t["contrasts"]) == t["passages"] == 16 for t in data["texts"])
     if CORPUS.present():
         for t in data["texts"]:
-            assert sha256_file(CORPUS / "nonmembers" / t["file"]) == t["file_sha256"]
+            assert sha256_untrusted(CORPUS / "nonmembers" / t["file"], "document") == t["file_sha256"]
 
 
 def test_without_a_null_the_stored_library_is_used_and_another_model_refused(shelf, tiny_gpt2):

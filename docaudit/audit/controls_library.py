@@ -9,13 +9,13 @@ otherwise is not exchangeable with the book's."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from docaudit.audit.synthetic_controls import BookControls
 from docaudit.config import ControlsConfig
 from docaudit.errors import DocauditError
 from docaudit.inference.controls import block_mean
+from docaudit.untrusted import load_untrusted_json
 
 FORMAT = 1
 KIND = "controls_null"
@@ -76,11 +76,11 @@ def read_library(path: Path, key: dict, block: int) -> list[BookControls]:
     """The texts of a stored library as tested texts (their statistic's blocks of ``block``), refused with one
     line when it cannot be read or was computed otherwise than ``key`` says."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = load_untrusted_json(Path(path), "controls library")
         if data.get("format") != FORMAT or data.get("kind") != KIND:
             raise ValueError("not a controls null library of this version")
         texts = data["texts"]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise DocauditError(f"cannot read the stored null library {path}: {e}") from None
     if (why := _difference(data["key"], key)) is not None:
         raise DocauditError(
