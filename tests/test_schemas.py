@@ -294,14 +294,22 @@ def test_the_model_record_says_where_the_model_ran():
     assert record(model="/m.gguf", backend="llamacpp")["quantization"] == "gguf"
 
 
-def test_a_card_with_the_former_interval_names_is_read_with_the_current_ones():
-    """The shipped classifier's card was written with ``lo``/``hi`` and a ``delta_ci`` pair."""
+def test_a_card_with_the_former_interval_names_is_read_with_the_current_ones(tmp_path):
+    """Cards written before the current names held ``lo``/``hi`` and a ``delta_ci`` pair: the shipped card, written
+    back with the former names, reads as it is."""
     from docaudit.config import DEFAULT_CLASSIFIER
     from docaudit.methods.meta.persistence import read_card
 
-    path = DEFAULT_CLASSIFIER / "card.json"
-    raw = json.loads(path.read_text(encoding="utf-8"))
-    assert {"lo", "hi"} <= set(raw["pooled_bootstrap_95"]["auc"]) and len(raw["beyond_blind"]["delta_ci"]) == 2
+    current = json.loads((DEFAULT_CLASSIFIER / "card.json").read_text(encoding="utf-8"))
+    raw = json.loads(json.dumps(current))
+    raw["pooled_bootstrap_95"] = {
+        name: {"point": i["point"], "lo": i["ci_low"], "hi": i["ci_high"]}
+        for name, i in current["pooled_bootstrap_95"].items()
+    }
+    beyond = raw["beyond_blind"]
+    beyond["delta_ci"] = [beyond.pop("delta_ci_low"), beyond.pop("delta_ci_high")]
+    path = tmp_path / "card.json"
+    path.write_text(json.dumps(raw), encoding="utf-8")
     card = read_card(path)
     for name, interval in raw["pooled_bootstrap_95"].items():
         assert card["pooled_bootstrap_95"][name] == {
@@ -311,4 +319,5 @@ def test_a_card_with_the_former_interval_names_is_read_with_the_current_ones():
         }
     beyond = card["beyond_blind"]
     assert [beyond["delta_ci_low"], beyond["delta_ci_high"]] == raw["beyond_blind"]["delta_ci"]
+    assert card["pooled_bootstrap_95"] == current["pooled_bootstrap_95"]
     assert not former_bounds(card)
