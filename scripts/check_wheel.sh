@@ -39,10 +39,12 @@ assert output["schema"]["name"] == "predict" and output["model"]["device"] == "c
 assert (Path(docaudit.__file__).parent / "schemas" / "predict.schema.json").is_file(), "output schemas"
 assert len(rows) == 1 and all(0 <= r["membership_score"] <= 1 for r in rows), rows
 # the shipped classifier cannot give evidence either way: it says so, with its reason
-# the shipped classifier predates the full-conformal training features: no p-value, "retrain" among its reasons
-assert all(r["verdict"] == "inconclusive" and "retrain" in r["reason_codes"] and r["p_value"] is None for r in rows)
+# the shipped classifier is current: a full-conformal p-value, and reasons about the evidence, never "retrain"
+assert all(r["verdict"] == "inconclusive" and "classifier_at_chance" in r["reason_codes"] for r in rows), rows
+assert all("retrain" not in r["reason_codes"] and 0 < r["p_value"] <= 1 for r in rows), rows
 assert all("classifier_auc" in r and r["n_tokens"] <= r["n_tokens_total"] for r in rows), rows
 assert "site-packages" in docaudit.config.__file__ and docaudit.config.DEFAULT_CLASSIFIER.is_dir()
+assert docaudit.config.CONTROLS_NULL.is_file(), "the controls library shipped for the embedded model"
 assert (Path(docaudit.report.__file__).parent / "templates" / "contamination.html").is_file(), "report template"
 assert (Path(docaudit.report.__file__).parent / "templates" / "map.html").is_file(), "map template"
 assert all((Path(docaudit.__file__).parent / "schemas" / f"{k}.schema.json").is_file() for k in ("map", "controls"))
