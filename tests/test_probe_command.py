@@ -94,9 +94,10 @@ def test_ngram_probe_gives_each_book_a_verdict_over_the_chat_endpoint(chat_serve
     assert [b["cached"] for b in again["books"]] == [4, 4]
     assert [b["p_value"] for b in again["books"]] == [b["p_value"] for b in out["books"]]
     assert cache_entries("generations") == 22 * 2 * 2
+    rates = cache_entries("rates")  # this server's seconds per request, kept when the run took a second or more
     done = run("cache", "clear", "--kind", "generations", "--yes")
     assert done.exit_code == 0 and "removed 88 entries" in done.stdout
-    assert cache_entries("generations") == 0 and cache_entries("rates") == 1  # this server's seconds per request
+    assert cache_entries("generations") == 0 and cache_entries("rates") == rates
 
 
 def cache_entries(kind: str) -> int:

@@ -76,7 +76,7 @@ def test_controls_cache_key_of_a_seed_is_the_one_written_before():
         (DetectorConfig(), "35e9a3fbb605ab14"),  # "detector" of evaluate, report and sequence outputs
         (TrapConfig(), "0fdf83a1a4d91714"),  # a trap registry's "config" (with context_tokens)
         (TargetConfig(), "7bb781fd3bb75f8d"),  # a lab target's checkpoint identity and metadata
-        (ControlsConfig(), "f157632ac155dbe6"),  # "settings" of synthetic controls
+        (ControlsConfig(), "66cbe83f2ce10bbb"),  # "settings" of synthetic controls (--min-library 3, the interval)
     ],
 )
 def test_settings_written_with_the_run_seed_are_those_written_before(config, expected):
