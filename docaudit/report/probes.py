@@ -86,9 +86,9 @@ def write_probe(result: dict, out: Path, overwrite: bool = False) -> None:
     ``overwrite``), written whole or not at all."""
     import pandas as pd
 
-    from docaudit.io import json_text
+    from docaudit.io import json_text, write_csv
     from docaudit.outputs import staged_dir
 
     with staged_dir(Path(out), "probe", overwrite) as tmp:
         (tmp / "probe.json").write_text(json_text(probe_json(result)), encoding="utf-8")
-        pd.DataFrame(probe_rows(result)).drop(columns=["reasons", "values"]).to_csv(tmp / "probe.csv", index=False)
+        write_csv(pd.DataFrame(probe_rows(result)).drop(columns=["reasons", "values"]), tmp / "probe.csv")
