@@ -83,6 +83,25 @@ def test_not_a_gguf_is_one_line(llama_pair):
     assert_clean_error(run("score", "--model", hf.config.model, "--backend", "llamacpp", path), "needs a .gguf file")
 
 
+@pytest.mark.parametrize(
+    "given,owner",
+    [
+        (("--kv-cache", "f16"), "llamacpp"),
+        (("--llama-repack", "off"), "llamacpp"),
+        (("--api-timeout", "5"), "openai"),
+    ],
+)
+def test_another_backends_setting_is_refused(llama_pair, given, owner):
+    """A setting only another backend reads is refused before any weights load, not silently ignored."""
+    hf, _, gguf = llama_pair
+    path = hf.config.model + "-settings.txt"
+    open(path, "w").write(corpus_text("members", corpus_ids("members", 1)[0], n_chars=300))
+    result = run("score", "--model", hf.config.model, "--device", "cpu", *given, path)
+    assert_clean_error(result, f"{given[0]} is a setting of the {owner} backend")
+    with pytest.raises(DocauditError, match="--dtype is a setting of the transformers backend"):
+        load_model(ModelConfig(model=str(gguf), backend="llamacpp", dtype="bfloat16"))
+
+
 def test_train_then_predict_through_llamacpp(llama_pair, tmp_path):
     _, _, gguf = llama_pair
     members, nonmembers = tmp_path / "m", tmp_path / "n"

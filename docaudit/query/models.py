@@ -7,11 +7,12 @@ Where a model comes from and its identity are in :mod:`docaudit.query.sources`; 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from docaudit.config import ModelConfig
+from docaudit.errors import DocauditError
 from docaudit.query import rates
-from docaudit.query.backends import backend_spec, provides
+from docaudit.query.backends import BACKENDS, backend_spec, provides
 from docaudit.query.loaded import LoadedModel, resolve_device, tokenizer_hash
 from docaudit.query.progress import loading_step
 from docaudit.query.sources import (
@@ -31,6 +32,7 @@ __all__ = [
     "ModelSource",
     "backend_name",
     "check_identity",
+    "check_options",
     "embedded_gguf",
     "load_model",
     "looks_like_path",
@@ -54,6 +56,7 @@ def load_model(config: ModelConfig, expected_identity: str | None = None) -> Loa
     A backend may defer the weights (``LoadedModel.pending``) to the first model pass: a run whose statistics
     are all cached never loads them. The load time kept for estimates is the whole of it, deferred part included,
     a first use's conversion of the model file left out."""
+    check_options(config)
     name = config.model or "(the embedded model)"
     start = time.perf_counter()
     with loading_step(name), rates.loading() as once:
@@ -75,6 +78,21 @@ def load_model(config: ModelConfig, expected_identity: str | None = None) -> Loa
 
     lm.model = replace(pending, load=load)
     return lm
+
+
+def check_options(config: ModelConfig) -> None:
+    """Refuse, in one line, a setting given away from its default that only another backend reads (``--kv-cache``
+    for a model run by transformers, ``--quantize`` for a llama.cpp file): silently ignored, it would make the run
+    look configured as it is not."""
+    own = set(backend_spec(config.backend).options)
+    defaults = {f.name: f.default for f in fields(ModelConfig)}
+    for spec in BACKENDS.values():
+        for option in spec.options:
+            if option not in own and getattr(config, option) != defaults[option]:
+                raise DocauditError(
+                    f"--{option.replace('_', '-')} is a setting of the {spec.name} backend, and this model runs "
+                    f"through {config.backend}: drop it, or give --backend {spec.name}"
+                )
 
 
 def backend_name(model: ModelConfig | LoadedModel) -> str:
