@@ -41,6 +41,7 @@ STREAMS: dict[str, Stream] = {
     "traps": Stream((), "", "trap generation, the traps / controls split and the copies' places"),
     "controls_passages": Stream((), "", "the passages of a book (seeded by the run seed and the book's hash)"),
     "continuations": Stream((35,), "prompt i, sample j", "the uniform of each token of continuation j of prompt i"),
+    "served_seeds": Stream((61,), "prompt i, sample j", "the seed a server samples continuation j of prompt i with"),
     "probe_passages": Stream((51,), "text sha256[:12]", "the passages probe asks about in a text"),
     "probe_null": Stream(
         (52,), "book sha256[:12]", "probe's passages of a book and of the library texts drawn at the book's count"

@@ -33,11 +33,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(gguf, n_ctx: int = 256):
+def _serve(gguf, n_ctx: int = 256, chat_only: bool = False):
     """llama-cpp-python's server on a free local port serving ``gguf`` as ``tiny`` (``n_ctx`` positions), with an
-    API key."""
+    API key; ``chat_only``: without its completions routes (``llama_server.py --chat-only``)."""
     port = _free_port()
-    command = [sys.executable, str(Path(__file__).parent / "llama_server.py"), "--model", str(gguf)]
+    command = [sys.executable, str(Path(__file__).parent / "llama_server.py"), *(["--chat-only"] if chat_only else [])]
+    command += ["--model", str(gguf)]
     command += ["--host", "127.0.0.1"]
     command += ["--port", str(port), "--logits_all", "true", "--n_ctx", str(n_ctx), "--model_alias", "tiny"]
     command += ["--n_threads", "1", "--api_key", KEY]

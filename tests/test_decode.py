@@ -12,7 +12,8 @@ import torch
 from scipy.stats import chi2_contingency, chisquare
 
 from docaudit.config import ModelConfig
-from docaudit.query.decode import BLOCK, Decoder, inverse_cdf
+from docaudit.query.decode import Decoder
+from docaudit.query.sampling import BLOCK, inverse_cdf
 
 
 def exact_softmax(logits: torch.Tensor, temperature: float, banned: list[int]) -> np.ndarray:

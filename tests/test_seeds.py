@@ -28,6 +28,7 @@ BEFORE = {
     "lab_subset": lambda s: np.random.default_rng(s),
     "lab_split": lambda s: np.random.default_rng(s),
     "continuations": lambda s: np.random.default_rng([s, 35, 2, 1]),
+    "served_seeds": lambda s: np.random.default_rng([s, 61, 2, 1]),
 }
 KEYS = {
     "snippets": (0xABCDEF012345,),
@@ -40,6 +41,7 @@ KEYS = {
     "pac_swaps": (2, 991),
     "neighbour_masks": (2, 991),
     "continuations": (2, 1),
+    "served_seeds": (2, 1),
 }
 
 

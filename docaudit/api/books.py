@@ -69,6 +69,7 @@ def map_books(request: MapRequest) -> MapOutcome:
     from docaudit.report.localize import map_frame, map_json
 
     r = request
+    _check_segment_method(r)
     if r.out is not None:
         prepare_output(r.out, "map", r.overwrite, r.inputs())
     reading = recorded(r.reading)
@@ -86,6 +87,20 @@ def map_books(request: MapRequest) -> MapOutcome:
     if r.out is not None:
         outcome.write(r.out, r.overwrite)
     return outcome
+
+
+def _check_segment_method(request: MapRequest) -> None:
+    """Stop before anything loads when the map's method needs statistics the backend does not provide (one line
+    naming the methods that would run with it)."""
+    from docaudit.config import SEGMENT_METHODS
+    from docaudit.methods.detectors.registry import METHODS
+    from docaudit.query.backends import provides, require
+    from docaudit.query.models import backend_name
+
+    backend = backend_name(request.model)
+    works = [m for m in SEGMENT_METHODS if set(METHODS[m].needs) <= provides(backend)]
+    method = request.spec.config.method
+    require(backend, f"--method {method}", METHODS[method].needs, works)
 
 
 @dataclass(frozen=True)
@@ -138,23 +153,24 @@ class ControlsResult(Result):
 
 def _loaded_models(request: ControlsRequest) -> dict[str, LoadedModel]:
     """The target, generator and reference (when given) loaded (a generator configured as the target is the
-    target's loaded model), each run in this process; the reference other than the target, and the generator too
-    where no library calibrates the contrast (with one, the rank against the library's texts needs no second
-    model)."""
+    target's loaded model), each able to score and write given text: run in this process (transformers, or a
+    ``.gguf`` through llama.cpp) or served with prompt log-probabilities (a chat-only server is refused, naming
+    ``docaudit probe``); the reference other than the target, and the generator too where no library calibrates
+    the contrast (with one, the rank against the library's texts needs no second model)."""
     from docaudit.errors import DocauditError
-    from docaudit.query.generate import require_in_process
+    from docaudit.query.generate import require_given_text
     from docaudit.query.models import load_model
 
     given = {"target": request.model, "generator": request.generator, "reference": request.reference}
     given = {role: m for role, m in given.items() if m is not None}
     for role, m in given.items():
-        require_in_process(m, f"the {role}")
+        require_given_text(m, f"the {role}")
     loaded = {}
     for role, m in given.items():
         same = role == "generator" and m == given["target"]
         loaded[role] = loaded["target"] if same else m if isinstance(m, LoadedModel) else load_model(m)
     for role, m in loaded.items():
-        require_in_process(m, f"the {role}")
+        require_given_text(m, f"the {role}")
     calibrated = request.library is not None or request.uses_stored_library
     for role in ("reference",) if calibrated else ("generator", "reference"):
         if role in loaded and loaded[role].identity == loaded["target"].identity:

@@ -62,7 +62,7 @@ def _difference(stored: dict, wanted: dict) -> str | None:
     for part in ("generator", "target", "reference"):
         if stored.get(part) != wanted[part]:
             have = "none" if stored.get(part) is None else stored[part].get("identity")
-            got = "none" if wanted[part] is None else wanted[part]["identity"]
+            got = "none" if wanted[part] is None else f"{wanted[part]['identity']} ({wanted[part]['precision']})"
             return f"its {part} is {have} ({(stored.get(part) or {}).get('precision', '-')}), this run's {got}"
     for part in ("settings", "reading"):
         for name, value in wanted[part].items():

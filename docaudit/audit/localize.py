@@ -288,9 +288,10 @@ def map_documents(
     then map each judged book against the calibration books."""
     from dataclasses import replace
 
+    from docaudit.query.models import served_query
     from docaudit.query.querier import open_querier, query_documents
 
-    querier = open_querier(lm, replace(spec.query, max_tokens=None))
+    querier = open_querier(lm, served_query(replace(spec.query, max_tokens=None), lm))  # no GP sums from a server
     stats = query_documents(querier, [*books, *calibration], progress=progress)
     passes = [book_pass(d, s, lm.tokenizer, spec.config) for d, s in zip([*books, *calibration], stats)]
     judged, null = passes[: len(books)], passes[len(books) :]

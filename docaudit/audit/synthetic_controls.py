@@ -31,7 +31,7 @@ from docaudit.io import atomic_write_text
 from docaudit.query.cache import cache_root
 from docaudit.query.cache_entries import FOLDERS
 from docaudit.query.conditional import bits_per_byte, scored_tokens
-from docaudit.query.generate import continuations
+from docaudit.query.generate import continuation_texts
 from docaudit.query.loaded import LoadedModel
 from docaudit.run import RunContext
 from docaudit.seeds import stream
@@ -106,8 +106,11 @@ def _book_seed(seed: int, sha256: str) -> int:
 
 
 def passages_key(sha256: str, generator: LoadedModel, config: ControlsConfig, seed: int) -> str:
-    """The cache key of a book's passages: the book, the generator and the settings that decide the text."""
+    """The cache key of a book's passages: the book, the generator (and the engine that runs it) and the settings
+    that decide the text."""
     key = {"book": sha256, "generator": generator.identity, "tokenizer": generator.tokenizer_hash}
+    if generator.config.backend != "transformers":  # another engine's arithmetic (or a server's sampler)
+        key["backend"] = generator.config.backend
     return hashlib.sha256(json.dumps({**key, **config.generation_key(seed)}, sort_keys=True).encode()).hexdigest()
 
 
@@ -143,7 +146,7 @@ def book_passages(
     c, p = config.context_tokens, config.prefix_tokens
     prompts = [ids[s : s + c + p] for s in starts]
     options = {"temperature": config.temperature, "seed": seed, "batch_size": config.batch_size}
-    sampled = continuations(generator, prompts, config.samples, config.suffix_tokens, options) if starts else []
+    written = continuation_texts(generator, prompts, config.samples, config.suffix_tokens, options) if starts else []
 
     def decode(x):
         return tok.decode(x, skip_special_tokens=True, clean_up_tokenization_spaces=False)
@@ -154,9 +157,9 @@ def book_passages(
             decode(ids[s : s + c]),
             decode(ids[s + c : s + c + p]),
             decode(ids[s + c + p : s + config.passage_tokens]),
-            tuple(decode(x) for x in rows),
+            tuple(rows),
         )
-        for s, rows in zip(starts, sampled)
+        for s, rows in zip(starts, written)
     ]
     record = {"format": CACHE_FORMAT, "generator": generator.identity, "passages": [asdict(x) for x in passages]}
     path.parent.mkdir(parents=True, exist_ok=True)

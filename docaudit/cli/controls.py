@@ -88,12 +88,11 @@ def controls(books, library, generator, reference, preset, raw, normalize_chars,
         ControlsConfig, kw, **{k: v for k, v in CONTROLS_PRESETS[preset].items() if given(k).name == "DEFAULT"}
     )
     target = model_config(kw)
-    device = {"device": target.device, "dtype": target.dtype}
     request = api.ControlsRequest(
         list(books),
         target,
-        ModelConfig(model=generator, **device),
-        None if reference is None else ModelConfig(model=reference, **device),
+        run_like(target, generator),
+        None if reference is None else run_like(target, reference),
         list(library) or None,
         config,
         DocumentSpec(raw=raw, normalize_chars=normalize_chars, strict=strict),
@@ -117,3 +116,14 @@ def controls(books, library, generator, reference, preset, raw, normalize_chars,
         say(format_controls(result.controls) + (f"\n\nwrote {out}" if out else ""))
     else:
         echo_result(result, fmt)
+
+
+def run_like(target: ModelConfig, model: str | None) -> ModelConfig:
+    """``--generator`` or ``--reference`` run as the target is: its device, dtype, ``--backend`` and that backend's
+    options (a URL names its own server and model)."""
+    from docaudit.query.backends import backend_spec
+
+    keep = {"device", "dtype", "backend", *backend_spec(target.backend).options}
+    if model is not None and model.startswith(("http://", "https://")):
+        keep -= {"api_base", "api_model"}
+    return ModelConfig(model=model, **{k: getattr(target, k) for k in keep})

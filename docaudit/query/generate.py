@@ -241,10 +241,11 @@ def continuations(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
     """Per prompt (generator token ids, all of one length), ``samples`` continuations of exactly ``n_tokens`` new
     ids, pure sampling at ``options["temperature"]`` (no top-k, no top-p; EOS cannot end one early), the prompt
     after the generator's BOS when its tokenizer starts encodings with one; ``options["batch_size"]`` prompts (with
-    their samples) per decoding loop (``query.decode``). The ``j``-th continuation of the ``i``-th prompt is drawn
-    from its own stream of uniforms (``options["seed"]``, ``i``, ``j``), so it does not depend on the batch size
-    or on the other prompts."""
-    from docaudit.query.decode import Decoder
+    their samples) per decoding loop (``query.decode`` for a transformers model; llama.cpp's own logits, a prompt
+    at a time, for a ``.gguf`` run through llama.cpp). The ``j``-th continuation of the ``i``-th prompt is drawn
+    from its own stream of uniforms (``options["seed"]``, ``i``, ``j``) by the one sampler
+    (``sampling.inverse_cdf``), so it does not depend on the batch size, on the other prompts or on the engine
+    beyond its logits."""
     from docaudit.query.stats import bos_per_window
 
     require_in_process(lm, "the generator")
@@ -256,8 +257,15 @@ def continuations(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
         )
     if not rows:
         return []
-    lm.model.eval()
-    decoder = Decoder(lm.model, lm.device)
+    if lm.config.backend == "llamacpp":
+        from docaudit.query.models import opened_backend
+
+        sample = opened_backend(lm, len(rows[0]) + n_tokens).sample
+    else:
+        from docaudit.query.decode import Decoder
+
+        lm.model.eval()
+        sample = Decoder(lm.model, lm.device).sample
     out = []
     step = max(1, options["batch_size"])
     for start in range(0, len(rows), step):
@@ -269,20 +277,86 @@ def continuations(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
                 for j in range(samples)
             ]
         )
-        sampled = decoder.sample(batch, samples, uniforms, float(options["temperature"])).tolist()
+        sampled = sample(batch, samples, uniforms, float(options["temperature"])).tolist()
         out += [sampled[i * samples : (i + 1) * samples] for i in range(len(batch))]
     return out
 
 
+def continuation_texts(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tokens: int, options: dict) -> list:
+    """Per prompt, the texts of its ``samples`` continuations (as :func:`continuations`): decoded from the ids a
+    model run in this process samples, or written by a server that scores given text (:func:`_served_texts`)."""
+    if lm.config.backend == "openai":
+        require_given_text(lm, "the generator")
+        return _served_texts(lm, prompts, samples, n_tokens, options)
+    tok = lm.tokenizer
+    sampled = continuations(lm, prompts, samples, n_tokens, options)
+    return [
+        [tok.decode(x, skip_special_tokens=True, clean_up_tokenization_spaces=False) for x in rows] for rows in sampled
+    ]
+
+
+def _served_texts(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tokens: int, options: dict) -> list:
+    """Continuations a server samples: per row one ``/completions`` request for ``n_tokens`` tokens after the
+    prompt's text at ``options["temperature"]``, its filters off (``top_p`` 1; on llama.cpp's server also
+    ``top_k`` 0, ``min_p`` 0 and no repeat penalty), the end-of-sequence id biased out, and the row's own seed
+    (stream ``served_seeds``, ``i``, ``j``). The server's sampler draws, not docaudit's uniforms: a row is the same
+    on a rerun only as far as the server honours its seed, and a server may stop short of ``n_tokens``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from docaudit.query.backends.api_client import show
+
+    client, tok = lm.model, lm.tokenizer
+    texts = [tok.decode(p, skip_special_tokens=True, clean_up_tokenization_spaces=False) for p in prompts]
+    common = {"model": client.model, "max_tokens": n_tokens, "temperature": float(options["temperature"])}
+    common["top_p"] = 1.0
+    if tok.eos_token_id is not None:
+        common["logit_bias"] = {str(tok.eos_token_id): -100.0}
+    if client.llama_cpp_server:
+        common |= {"top_k": 0, "min_p": 0.0, "repeat_penalty": 1.0}
+    url = f"{client.base}/completions"
+
+    def one(row: tuple[int, int]) -> str:
+        i, j = row
+        seed = int(stream(options["seed"], "served_seeds", i, j).integers(2**31 - 1))
+        answer = client.call("/completions", {**common, "prompt": texts[i], "seed": seed})
+        choices = answer.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+        if not isinstance(first.get("text"), str):
+            raise DocauditError(f"the server at {url} answered without a text (choices: {show(choices)})")
+        return first["text"]
+
+    rows = [(i, j) for i in range(len(prompts)) for j in range(samples)]
+    with client.bounded(), ThreadPoolExecutor(max(1, client.config.api_concurrency)) as pool:
+        written = list(pool.map(one, rows))
+    return [written[i * samples : (i + 1) * samples] for i in range(len(prompts))]
+
+
+PROBE_HINT = "docaudit probe tests a book with what such a model writes"
+
+
 def require_in_process(lm, role: str) -> None:
     """Refuse, in one line (a :class:`ModelError`), a model (loaded, or its ``ModelConfig``) that is not run in
-    this process: a server (a chat-only API above all) or a llama.cpp file cannot write or score given suffixes
-    here."""
+    this process (a transformers model or a ``.gguf`` through llama.cpp): a server cannot sample from docaudit's
+    own uniforms."""
     config = getattr(lm, "config", lm)
     if config.backend == "openai":
-        raise ModelError(
-            f"{role} is served by an API: a chat-only API cannot score or write given suffixes; "
-            "use a local model (--backend transformers)"
-        )
-    if config.backend != "transformers" or (isinstance(lm, LoadedModel) and not isinstance(lm.model, torch.nn.Module)):
-        raise ModelError(f"{role} must be a model run in this process (--backend transformers)")
+        raise ModelError(f"{role} is served by an API: it cannot sample here; {PROBE_HINT}")
+    if config.backend not in ("transformers", "llamacpp") or (
+        config.backend == "transformers" and isinstance(lm, LoadedModel) and not isinstance(lm.model, torch.nn.Module)
+    ):
+        raise ModelError(f"{role} must be a model run in this process (--backend transformers or llamacpp)")
+
+
+def require_given_text(lm, role: str) -> None:
+    """Refuse, in one line (a :class:`ModelError`), a model (loaded, or its ``ModelConfig``) that cannot score or
+    write a given text: a server without prompt log-probabilities (a chat-only API; known once it is loaded),
+    or a backend that is none of transformers, llama.cpp or an OpenAI-compatible server."""
+    config = getattr(lm, "config", lm)
+    if config.backend == "openai":
+        if isinstance(lm, LoadedModel) and getattr(lm.model, "mode", None) != "echo":
+            raise ModelError(
+                f"{role} is served without prompt log-probabilities (a chat-only API, or --api-logprobs "
+                f"logit_bias): it cannot score or write given suffixes; {PROBE_HINT}"
+            )
+        return
+    require_in_process(lm, role)

@@ -38,7 +38,8 @@ class LoadedModel:
     """A causal LM ready for querying, with the identity that keys caches and classifiers. ``model`` is what the
     configured backend runs: a torch module (transformers), a ``GGUFModel`` (llamacpp) or an ``ApiClient``
     (openai), each with its ``vocab_size`` and ``max_positions``; given as a :class:`Deferred`, it is loaded on
-    first access (``loaded`` says whether it has been)."""
+    first access (``loaded`` says whether it has been). ``opened``: the backend opened on it for scoring given
+    suffixes and sampling (``models.opened_backend``), kept for the run."""
 
     model: object = field(repr=False, compare=False)
     tokenizer: object
@@ -46,6 +47,7 @@ class LoadedModel:
     tokenizer_hash: str
     config: ModelConfig
     device: torch.device
+    opened: dict = field(default_factory=dict, repr=False, compare=False)  # backends opened outside a querier
 
     @property
     def loaded(self) -> bool:

@@ -36,6 +36,7 @@ __all__ = [
     "embedded_gguf",
     "load_model",
     "looks_like_path",
+    "opened_backend",
     "resolve_device",
     "resolve_source",
     "same_model",
@@ -106,3 +107,20 @@ def served_query(query, model: ModelConfig | LoadedModel):
     if query.gp and "gp" not in provides(backend_name(model)):
         return replace(query, gp=False)
     return query
+
+
+def opened_backend(lm: LoadedModel, positions: int):
+    """``lm``'s backend opened outside a querier for inputs of up to ``positions`` tokens (a BOS included), to score
+    given suffixes or sample continuations through the backend's own machinery; kept on the model
+    (``LoadedModel.opened``), so a run opens it once (with a quarter more room), and again larger only when a
+    longer input comes."""
+    from docaudit.config import QueryConfig
+
+    held = lm.opened.get("backend")
+    if held is None or held[0] < positions:
+        size = max(positions + positions // 4, 2, held[0] if held else 0)  # room for somewhat longer inputs
+        if lm.max_positions is not None:
+            size = max(positions, min(size, lm.max_positions))
+        backend = backend_spec(lm.config.backend).open(lm, QueryConfig(context=max(2, size - 1), gp=False))
+        lm.opened["backend"] = held = (size, backend)
+    return held[1]

@@ -33,6 +33,10 @@ STATISTICS = {
 FULL = frozenset(STATISTICS)
 
 
+class Unaskable(DocauditError):
+    """A backend cannot be asked for exactly these tokens (a server reads text, and this text tokenizes otherwise)."""
+
+
 @dataclass(frozen=True)
 class BackendSpec:
     """A registered backend: its ``name`` (``ModelConfig.backend``, ``--backend``), the ``STATISTICS`` it

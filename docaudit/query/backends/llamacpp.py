@@ -177,6 +177,8 @@ class LlamaCppBackend(Backend):
         weakref.finalize(self, self.llm.close)  # freed with the backend, and before the interpreter's teardown
         self.chunk_rows = max(1, LOGIT_ELEMENTS_PER_CHUNK // self.vocab_size)
         self.work = WorkBuffers(torch.device("cpu"))
+        self.positions = context + 1
+        self._end_ids: list[int] | None = None
 
     def identity(self) -> dict:
         """The backend, its K/V precision and, where off, the weights' repacking: statistics computed with other
@@ -198,6 +200,45 @@ class LlamaCppBackend(Backend):
         llm._batch.set_batch(batch=window, n_past=0, logits_all=True)
         llm._ctx.decode(llm._batch)
         return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(window), self.vocab_size))
+
+    def _step(self, token: int, position: int) -> np.ndarray:
+        """The float32 logits after ``token`` decoded at ``position`` onto the cache (a view of llama.cpp's buffer)."""
+        llm = self.llm
+        llm._batch.set_batch(batch=[token], n_past=position, logits_all=True)
+        llm._ctx.decode(llm._batch)
+        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(1, self.vocab_size))[0]
+
+    def end_ids(self) -> list[int]:
+        """The ids that end a generation for llama.cpp (its end-of-generation tokens: EOS, end of turn, ...)."""
+        if self._end_ids is None:
+            llama_cpp = _llama_cpp()
+            vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
+            self._end_ids = [i for i in range(self.vocab_size) if llama_cpp.llama_vocab_is_eog(vocab, i)]
+        return self._end_ids
+
+    @inference_mode
+    def sample(self, prompts: list[list[int]], repeats: int, uniforms: np.ndarray, temperature: float) -> np.ndarray:
+        """``repeats`` continuations of each prompt, row ``i * repeats + j`` the ``j``-th of prompt ``i``, token
+        ``t`` drawn at ``uniforms[row, t]`` by docaudit's sampler (``sampling.inverse_cdf``: pure sampling at
+        ``temperature``, end-of-generation ids excluded) from llama.cpp's logits: an int64 array [rows, uniforms'
+        columns], as ``decode.Decoder.sample`` gives for a transformers model. A prompt is decoded once; each of its
+        samples then runs a token at a time on the prompt's K/V cache, its own positions dropped before the next."""
+        from docaudit.query.sampling import inverse_cdf
+
+        rows, n_tokens = uniforms.shape
+        out = np.empty((rows, n_tokens), dtype=np.int64)
+        banned = torch.tensor(self.end_ids(), dtype=torch.long)
+        u = torch.as_tensor(uniforms, dtype=torch.float64)
+        for i, prompt in enumerate(prompts):
+            last = torch.from_numpy(self._decode(list(prompt))[-1].copy())
+            for row in range(i * repeats, (i + 1) * repeats):
+                self.llm._ctx.kv_cache_seq_rm(-1, len(prompt), -1)
+                logits = last.clone()[None]
+                for t in range(n_tokens):
+                    out[row, t] = token = int(inverse_cdf(logits, u[row, t : t + 1], temperature, banned)[0])
+                    if t + 1 < n_tokens:
+                        logits = torch.from_numpy(self._step(token, len(prompt) + t))[None]
+        return out
 
     @inference_mode
     def compute(

@@ -29,7 +29,7 @@ import numpy as np
 from docaudit.config import API_LOGPROBS, ModelConfig
 from docaudit.errors import DocauditError, ModelError
 from docaudit.query.backends.api_client import ApiClient, Cancelled, logprob, show, split_url, top_logprobs
-from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, register_backend, stats_from_rows
+from docaudit.query.backends.base import TOKENIZER_PROBE, Backend, Unaskable, register_backend, stats_from_rows
 from docaudit.query.lazy import torch
 from docaudit.query.loaded import LoadedModel, tokenizer_hash
 from docaudit.query.sources import check_identity, gguf_tokenizer, resolve_source
@@ -197,7 +197,7 @@ class OpenAIBackend(Backend):
                 text = self.tokenizer.decode(span)
                 if self.tokenizer(text, add_special_tokens=False)["input_ids"] == span:
                     return text, start - left, end + right
-        raise DocauditError(
+        raise Unaskable(
             f"the text of tokens {start}..{end - 1} does not tokenize back to them, so the server cannot be asked for "
             "exactly them: use an in-process backend (--backend transformers or llamacpp)"
         )
