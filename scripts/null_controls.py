@@ -2,7 +2,7 @@
 
 The documented configuration, on tiny models trained from scratch on excerpts of real books (read by path from
 the shared corpus). Per repetition (``--targets``, each independent: its own books, seeds and models) a base model
-B on its own PG-19 books, and a target T: B trained further on ``--books`` other PG-19 books (the members). The
+B on its own PG-19 books, and a target T: B trained further on ``--members`` other PG-19 books. The
 generator is the target's own base B (as when a base model writes the suffixes for a model trained from it), or
 the target itself (``controls`` on the embedded model, where the library calibrates the contrast). Every text is
 put through ``audit.synthetic_controls.examine_book`` under each generator; each judged book is ranked
@@ -15,8 +15,12 @@ they give more passages and are compared at the book's count). Groups:
 - ``trained``: the members (power).
 
 Min-K%++ (k = 20%) of each book under T, thresholded at the 95th percentile of that target's never-trained PG-19
-books, gives power at the same false-positive rate. The defaults are the full size: 8 targets, 40 books per group
-and target (320 null books per group and generator: a doubled rate, 10% against 5%, is seen with power 0.95).
+books, gives power at the same false-positive rate. The defaults are the documented full size: 8 targets, 35
+never-trained books per null group and target, 400-word books against 1,200-word library texts (16 passages each,
+what ``controls`` judges), 15 members: 280 null books per group and generator, where the one-sided exact binomial
+test of "the rate is 10%" at level 0.05 sees a true 5% with power 0.93 (239 books is the least size with power
+0.9; from 263 on every size has it). Results are written after every target, so an interrupted run keeps its
+finished targets.
 
     python scripts/null_controls.py --out /tmp/controls-null.json
 """
@@ -96,14 +100,16 @@ def one_target(k: int, args, texts: dict, old: list[str], new: list[str], work: 
     ranked among ``args.library`` texts of its library pool."""
     rng = np.random.default_rng(1000 + k)
     order = [old[i] for i in rng.permutation(len(old))]
-    n = args.books
-    base_ids, members = order[: args.base_books], order[args.base_books : args.base_books + n]
-    same = order[args.base_books + n : args.base_books + 2 * n]
-    pool = order[args.base_books + 2 * n : args.base_books + 2 * n + args.library_pool]
+    n, m = args.books, args.members
+    base_ids, members = order[: args.base_books], order[args.base_books : args.base_books + m]
+    same = order[args.base_books + m : args.base_books + m + n]
+    pool = order[args.base_books + m + n : args.base_books + m + n + args.library_pool]
+    if len(pool) < args.library_pool:
+        sys.exit(f"the corpus holds {len(old)} PG-19 books, fewer than base, members, null books and pool need")
     era = [new[i] for i in rng.permutation(len(new))[:n]]
     book = {i: texts[i]["book"] for i in members + same + era}
     library = {i: texts[i]["library"] for i in pool}
-    run = RunContext(seed=k, progress=False)
+    run, began = RunContext(seed=k, progress=False), time.time()
     base_texts = [texts[i]["library"] for i in base_ids]
     everything = [*base_texts, *book.values(), *library.values()]
     base_dir = train_target(base_texts, everything, work / f"base{k}", tiny(20), context=run)
@@ -111,6 +117,7 @@ def one_target(k: int, args, texts: dict, old: list[str], new: list[str], work: 
         [book[i] for i in members], everything, work / f"target{k}", tiny(args.epochs, 1e-3), str(base_dir), context=run
     )
     base, target = (load_model(ModelConfig(model=str(d))) for d in (base_dir, target_dir))
+    trained = time.time()
     every = [*(("same", i) for i in same), *(("era", i) for i in era), *(("trained", i) for i in members)]
     rows = []
     for generator in GENERATORS:
@@ -134,6 +141,7 @@ def one_target(k: int, args, texts: dict, old: list[str], new: list[str], work: 
     for r in rows:
         if "minkpp" in r:
             r["minkpp_above"] = bool(r["minkpp"] > cut)
+    print(f"target {k}: trained in {trained - began:.0f} s, examined in {time.time() - trained:.0f} s", file=sys.stderr)
     return rows
 
 
@@ -169,12 +177,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=8, help="independent repetitions (base, target, books)")
     parser.add_argument("--first", type=int, default=0, help="the first repetition's number (its seeds)")
-    parser.add_argument("--books", type=int, default=40, help="judged books per group and target")
-    parser.add_argument("--base-books", type=int, default=40, help="PG-19 books the base model is trained on")
+    parser.add_argument("--books", type=int, default=35, help="judged never-trained books per null group and target")
+    parser.add_argument("--members", type=int, default=15, help="books the target is trained on (judged: power)")
+    parser.add_argument("--base-books", type=int, default=15, help="PG-19 books the base model is trained on")
     parser.add_argument("--library", type=int, default=19, help="library texts each book is ranked among")
     parser.add_argument("--library-pool", type=int, default=40, help="never-trained PG-19 texts libraries draw on")
-    parser.add_argument("--book-words", type=int, default=150)
-    parser.add_argument("--library-words", type=int, default=600)
+    parser.add_argument("--book-words", type=int, default=400)
+    parser.add_argument("--library-words", type=int, default=1200)
     parser.add_argument("--epochs", type=int, default=8, help="epochs the target is trained further on members")
     parser.add_argument("--out", required=True)
     parser.add_argument("--work", default=None, help="folder of the trained models (kept; reused when run again)")
@@ -194,8 +203,8 @@ def main() -> None:
         rows += these
         print(json.dumps({"target": k, "seconds": round(time.time() - began), **summary(these)}), flush=True)
         print(f"target {k} done at {time.time() - began:.0f} s", file=sys.stderr)
-    result = {"settings": SETTINGS.generation_key(0), "args": vars(args), "all": summary(rows), "rows": rows}
-    Path(args.out).write_text(json.dumps(result, indent=1))
+        result = {"settings": SETTINGS.generation_key(0), "args": vars(args), "all": summary(rows), "rows": rows}
+        Path(args.out).write_text(json.dumps(result, indent=1))
     print(json.dumps(result["all"], indent=1))
 
 

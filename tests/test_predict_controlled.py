@@ -1,7 +1,9 @@
 """``predict`` end to end where the truth is known: a tiny target trained on a random half of real book excerpts,
 a classifier trained on some of its members and 40 of its non-members, and held-out documents judged. Members
 the target trained on reach "evidence of membership"; the p-values ``predict`` prints are recomputed here by hand
-from the classifier folder (``conformal.skops``, ``folds.skops``) and the card."""
+from the classifier folder (``conformal.skops``, ``folds.skops``) and the card; and the p-values of never-trained
+documents hold their level in a null simulation sized to see a doubled rate (the few held-out non-members, whose
+smallest attainable p-value is 1/41, could not show that)."""
 
 import json
 
@@ -61,7 +63,7 @@ def judged(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_trained_members_reach_evidence_and_non_members_do_not(judged):
+def test_trained_members_reach_evidence(judged):
     _, out, rows = judged
     card = json.loads((out / "card.json").read_text())
     assert card["pooled_bootstrap_95"]["auc"]["ci_low"] > 0.5, card["pooled_bootstrap_95"]
@@ -69,7 +71,59 @@ def test_trained_members_reach_evidence_and_non_members_do_not(judged):
     non = [r for r in rows if "/held_non/" in r["file"]]
     assert len(mem) == 6 and len(non) == 3 and rows[0]["smallest_p"] == 1 / 41
     assert sum(r["verdict"] == EVIDENCE for r in mem) >= 4, [(r["verdict"], r["p_value"], r["reason"]) for r in mem]
-    assert not any(r["verdict"] == EVIDENCE for r in non), [(r["p_value"], r["q_value"]) for r in non]
+
+
+# The null check below: TRIALS draws of 41 of the never-trained documents; at each level a = j/41 (j = 1, 2: the
+# smallest attainable p-value and the largest level at most 0.05) it fails when more than a + 2.33 binomial SEs of
+# the trials give p <= a, which a doubled rate exceeds with probability >= 0.9
+# (test_the_null_check_is_sized_to_see_a_doubled_rate).
+TRIALS = 700
+LEVELS = (1 / 41, 2 / 41)
+
+
+def null_bound(rate: float) -> int:
+    """The most trials with p <= ``rate`` the null check accepts (``rate`` + 2.33 binomial SEs)."""
+    return int(np.floor(TRIALS * rate + 2.33 * np.sqrt(TRIALS * rate * (1 - rate))))
+
+
+def test_the_null_check_is_sized_to_see_a_doubled_rate():
+    from scipy.stats import binom
+
+    for rate in LEVELS:
+        assert binom.sf(null_bound(rate), TRIALS, 2 * rate) >= 0.9
+
+
+@pytest.mark.slow
+def test_predict_p_values_hold_their_level_for_never_trained_documents(judged):
+    """Each trial draws 40 of the never-trained documents as the classifier's known non-members and one other as
+    the judged document, in a random order, and takes its p-value from ``conformal_p_values`` (what ``predict``
+    prints) with the saved members and forest settings. Given the pool, the judged document is a uniform draw from
+    the 41, so P(p <= j/41) <= j/41 exactly when the p-value is valid, trial by trial and independently."""
+    from docaudit.methods.meta.conformal_data import conformal_p_values, conformal_predictor
+
+    model, out, _ = judged
+    card = json.loads((out / "card.json").read_text())
+    saved = sio.loads((out / "conformal.skops").read_bytes(), trusted=trusted_types())
+    files = sorted(str(f) for d in ("non", "held_non") for f in (out.parent / d).glob("*.txt"))
+    docs = load_documents(files, raw=card["raw"], normalize_chars=card["normalize_chars"])
+    query, seed = QueryConfig.recorded(card["query"])
+    with single_thread():
+        stats = query_documents(open_querier(load_model(ModelConfig(model=str(model))), query, seed=seed), docs)
+    representation, _ = conformal_predictor(saved, 0)
+    pool = representation.transform(as_documents(stats))
+    members = saved["features"][saved["labels"] == 1]
+    rng = np.random.default_rng(11)
+    p = []
+    for t in range(TRIALS):
+        order = rng.permutation(len(pool))[:41]
+        data = {
+            "pipeline": saved["pipeline"],
+            "features": np.r_[members, pool[order[:40]]],
+            "labels": np.r_[np.ones(len(members)), np.zeros(40)].astype(int),
+        }
+        p += conformal_p_values(data, [stats[order[40]]], [f"trial {t}"], seed=t)
+    for rate in LEVELS:
+        assert sum(x <= rate + 1e-12 for x in p) <= null_bound(rate), (rate, np.mean(np.array(p) <= rate + 1e-12))
 
 
 def slow_oob(forest, X: np.ndarray) -> np.ndarray:
