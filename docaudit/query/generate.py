@@ -242,8 +242,9 @@ def continuations(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
     ids, pure sampling at ``options["temperature"]`` (no top-k, no top-p; EOS cannot end one early), the prompt
     after the generator's BOS when its tokenizer starts encodings with one; ``options["batch_size"]`` prompts (with
     their samples) per decoding loop (``query.decode``). The ``j``-th continuation of the ``i``-th prompt is drawn
-    from its own stream of uniforms (``options["seed"]``, ``i``, ``j``), so it does not depend on the batch size
-    or on the other prompts."""
+    from its own stream of uniforms (``options["seed"]``, ``i``, ``j``; or, with ``options["streams"]``, the
+    prompt's own ``(seed, index)`` there, e.g. prompts of several books in one loop), so it does not depend on the
+    batch size or on the other prompts."""
     from docaudit.query.decode import Decoder
     from docaudit.query.stats import bos_per_window
 
@@ -259,12 +260,13 @@ def continuations(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
     lm.model.eval()
     decoder = Decoder(lm.model, lm.device)
     out = []
+    keys = options.get("streams") or [(options["seed"], i) for i in range(len(rows))]
     step = max(1, options["batch_size"])
     for start in range(0, len(rows), step):
         batch = rows[start : start + step]
         uniforms = np.stack(
             [
-                stream(options["seed"], "continuations", start + i, j).random(n_tokens)
+                stream(keys[start + i][0], "continuations", keys[start + i][1], j).random(n_tokens)
                 for i in range(len(batch))
                 for j in range(samples)
             ]
