@@ -50,7 +50,7 @@ class ControlsConfig:
     alpha: float = setting(0.05, "Level of the verdict (after Benjamini–Hochberg over the run).", "method")
     batch_size: int = 16
     # rows (prompts x samples) of one decoding loop of the generator, filled with the passages of several books:
-    # 144 rows write three books at --preset fast at once (docs/benchmarks.md, "Synthetic controls per book")
+    # 144 rows write three books at --preset fast at once (docs/benchmarks.md, "Batched generation across books")
     generation_rows: int = 144
 
     def __post_init__(self):
