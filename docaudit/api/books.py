@@ -180,12 +180,10 @@ def _loaded_models(request: ControlsRequest) -> dict[str, LoadedModel]:
 
 def synthetic_controls(request: ControlsRequest) -> ControlsResult:
     """The paired synthetic-control test of each book (``audit.synthetic_controls.controls_audit``)."""
-    from docaudit.audit.synthetic_controls import NULL_WORDS, controls_audit
+    from docaudit.audit.costs import measuring
     from docaudit.corpus.documents import load_documents
     from docaudit.errors import DocauditError
     from docaudit.outputs import prepare_output
-    from docaudit.provenance import document_records, model_record
-    from docaudit.query.progress import showing
     from docaudit.report.controls import controls_json, controls_rows, write_controls
 
     r = request
@@ -195,8 +193,22 @@ def synthetic_controls(request: ControlsRequest) -> ControlsResult:
         prepare_output(r.out, "controls", r.overwrite, r.inputs())
     reading = recorded(r.reading)
     read = (reading.raw, r.run.progress, reading.skips, reading.normalize_chars)
-    docs = load_documents(r.books, *read)
-    library_docs = None if r.library is None else load_documents(r.library, *read)
+    with measuring("controls"):  # the work beside loading and passes, for the next estimate
+        docs = load_documents(r.books, *read)
+        library_docs = None if r.library is None else load_documents(r.library, *read)
+        result = _controls_run(r, docs, library_docs, reading)
+        if r.out is not None:
+            write_controls(result, Path(r.out), r.overwrite)
+    return ControlsResult(result, controls_rows(result), envelope_of("controls", controls_json(result), r.run))
+
+
+def _controls_run(r: ControlsRequest, docs: list, library_docs: list | None, reading) -> dict:
+    """The models loaded, the stored library read when it is the null, the books tested: the result with the
+    run's records."""
+    from docaudit.audit.synthetic_controls import NULL_WORDS, controls_audit
+    from docaudit.provenance import document_records, model_record
+    from docaudit.query.progress import showing
+
     loaded = _loaded_models(r)
     if r.uses_stored_library:
         from docaudit.audit.controls_library import null_key, read_library
@@ -220,6 +232,4 @@ def synthetic_controls(request: ControlsRequest) -> ControlsResult:
         inputs=document_records(docs, "judged") + document_records(library_docs or [], "library"),
         model=model_record(loaded["target"]),
     )
-    if r.out is not None:
-        write_controls(result, Path(r.out), r.overwrite)
-    return ControlsResult(result, controls_rows(result), envelope_of("controls", controls_json(result), r.run))
+    return result

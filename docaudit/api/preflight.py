@@ -80,7 +80,8 @@ class Checks:
 class Estimate:
     """One run's checks passed: ``files`` (every file named; None when a dataset is among them, whose rows are
     counted only when read), ``sizes`` (each document's bytes as the run reads it; None: not read, the files' own
-    sizes are used), ``cost`` (what ``traps make`` and ``controls`` estimate instead of a query plan), ``warnings``
+    sizes are used), ``cost`` (what ``traps make`` and ``controls`` estimate instead of a query plan; ``controls``: the
+    estimated steps of ``controls``, ``audit.costs.controls_plan``), ``warnings``
     (what the run can give is limited before it starts: a report whose calibration cannot reach a verdict still
     gives its rates)."""
 
@@ -89,6 +90,7 @@ class Estimate:
     sizes: list[int] | None = None
     cost: dict | None = None
     warnings: list[str] = field(default_factory=list)
+    controls: costs.Plan | None = None
 
     def plan(self) -> costs.Plan | None:
         """The estimated steps of the run (``audit.costs.command_plan``); None when nothing is queried or a dataset
@@ -426,6 +428,10 @@ def estimate(request: Checked) -> list[Estimate]:
             from docaudit.audit.synthetic_controls import planned_cost
 
             e.cost = planned_cost(len(e.files or []), request.config, 2 if request.reference else 1)
+            roles = {"target": request.model, "generator": request.generator, "reference": request.reference}
+            loaded = [role for role, m in roles.items() if m is not None and not isinstance(m, ModelConfig)]
+            models = {role: None if m is None else _model(m) for role, m in roles.items()}
+            e.controls = costs.controls_plan(e.cost, models, loaded)
         elif isinstance(request, ProbeRequest):
             from docaudit.api.probes import planned
             from docaudit.corpus.documents import load_documents

@@ -17,11 +17,13 @@ import inspect
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from docaudit.config import BeyondBlindConfig, DetectorConfig, MetaConfig, ModelConfig, QueryConfig
 from docaudit.config.rules import (
     CHARS_PER_TOKEN,
+    CONTROLS_GENERATED_PER_SECOND,
+    CONTROLS_SCORED_PER_SECOND,
     CONVERT_SECONDS_PER_GB,
     LOAD_SECONDS,
     OTHER_SECONDS_PER_TOKEN,
@@ -117,12 +119,76 @@ def query_plan(sizes: Sequence[int], query: QueryConfig, model: ModelConfig, loa
     windows = sum(windows_of(n, query.context, stride) for n in queried)
     plan = Plan(len(queried), sum(queried), windows, query.context, rates_here, doc_tokens=queried)
     if load:
-        if model.backend == "transformers" and model.model is None and (size := embedded_conversion_pending()):
-            per_gb = rates.measured(rates.CONVERSION_KEY, "convert_s_per_gb") or CONVERT_SECONDS_PER_GB
-            plan.steps.append(Step("converting the embedded model (its first use, once)", f"{size / 1e6:.0f} MB",
-                                   per_gb * size / 1e9))  # fmt: skip
+        add_conversion(plan, [model])
         plan.steps.append(Step("loading the model", "once", plan.rates.load_s))
     plan.add_passes("model passes: documents", plan.tokens)
+    return plan
+
+
+def add_conversion(plan: Plan, models: Sequence[ModelConfig]) -> None:
+    """The embedded model's conversion on its first use (once), when one of ``models`` is the embedded one and its
+    conversion is not in the cache yet."""
+    embedded = any(m.backend == "transformers" and m.model is None for m in models)
+    if embedded and (size := embedded_conversion_pending()):
+        per_gb = rates.measured(rates.CONVERSION_KEY, "convert_s_per_gb") or CONVERT_SECONDS_PER_GB
+        plan.steps.append(Step("converting the embedded model (its first use, once)", f"{size / 1e6:.0f} MB",
+                               per_gb * size / 1e9))  # fmt: skip
+
+
+def controls_rate(model: ModelConfig, name: str) -> tuple[float | None, bool]:
+    """``controls``' ``generated_per_s`` or ``scored_per_s`` of ``model`` on this machine (recent, from the
+    cache) and True, else the documented one (None for a backend without one) and False."""
+    found = rates.measured(rates.model_key(model), name)
+    if found is not None:
+        return found, True
+    documented = CONTROLS_GENERATED_PER_SECOND if name == "generated_per_s" else CONTROLS_SCORED_PER_SECOND
+    return documented.get(model.backend), False
+
+
+def controls_plan(cost: dict, models: dict[str, ModelConfig], loaded: Sequence[str] = ()) -> Plan:
+    """The estimated steps of ``controls`` (``cost``: ``audit.synthetic_controls.planned_cost``; ``models``: the
+    ``target``, ``generator`` and optional ``reference``; ``loaded``: the roles given already loaded): the embedded
+    model's first conversion while pending, loading each model, the generated tokens at the generator's measured
+    generated tokens per second, each scoring model's tokens at its scored tokens per second, and the rest of the
+    command at its measured seconds per token of those passes. ``Plan.rates.measured`` names what this machine
+    measured (``generation``, ``scoring``, ``load``, ``rest``)."""
+    target, generator = models["target"], models["generator"]
+    scorers = [m for m in (target, models.get("reference")) if m is not None]
+    distinct = {role: m for role, m in models.items() if m is not None and (role == "target" or m != target)}
+    measured = []
+    plan = Plan(cost["texts"], cost["tokens_generated"] + cost["tokens_scored"], 0, 0, rates_for(target))
+    to_load = [m for role, m in distinct.items() if role not in loaded]
+    add_conversion(plan, to_load)
+    for role, m in distinct.items():
+        if role not in loaded:
+            here = rates_for(m)
+            measured += ["load"] * ("load" in here.measured)
+            plan.steps.append(Step(f"loading the {role}", "once", here.load_s))
+    generated, known = controls_rate(generator, "generated_per_s")
+    measured += ["generation"] * known
+    plan.steps.append(
+        Step(
+            "generation (the generator's synthetic suffixes)",
+            f"~{cost['tokens_generated']:,} tokens" + (f" at {generated:.0f} tok/s" if generated else ""),
+            cost["tokens_generated"] / generated if generated else None,
+        )
+    )
+    per_model = cost["tokens_scored"] // max(len(scorers), 1)
+    for role, m in zip(("target", "reference"), scorers):
+        scored, known = controls_rate(m, "scored_per_s")
+        measured += ["scoring"] * known
+        plan.steps.append(
+            Step(
+                f"scoring by the {role} (context, prefix and suffix)",
+                f"~{per_model:,} tokens" + (f" at {scored:.0f} tok/s" if scored else ""),
+                per_model / scored if scored else None,
+            )
+        )
+    plan.pass_tokens = plan.tokens
+    rate, known = other_rate("controls")
+    measured += ["rest"] * known
+    add_other(plan, "controls")
+    plan.rates = replace(plan.rates, measured=tuple(dict.fromkeys(measured)))
     return plan
 
 

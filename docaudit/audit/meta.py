@@ -11,6 +11,7 @@ import pandas as pd
 
 from docaudit import __version__
 from docaudit.audit.card_model import card_model
+from docaudit.audit.costs import measured_run
 from docaudit.audit.specs import CardAccess
 from docaudit.config import (
     DEFAULT_CLASSIFIER,
@@ -258,6 +259,7 @@ def grid(
     return pd.DataFrame(rows)
 
 
+@measured_run("predict")
 def predict(
     paths,
     classifier_dir: Path | None = None,

@@ -18,7 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -28,6 +30,7 @@ from docaudit.errors import DocauditError
 from docaudit.inference.controls import BlockMean, block_mean, contrasts, dependent_interval, library_rank
 from docaudit.inference.verdicts import Reason, nonmembers_needed, run_verdicts
 from docaudit.io import atomic_write_text
+from docaudit.query import rates
 from docaudit.query.cache import cache_root
 from docaudit.query.cache_entries import FOLDERS
 from docaudit.query.conditional import bits_per_byte, scored_tokens
@@ -131,40 +134,103 @@ def _read_cached(path, config: ControlsConfig) -> list[Passage] | None:
     return out if all(len(p.synthetic) == config.samples for p in out) else None
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """A book whose synthetic suffixes are still to be written: its cache entry, its generator token ids, its
+    passages' starts and the seed of its draws."""
+
+    path: Path
+    ids: list[int]
+    starts: list[int]
+    stream_seed: int
+
+
+def _planned(text: str, sha256: str, generator: LoadedModel, config: ControlsConfig, seed: int):
+    """The book's passages from the cache when it holds them, else what writing them needs (:class:`_Pending`)."""
+    path = cache_root() / FOLDERS["controls"] / f"{passages_key(sha256, generator, config, seed)}.json"
+    if (cached := _read_cached(path, config)) is not None:
+        return cached
+    ids = list(generator.tokenizer(text, add_special_tokens=False).input_ids)
+    seed = _book_seed(seed, sha256)
+    return _Pending(path, ids, passage_starts(len(ids), config, stream(seed, "controls_passages")), seed)
+
+
+def write_suffixes(books: list[_Pending], generator: LoadedModel, config: ControlsConfig) -> list[list[Passage]]:
+    """The passages of ``books`` with their synthetic suffixes, written by the generator in shared decoding loops
+    (``config.generation_prompts`` passages a loop, several books' rows side by side), each passage from its own
+    book's stream of uniforms, so a book's suffixes are those it gets alone; each book's cache entry is written."""
+    c, p = config.context_tokens, config.prefix_tokens
+    prompts = [b.ids[s : s + c + p] for b in books for s in b.starts]
+    streams = [(b.stream_seed, i) for b in books for i in range(len(b.starts))]
+    options = {"temperature": config.temperature, "batch_size": config.generation_prompts, "streams": streams}
+    began = time.perf_counter()
+    written = continuation_texts(generator, prompts, config.samples, config.suffix_tokens, options) if prompts else []
+    rates.record_controls(
+        generator.config, "generated_per_s", len(prompts) * config.samples * config.suffix_tokens,
+        time.perf_counter() - began,
+    )  # fmt: skip
+    tok = generator.tokenizer
+
+    def decode(x):
+        return tok.decode(x, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+
+    out = []
+    for b in books:
+        rows, written = written[: len(b.starts)], written[len(b.starts) :]
+        ids = b.ids
+        passages = [
+            Passage(
+                s,
+                decode(ids[s : s + c]),
+                decode(ids[s + c : s + c + p]),
+                decode(ids[s + c + p : s + config.passage_tokens]),
+                tuple(suffixes),
+            )
+            for s, suffixes in zip(b.starts, rows)
+        ]
+        record = {"format": CACHE_FORMAT, "generator": generator.identity, "passages": [asdict(x) for x in passages]}
+        b.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(b.path, json.dumps(record))
+        out.append(passages)
+    return out
+
+
 def book_passages(
     text: str, sha256: str, generator: LoadedModel, config: ControlsConfig, seed: int
 ) -> tuple[list, bool]:
     """The book's passages with their synthetic suffixes (drawn from the run's ``seed``), from the cache when it
     holds them; and whether they were generated now."""
-    path = cache_root() / FOLDERS["controls"] / f"{passages_key(sha256, generator, config, seed)}.json"
-    if (cached := _read_cached(path, config)) is not None:
-        return cached, False
-    tok = generator.tokenizer
-    ids = list(tok(text, add_special_tokens=False).input_ids)
-    seed = _book_seed(seed, sha256)
-    starts = passage_starts(len(ids), config, stream(seed, "controls_passages"))
-    c, p = config.context_tokens, config.prefix_tokens
-    prompts = [ids[s : s + c + p] for s in starts]
-    options = {"temperature": config.temperature, "seed": seed, "batch_size": config.batch_size}
-    written = continuation_texts(generator, prompts, config.samples, config.suffix_tokens, options) if starts else []
+    planned = _planned(text, sha256, generator, config, seed)
+    if not isinstance(planned, _Pending):
+        return planned, False
+    return write_suffixes([planned], generator, config)[0], True
 
-    def decode(x):
-        return tok.decode(x, skip_special_tokens=True, clean_up_tokenization_spaces=False)
 
-    passages = [
-        Passage(
-            s,
-            decode(ids[s : s + c]),
-            decode(ids[s + c : s + c + p]),
-            decode(ids[s + c + p : s + config.passage_tokens]),
-            tuple(rows),
-        )
-        for s, rows in zip(starts, written)
-    ]
-    record = {"format": CACHE_FORMAT, "generator": generator.identity, "passages": [asdict(x) for x in passages]}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(record))
-    return passages, True
+def passages_of_books(docs, generator: LoadedModel, config: ControlsConfig, seed: int) -> Iterator[tuple]:
+    """Per text of ``docs``, in order: its index, its passages, whether they were generated now and the CPU
+    seconds of its share of the generation. Texts not in the cache are written together, as soon as their passages
+    fill a decoding loop (``config.generation_prompts``), so that a short run keeps what it wrote."""
+    waiting: list[tuple[int, _Pending]] = []
+
+    def flush():
+        began = time.process_time()
+        written = write_suffixes([b for _, b in waiting], generator, config)
+        cpu = time.process_time() - began
+        total = sum(len(b.starts) for _, b in waiting) or 1
+        done = [(i, passages, True, cpu * len(b.starts) / total) for (i, b), passages in zip(waiting, written)]
+        waiting.clear()
+        return done
+
+    for i, doc in enumerate(docs):
+        planned = _planned(doc.text, doc.sha256, generator, config, seed)
+        if not isinstance(planned, _Pending):
+            yield i, planned, False, 0.0
+            continue
+        waiting.append((i, planned))
+        if sum(len(b.starts) for _, b in waiting) >= config.generation_prompts:
+            yield from flush()
+    if waiting:
+        yield from flush()
 
 
 def passage_scores(lm: LoadedModel, passages: list[Passage], batch_size: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -172,8 +238,12 @@ def passage_scores(lm: LoadedModel, passages: list[Passage], batch_size: int) ->
     per passage) after context and prefix, and the tokens the model ran over."""
     m = len(passages[0].synthetic)
     pairs = [(p.context + p.prefix, s) for p in passages for s in (p.real, *p.synthetic)]
+    began = time.perf_counter()
     scores = -bits_per_byte(lm, pairs, batch_size).reshape(len(passages), m + 1)
-    return scores[:, 0], scores[:, 1:], scored_tokens(lm, pairs)
+    seconds = time.perf_counter() - began
+    n = scored_tokens(lm, pairs)
+    rates.record_controls(lm.config, "scored_per_s", n, seconds)
+    return scores[:, 0], scores[:, 1:], n
 
 
 def examine_book(doc, models: dict, config: ControlsConfig, seed: int) -> BookControls:
@@ -181,6 +251,14 @@ def examine_book(doc, models: dict, config: ControlsConfig, seed: int) -> BookCo
     its statistic and placebo; no p-value yet (that needs the library)."""
     began = time.process_time()
     passages, generated = book_passages(doc.text, doc.sha256, models["generator"], config, seed)
+    return score_book(doc, (passages, generated, time.process_time() - began), models, config)
+
+
+def score_book(doc, written: tuple, models: dict, config: ControlsConfig) -> BookControls:
+    """One text's passages (``written``: the passages, whether they were generated now and the CPU seconds that
+    took) scored by the target (and the reference), its statistic and placebo; no p-value yet."""
+    passages, generated, generation_cpu = written
+    began = time.process_time() - generation_cpu
     out = BookControls(doc.id, str(doc.path), doc.sha256, len(passages))
     if len(passages) < 2 * config.block:
         out.reasons.append(
@@ -291,8 +369,11 @@ def controls_audit(docs, library_docs, models: dict, config: ControlsConfig, run
         raise DocauditError("synthetic controls need a null: give --null-library DIR, --reference MODEL, or both")
     known = [d for d in library_docs or [] if isinstance(d, BookControls)]  # computed before (a shipped library)
     every = list(docs) + [d for d in library_docs or [] if not isinstance(d, BookControls)]
-    bar = tqdm(every, desc="synthetic controls", disable=not run.progress)
-    tested = [examine_book(d, models, config, run.seed) for d in bar]
+    tested = [None] * len(every)
+    with tqdm(total=len(every), desc="synthetic controls", disable=not run.progress) as bar:
+        for i, passages, generated, cpu in passages_of_books(every, models["generator"], config, run.seed):
+            tested[i] = score_book(every[i], (passages, generated, cpu), models, config)
+            bar.update()
     books, library = tested[: len(docs)], (known + tested[len(docs) :] if library_docs is not None else None)
     verdicts = judge(books, library, config, run.seed)
     return {"books": books, "library": library, "verdicts": verdicts}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from docaudit.cli.command import command, friendly_errors, option, run_context
+from docaudit.cli.command import command, friendly_errors, option, run_context, show_progress
 from docaudit.cli.echo import echo_result, say, warn_skipped
 from docaudit.cli.options import (
     cleaning_options,
@@ -18,7 +18,7 @@ from docaudit.cli.options import (
     seed_option,
     strict_option,
 )
-from docaudit.cli.preflight import dry_run, dry_run_option
+from docaudit.cli.preflight import controls_line, dry_run, dry_run_option, echo_controls_dry_run
 from docaudit.config import CONTROLS_PRESETS, ControlsConfig, ModelConfig
 from docaudit.run import DocumentSpec
 
@@ -100,16 +100,12 @@ def controls(books, library, generator, reference, preset, raw, normalize_chars,
         out,
         overwrite,
     )
+    [estimate] = api.estimate(request)
     if dry_run():
-        [estimate] = api.estimate(request)
-        cost = estimate.cost
-        say(
-            f"dry run: at most {cost['passages']:,} passages in {cost['texts']} texts; {cost['tokens_generated']:,} "
-            f"tokens generated and {cost['tokens_scored']:,} tokens scored (a cached book generates nothing)"
-        )
-        say("  nothing was loaded or written")
+        echo_controls_dry_run(estimate)
         return
-    api.check(request)
+    if show_progress():
+        click.echo(controls_line(estimate.controls), err=True)
     result = api.synthetic_controls(request)
     warn_skipped(result.controls["skipped"])
     if fmt == "table":

@@ -110,3 +110,32 @@ def echo_dry_run(estimate: Estimate) -> None:
         "of a .gguf file you name converts it once (not counted; the embedded model's is, while it is pending)"
     )
     say("  nothing was loaded or written")
+
+
+def controls_line(plan: Plan) -> str:
+    """``controls``' start line and its --dry-run's first line: texts, tokens and the estimated time."""
+    n = plan.documents
+    line = f"testing {n} text{'s' * (n != 1)}, ~{plan.tokens:,} tokens generated and scored"
+    if plan.seconds is None:
+        return line + " (no measured rate for this backend)"
+    measured = ", ".join(plan.rates.measured) or "none"
+    return line + f", ~{_duration(plan.seconds)} in all (measured on this machine: {measured})"
+
+
+def echo_controls_dry_run(estimate: Estimate) -> None:
+    """``controls --dry-run``: its passages, tokens and steps with their estimated times, and what it assumes."""
+    cost, plan = estimate.cost, estimate.controls
+    say(f"dry run: {controls_line(plan)}")
+    say(
+        f"  at most {cost['passages']:,} passages in {cost['texts']} texts; {cost['tokens_generated']:,} tokens "
+        f"generated and {cost['tokens_scored']:,} tokens scored"
+    )
+    for step in plan.steps:
+        took = "?" if step.seconds is None else _duration(step.seconds)
+        say(f"  {step.name}: {step.amount}, ~{took}")
+    say(
+        "  assumes: every text long enough for all its passages, none in the cache (a cached text generates "
+        "nothing), the rates measured by earlier runs on this machine at their load (docaudit's cache; the others "
+        "documented, docs/benchmarks.md)"
+    )
+    say("  nothing was loaded or written")

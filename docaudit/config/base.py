@@ -70,6 +70,7 @@ READ_LIMITS = {
     "rates": 1 << 16,  # a measured rate in the cache
     "memo": 256,  # a weights-hash memo holds one hex digest
     "conversion record": 1 << 20,  # lists a converted model's few files
+    "tokenizer config": 1 << 20,  # a converted model's tokenizer_config.json: its special tokens and class
     "weights": 1 << 40,  # model weights, only ever hashed a chunk at a time
     "plot": 64 << 20,  # a PNG docaudit drew, embedded in a page
     "kernel value": 1 << 12,  # a number the kernel shows as a file (a cgroup's memory limit)

@@ -49,6 +49,9 @@ class ControlsConfig:
     )
     alpha: float = setting(0.05, "Level of the verdict (after Benjamini–Hochberg over the run).", "method")
     batch_size: int = 16
+    # rows (prompts x samples) of one decoding loop of the generator, filled with the passages of several books:
+    # 144 rows write three books at --preset fast at once (docs/benchmarks.md, "Batched generation across books")
+    generation_rows: int = 144
 
     def __post_init__(self):
         check_count("--passages", self.passages, 1, MAX_SNIPPETS)
@@ -56,6 +59,7 @@ class ControlsConfig:
             check_count(f"--{name.replace('_', '-')}", getattr(self, name), 1, MAX_PASSAGE_TOKENS)
         check_count("--block", self.block, 1, MAX_SNIPPETS)
         check_count("batch_size", self.batch_size, 1, MAX_BATCH)
+        check_count("generation_rows", self.generation_rows, 1, MAX_BATCH)
         check_count("--samples", self.samples, 2, MAX_COPIES)
         check_count("--min-library", self.min_library, 3, MAX_SNIPPETS)
         check_range("--placebo-alpha", self.placebo_alpha, 0.0, 1.0)
@@ -79,6 +83,11 @@ class ControlsConfig:
     @property
     def passage_tokens(self) -> int:
         return self.context_tokens + self.prefix_tokens + self.suffix_tokens
+
+    @property
+    def generation_prompts(self) -> int:
+        """Prompts (passages, each with its ``samples`` rows) per decoding loop of the generator."""
+        return max(1, self.generation_rows // self.samples)
 
     @classmethod
     def preset(cls, name: str, **overrides) -> ControlsConfig:

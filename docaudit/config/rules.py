@@ -25,8 +25,20 @@ TREE_SECONDS = 0.0017
 # Seconds per token of a command's model passes of its work beside them, the passes, loading and the
 # meta-classifier's forests (tokenizing, a detector's copies and scoring, blind baselines, bootstraps, outputs), by
 # command (or variant, ``audit.costs.Shape.variant``), for a machine that measured none: the embedded Gemma's, as
-# ``scripts/bench_commands.py --issue-sizes --scale 0.5`` measured them (docs/benchmarks.md, "At the issue's sizes").
-OTHER_SECONDS_PER_TOKEN = {"score": 1.8e-5, "sequence": 2.5e-4, "report": 5.9e-4, "evaluate": 1.6e-4}
+# ``scripts/bench_commands.py --issue-sizes --scale 0.5`` measured them (docs/benchmarks.md, "At the issue's sizes");
+# ``controls`` (per generated and scored token) as ``scripts/bench_rest.py`` measured it on one book at --preset fast.
+OTHER_SECONDS_PER_TOKEN = {
+    "score": 1.8e-5,
+    "sequence": 2.5e-4,
+    "report": 5.9e-4,
+    "evaluate": 1.6e-4,
+    "controls": 2.5e-4,
+}
+# ``controls``' generated and scored tokens per second of wall time, for a machine that measured none: the embedded
+# Gemma's (float32, one torch thread, the shared 2-core machine at load average 6-8; docs/benchmarks.md, "Estimates
+# and the rest of controls and the main job").
+CONTROLS_GENERATED_PER_SECOND = {"transformers": 44.0}
+CONTROLS_SCORED_PER_SECOND = {"transformers": 114.0}
 # A measurement in the cache older than this many days is not used (the machine or its load may have changed).
 RATE_MAX_AGE_DAYS = 30
 # Bytes of a UTF-8 file per token of the embedded model's tokenizer, for a token count estimated from file sizes

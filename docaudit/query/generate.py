@@ -243,7 +243,8 @@ def continuations(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
     after the generator's BOS when its tokenizer starts encodings with one; ``options["batch_size"]`` prompts (with
     their samples) per decoding loop (``query.decode`` for a transformers model; llama.cpp's own logits, a prompt
     at a time, for a ``.gguf`` run through llama.cpp). The ``j``-th continuation of the ``i``-th prompt is drawn
-    from its own stream of uniforms (``options["seed"]``, ``i``, ``j``) by the one sampler
+    from its own stream of uniforms (``options["seed"]``, ``i``, ``j``; or, with ``options["streams"]``, the
+    prompt's own ``(seed, index)`` there, e.g. prompts of several books in one loop) by the one sampler
     (``sampling.inverse_cdf``), so it does not depend on the batch size, on the other prompts or on the engine
     beyond its logits."""
     from docaudit.query.stats import bos_per_window
@@ -267,12 +268,13 @@ def continuations(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
         lm.model.eval()
         sample = Decoder(lm.model, lm.device).sample
     out = []
+    keys = options.get("streams") or [(options["seed"], i) for i in range(len(rows))]
     step = max(1, options["batch_size"])
     for start in range(0, len(rows), step):
         batch = rows[start : start + step]
         uniforms = np.stack(
             [
-                stream(options["seed"], "continuations", start + i, j).random(n_tokens)
+                stream(keys[start + i][0], "continuations", keys[start + i][1], j).random(n_tokens)
                 for i in range(len(batch))
                 for j in range(samples)
             ]
@@ -299,8 +301,9 @@ def _served_texts(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
     """Continuations a server samples: per row one ``/completions`` request for ``n_tokens`` tokens after the
     prompt's text at ``options["temperature"]``, its filters off (``top_p`` 1; on llama.cpp's server also
     ``top_k`` 0, ``min_p`` 0 and no repeat penalty), the end-of-sequence id biased out, and the row's own seed
-    (stream ``served_seeds``, ``i``, ``j``). The server's sampler draws, not docaudit's uniforms: a row is the same
-    on a rerun only as far as the server honours its seed, and a server may stop short of ``n_tokens``."""
+    (stream ``served_seeds`` at the prompt's key, as in :func:`continuations`, and ``j``). The server's sampler
+    draws, not docaudit's uniforms: a row is the same on a rerun only as far as the server honours its seed, and a
+    server may stop short of ``n_tokens``."""
     from concurrent.futures import ThreadPoolExecutor
 
     from docaudit.query.backends.api_client import show
@@ -317,7 +320,7 @@ def _served_texts(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
 
     def one(row: tuple[int, int]) -> str:
         i, j = row
-        seed = int(stream(options["seed"], "served_seeds", i, j).integers(2**31 - 1))
+        seed = int(stream(keys[i][0], "served_seeds", keys[i][1], j).integers(2**31 - 1))
         answer = client.call("/completions", {**common, "prompt": texts[i], "seed": seed})
         choices = answer.get("choices")
         first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
@@ -325,6 +328,7 @@ def _served_texts(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
             raise DocauditError(f"the server at {url} answered without a text (choices: {show(choices)})")
         return first["text"]
 
+    keys = options.get("streams") or [(options["seed"], i) for i in range(len(prompts))]
     rows = [(i, j) for i in range(len(prompts)) for j in range(samples)]
     with client.bounded(), ThreadPoolExecutor(max(1, client.config.api_concurrency)) as pool:
         written = list(pool.map(one, rows))

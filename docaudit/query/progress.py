@@ -42,23 +42,38 @@ def _library_bars_off() -> Iterator[None]:
     hub_was_off, tf_was_on = hub.are_progress_bars_disabled(), tf_logging.is_progress_bar_enabled()
     hub.disable_progress_bars()
     tf_logging.disable_progress_bar()
-    # reading a GGUF file, transformers shows a bar of its own, from tqdm directly (where its version has one)
     try:
-        gguf = importlib.import_module("transformers.modeling_gguf_pytorch_utils")
-    except ImportError:
-        gguf = None
-    gguf_bar = getattr(gguf, "tqdm", None)
-    if gguf_bar is not None:
-        gguf.tqdm = functools.partial(gguf_bar, disable=True)
-    try:
-        yield
+        with gguf_bars_off(load=False):
+            yield
     finally:
-        if gguf_bar is not None:
-            gguf.tqdm = gguf_bar
         if not hub_was_off:
             hub.enable_progress_bars()
         if tf_was_on:
             tf_logging.enable_progress_bar()
+
+
+GGUF_MODULE = "transformers.modeling_gguf_pytorch_utils"
+
+
+@contextmanager
+def gguf_bars_off(load: bool = True) -> Iterator[None]:
+    """Without progress shown, the bar transformers shows from tqdm directly while it reads a GGUF file (where its
+    version has one) off for the block; ``load``: its module imported first, else only when imported already (it
+    takes a second or two to import, and a model already converted never reads its GGUF file)."""
+    gguf = None
+    if not shown():
+        try:
+            gguf = importlib.import_module(GGUF_MODULE) if load else sys.modules.get(GGUF_MODULE)
+        except ImportError:
+            gguf = None
+    bar = getattr(gguf, "tqdm", None)
+    if bar is not None:
+        gguf.tqdm = functools.partial(bar, disable=True)
+    try:
+        yield
+    finally:
+        if bar is not None:
+            gguf.tqdm = bar
 
 
 @contextmanager

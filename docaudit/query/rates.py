@@ -3,7 +3,8 @@ estimates from it instead of the documented rates (``docaudit/config/rules.py``)
 
 One entry per model as it is named (its resolved reference, backend, precision and device setting), written by
 real runs: the querier's scored tokens per second over the model passes it made, its tokenizer's bytes per
-token, and the seconds loading the model took; one machine entry for the meta-classifier's forests (seconds per
+token, the seconds loading the model took, and ``controls``' generated and scored tokens per second (kept apart:
+a generated token costs a few scored ones); one machine entry for the meta-classifier's forests (seconds per
 tree fit); one machine entry for the rest of each command's work (tokenizing, a detector's copies and scoring,
 blind baselines, beyond-blind refits, bootstraps: seconds per token of its model passes), which a command measures
 as its wall time less what :func:`clock` counts of passes, loading and forests. Entries are ``rates/<16
@@ -121,6 +122,15 @@ def record_query(config: ModelConfig, tokens: int, seconds: float, whole: tuple[
         values["bytes_per_token"] = whole[0] / whole[1]
     if values:
         _write(model_key(config), **values)
+
+
+def record_controls(config: ModelConfig, name: str, tokens: int, seconds: float) -> None:
+    """``controls``' model passes: writing synthetic suffixes (``name`` ``generated_per_s``: generated tokens) or
+    scoring suffixes after their context (``scored_per_s``: the tokens run over) took ``seconds`` of wall time,
+    counted as passes; each kept as the model's rate when long enough to mean something."""
+    _count(passes=seconds, tokens=tokens)
+    if seconds >= MIN_SECONDS and tokens > 0:
+        _write(model_key(config), **{name: tokens / seconds})
 
 
 def record_load(config: ModelConfig, seconds: float, once: float = 0.0) -> None:

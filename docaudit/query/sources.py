@@ -23,7 +23,7 @@ from docaudit.query import rates
 from docaudit.query.cache import cache_root
 from docaudit.query.cache_entries import CONVERSION_RECORD, EMBEDDED_GGUF, EMBEDDED_GGUF_BYTES
 from docaudit.query.lazy import torch
-from docaudit.query.progress import shown
+from docaudit.query.progress import gguf_bars_off, shown
 from docaudit.untrusted import load_untrusted_json, read_untrusted, regular_folder, sha256_untrusted
 
 log = logging.getLogger(__name__)
@@ -91,10 +91,12 @@ def _convert_gguf(gguf_path: Path, out_dir: Path) -> None:
         disable=not shown(),
     ) as bar:
         bar.set_postfix_str(steps[0])
-        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, **kwargs)
+        with gguf_bars_off():
+            tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, **kwargs)
         bar.update()
         bar.set_postfix_str(steps[1])
-        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, dtype=torch.float32, **kwargs)
+        with gguf_bars_off():
+            model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, dtype=torch.float32, **kwargs)
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
@@ -327,7 +329,8 @@ def gguf_tokenizer(path: Path, digest: str):
         except (OSError, ValueError):
             log.warning("the cached tokenizer in %s is damaged; reading it from %s again", saved, path.name)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        with gguf_bars_off():
+            tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
     except (OSError, ValueError, KeyError) as e:
         raise ModelError(f"cannot read the tokenizer of {path}: {e}") from e
     saved.parent.mkdir(parents=True, exist_ok=True)

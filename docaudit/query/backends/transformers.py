@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -373,7 +374,7 @@ def load_transformers(config: ModelConfig, expected_identity: str | None = None)
         return model.eval()
 
     try:
-        tokenizer = AutoTokenizer.from_pretrained(location, **kwargs)
+        tokenizer = _embedded_tokenizer(source, location) or AutoTokenizer.from_pretrained(location, **kwargs)
         model_config = AutoConfig.from_pretrained(location, **kwargs)
     except (OSError, ValueError) as e:
         raise failed(e) from e
@@ -389,6 +390,30 @@ def load_transformers(config: ModelConfig, expected_identity: str | None = None)
     # the weights wait for the first model pass when the configuration gives what the querier needs before it
     model = weights() if not isinstance(vocab, int) or vocab <= 0 else Deferred(weights, vocab, positions)
     return LoadedModel(model, tokenizer, identity, tokenizer_hash(tokenizer), resolved, device)
+
+
+SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "pad_token", "mask_token")
+
+
+def _embedded_tokenizer(source, location: str):
+    """The embedded model's tokenizer, read from the ``tokenizer.json`` of its conversion straight into transformers'
+    fast tokenizer with the special tokens its config names (the same ids, special tokens and hash as
+    ``AutoTokenizer``'s Gemma class, which first rebuilds the 262,144-entry vocabulary in Python: about three times
+    as long; docs/benchmarks.md); None for any other model, or when the files cannot be read (``AutoTokenizer``
+    then reads them and says why)."""
+    from transformers import PreTrainedTokenizerFast
+
+    from docaudit.untrusted import load_untrusted_json
+
+    folder = Path(location)
+    if source.reference is not None or source.gguf is None or not (folder / "tokenizer.json").is_file():
+        return None
+    try:
+        settings = load_untrusted_json(folder / "tokenizer_config.json", "tokenizer config")
+        specials = {k: settings[k] for k in SPECIAL_TOKENS if isinstance(settings.get(k), str)}
+        return PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"), **specials)
+    except Exception:  # any damaged file: AutoTokenizer reads it again and says why
+        return None
 
 
 def _bnb_config(quantize: str, dtype: torch.dtype):
