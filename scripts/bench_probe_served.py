@@ -109,9 +109,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(gguf_path: Path, alias: str, threads: int) -> tuple[subprocess.Popen, str]:
-    """llama-cpp-python's server for ``gguf_path`` as ``alias`` on a free local port, once it answers."""
-    port = free_port()
+def serve(gguf_path: Path, alias: str, threads: int, port: int | None) -> tuple[subprocess.Popen, str]:
+    """llama-cpp-python's server for ``gguf_path`` as ``alias`` on ``port`` (None: a free one), once it answers.
+    The cache keys hold the address: a rerun on the same port takes the answers already written."""
+    port = port or free_port()
     command = [sys.executable, str(ROOT / "tests" / "llama_server.py"), "--model", str(gguf_path)]
     command += ["--model_alias", alias, "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "512"]
     command += ["--n_threads", str(threads), "--n_threads_batch", str(threads), "--seed", "0"]
@@ -159,7 +160,7 @@ def measure(model_dir: Path, base: str, alias: str, books: list[Path], library: 
         api.ScoreRequest(
             books,
             ModelSpec(ModelConfig(model=str(model_dir))),
-            QueryConfig(context=args.words * 3, stride=args.words * 3),
+            QueryConfig(context=args.words * 3, stride=args.words * 3 - 1),
             DetectorSpec(",".join(DETECTORS), DetectorConfig()),
             run=run,
         )
@@ -195,6 +196,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=4)
     parser.add_argument("--new-tokens", type=int, default=48)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--port", type=int, default=None, help="the server's port (default: a free one)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, required=True, help="a folder for the targets, GGUF files and cache")
     parser.add_argument("--json", type=Path, required=True)
@@ -228,7 +230,7 @@ def main() -> None:
         trained = time.monotonic() - began
         gguf_path = export_gguf(model_dir, template_gguf(), args.work / f"dose-{epochs}.gguf")
         alias = f"gemma-270m-dose-{epochs}-seed-{args.seed}"
-        process, base = serve(gguf_path, alias, args.threads)
+        process, base = serve(gguf_path, alias, args.threads, args.port)
         try:
             measured = measure(model_dir, base, alias, books, null, args)
         finally:
