@@ -5,7 +5,7 @@ library of excerpts it was never trained on. Beside it, the log-probability dete
 trained model on the same excerpts, run in this process. Per dose (total epochs): the probe's per-book AUC, the
 detectors', and the share of members (and of non-members) with "evidence" at the level given.
 
-    python scripts/bench_probe_served.py /path/to/corpus/members --epochs 1 4 --work DIR --json out.json
+    python scripts/bench_probe_served.py /path/to/corpus/members --work DIR --json out.json
 
 Membership is drawn at random (``split_members``); the library is drawn from the same folder, none of it trained on.
 Results are written to ``--json`` after every dose; the training resumes from its checkpoint after an interruption.
@@ -188,13 +188,13 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=40, help="books split at random into members and non-members")
     parser.add_argument("--library", type=int, default=20, help="further books never trained on: the null library")
     parser.add_argument("--words", type=int, default=150, help="words per excerpt")
-    parser.add_argument("--epochs", type=int, nargs="+", default=[1, 4], help="the doses (total epochs)")
+    parser.add_argument("--epochs", type=int, nargs="+", default=[1, 3], help="the doses (total epochs)")
     parser.add_argument("--learning-rate", type=float, default=2e-4)
-    parser.add_argument("--passages", type=int, default=3)
+    parser.add_argument("--passages", type=int, default=2)
     parser.add_argument("--prompt-words", type=int, default=20)
     parser.add_argument("--continuation-words", type=int, default=30)
-    parser.add_argument("--samples", type=int, default=4)
-    parser.add_argument("--new-tokens", type=int, default=48)
+    parser.add_argument("--samples", type=int, default=2)
+    parser.add_argument("--new-tokens", type=int, default=24)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--port", type=int, default=None, help="the server's port (default: a free one)")
     parser.add_argument("--seed", type=int, default=0)
