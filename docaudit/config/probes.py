@@ -33,7 +33,11 @@ class ProbeConfig:
     cost."""
 
     probe: str = setting(
-        "ngram", "Which probe: ngram (n-gram coverage) or decop (multiple choice).", "method", choices=PROBES
+        "ngram",
+        "Which probe: ngram (n-gram coverage) or decop (multiple choice; a model that does not follow the format, "
+        "a base model, gets 'inconclusive').",
+        "method",
+        choices=PROBES,
     )
     endpoint: str = setting(
         "chat", "The server's endpoint: chat (/chat/completions) or completions.", "openai", choices=ENDPOINTS
