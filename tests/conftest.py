@@ -174,16 +174,22 @@ def gpt2(tiny_gpt2):
     return load_model(ModelConfig(model=str(tiny_gpt2)))
 
 
-def document_sets(root: Path, n: int = 4, n_chars: int = 1200) -> dict[str, Path]:
-    """``n`` member and ``n`` non-member book slices from the shared corpus, in ``root/mem`` and ``root/non``."""
+def shelf_of(root: Path, folders: dict[str, tuple[str, int]], n_chars: int = 1200) -> dict[str, Path]:
+    """Per folder name, ``(group, n)``: ``n`` book slices of ``n_chars`` from that group of the shared corpus, in
+    ``root/name``."""
     dirs = {}
-    for group, label in (("members", "mem"), ("nonmembers", "non")):
-        d = root / label
+    for name, (group, n) in folders.items():
+        d = root / name
         d.mkdir()
         for book in corpus_ids(group, n):
             (d / f"{book}.txt").write_text(corpus_text(group, book, n_chars=n_chars))
-        dirs[label] = d
+        dirs[name] = d
     return dirs
+
+
+def document_sets(root: Path, n: int = 4, n_chars: int = 1200) -> dict[str, Path]:
+    """``n`` member and ``n`` non-member book slices from the shared corpus, in ``root/mem`` and ``root/non``."""
+    return shelf_of(root, {"mem": ("members", n), "non": ("nonmembers", n)}, n_chars)
 
 
 @pytest.fixture(scope="session")

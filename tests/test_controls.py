@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import CORPUS, corpus_ids, corpus_text
+from conftest import CORPUS, corpus_ids, corpus_text, shelf_of
 from reference import full_softmax_rows, token_ids
 
 from docaudit.audit.synthetic_controls import BookControls, judge
@@ -275,10 +275,7 @@ def test_a_placebo_is_about_zero_on_trained_books(trained_run):
 @pytest.fixture(scope="module")
 def shelf(tmp_path_factory):
     root = tmp_path_factory.mktemp("shelf")
-    for group, name, n in (("members", "books", 2), ("nonmembers", "library", 3)):
-        (root / name).mkdir()
-        for book in corpus_ids(group, n):
-            (root / name / f"{book}.txt").write_text(corpus_text(group, book, n_chars=3000))
+    shelf_of(root, {"books": ("members", 2), "library": ("nonmembers", 3)}, n_chars=3000)
     return root
 
 

@@ -13,7 +13,7 @@ import urllib.request
 import numpy as np
 import pytest
 import test_backends_openai
-from conftest import corpus_ids, corpus_text
+from conftest import corpus_ids, corpus_text, shelf_of
 from test_backends_openai import KEY, KEY_ENV, _serve, api
 from test_cli import assert_clean_error, run
 from test_controls import SMALL_ARGS
@@ -42,10 +42,7 @@ def models(server, one_thread):
 @pytest.fixture(scope="module")
 def shelf(tmp_path_factory):
     root = tmp_path_factory.mktemp("shelf")
-    for group, name, n in (("members", "books", 2), ("nonmembers", "library", 3)):
-        (root / name).mkdir()
-        for book in corpus_ids(group, n):
-            (root / name / f"{book}.txt").write_text(corpus_text(group, book, n_chars=3000))
+    shelf_of(root, {"books": ("members", 2), "library": ("nonmembers", 3)}, n_chars=3000)
     return root
 
 
@@ -175,10 +172,7 @@ def test_a_chat_only_server_is_refused_naming_probe(chat_only, server, api_key, 
 def map_shelf(tmp_path_factory):
     """One judged book and six calibration books, each cut into runs of 60 words."""
     root = tmp_path_factory.mktemp("map")
-    for name, group, n in (("books", "members", 1), ("calibration", "nonmembers", 6)):
-        (root / name).mkdir()
-        for book in corpus_ids(group, n):
-            (root / name / f"{book}.txt").write_text(corpus_text(group, book, n_chars=1500))
+    shelf_of(root, {"books": ("members", 1), "calibration": ("nonmembers", 6)}, n_chars=1500)
     return root
 
 

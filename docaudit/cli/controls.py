@@ -13,6 +13,7 @@ from docaudit.cli.options import (
     format_option,
     model_config,
     model_options,
+    null_library_option,
     out_option,
     overwrite_option,
     seed_option,
@@ -38,14 +39,9 @@ SETTINGS = (
 
 @command()
 @click.argument("books", nargs=-1, required=True, type=click.Path())
-@option(
-    "--null-library",
-    "library",
-    multiple=True,
-    type=click.Path(),
-    help="Texts the target never saw (files or folders), treated like the books: the null (default: the library "
-    "stored for the embedded model, at --preset fast).",
-    section="inputs",
+@null_library_option(
+    "Texts the target never saw (files or folders), treated like the books: the null (default: the library "
+    "stored for the embedded model, at --preset fast)."
 )
 @model_options
 @option(

@@ -131,6 +131,11 @@ def out_option(help: str, required: bool = False):
     return option("--out", type=click.Path(), default=None, help=help, section="output")
 
 
+def null_library_option(help: str):
+    """``--null-library``: never-seen texts (files or folders, repeatable), treated like the books: the null."""
+    return option("--null-library", "library", multiple=True, type=click.Path(), help=help, section="inputs")
+
+
 drop_duplicates_option = field_option(TrainConfig, "drop_duplicates")
 normalize_chars_option = field_option(TrainConfig, "normalize_chars")
 cleaning_options = field_options(TrainConfig, "raw", "normalize_chars")

@@ -100,9 +100,7 @@ def echo_dry_run(estimate: Estimate) -> None:
         f"  {plan.windows:,} model passes (windows of {plan.context} tokens) for the main query; tokens estimated "
         f"from the documents' lengths at {plan.rates.bytes_per_token:.2f} bytes per token"
     )
-    for step in plan.steps:
-        took = "?" if step.seconds is None else _duration(step.seconds)
-        say(f"  {step.name}: {step.amount}, ~{took}")
+    _echo_steps(plan)
     measured = ", ".join(plan.rates.measured) or "none"
     say(
         f"  rates measured on this machine by earlier runs (docaudit's cache): {measured}; the others are the "
@@ -110,6 +108,13 @@ def echo_dry_run(estimate: Estimate) -> None:
         "of a .gguf file you name converts it once (not counted; the embedded model's is, while it is pending)"
     )
     say("  nothing was loaded or written")
+
+
+def _echo_steps(plan: Plan) -> None:
+    """A plan's steps, a line each, with their estimated times ("?" where no rate is known)."""
+    for step in plan.steps:
+        took = "?" if step.seconds is None else _duration(step.seconds)
+        say(f"  {step.name}: {step.amount}, ~{took}")
 
 
 def controls_line(plan: Plan) -> str:
@@ -130,9 +135,7 @@ def echo_controls_dry_run(estimate: Estimate) -> None:
         f"  at most {cost['passages']:,} passages in {cost['texts']} texts; {cost['tokens_generated']:,} tokens "
         f"generated and {cost['tokens_scored']:,} tokens scored"
     )
-    for step in plan.steps:
-        took = "?" if step.seconds is None else _duration(step.seconds)
-        say(f"  {step.name}: {step.amount}, ~{took}")
+    _echo_steps(plan)
     say(
         "  assumes: every text long enough for all its passages, none in the cache (a cached text generates "
         "nothing), the rates measured by earlier runs on this machine at their load (docaudit's cache; the others "

@@ -12,6 +12,7 @@ from docaudit.cli.options import (
     field_options,
     format_option,
     model_config,
+    null_library_option,
     out_option,
     overwrite_option,
     seed_option,
@@ -74,13 +75,8 @@ def _print_plan(cost: dict) -> None:
 
 @command()
 @click.argument("books", nargs=-1, required=True, type=click.Path())
-@option(
-    "--null-library",
-    "library",
-    multiple=True,
-    type=click.Path(),
-    help="Texts the model never saw (for a deployed model: written after its cutoff), probed like the books: the null.",
-    section="inputs",
+@null_library_option(
+    "Texts the model never saw (for a deployed model: written after its cutoff), probed like the books: the null."
 )
 @option(
     "--paraphrases",
