@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from docaudit.audit.synthetic_controls import examine_book
+from docaudit.audit.synthetic_controls import dense_enough, examine_book
 from docaudit.config import ControlsConfig, ModelConfig, TargetConfig
 from docaudit.corpus.base import Document
 from docaudit.inference.controls import library_rank
@@ -50,6 +50,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 SETTINGS = ControlsConfig(passages=16, context_tokens=16, prefix_tokens=16, suffix_tokens=16, samples=3, block=2)
 GENERATORS = ("base", "self")
 GROUPS = ("same", "era", "trained")
+ALPHA = 0.05
 
 
 def excerpt(path: Path, n_words: int) -> str:
@@ -89,10 +90,10 @@ def minkpp(lm, text: str, share: float = 0.2, max_tokens: int = 252) -> float:
     return float(np.mean(values[: max(1, int(share * len(values)))]))
 
 
-def deltas(doc: Document, models: dict) -> list[float] | None:
-    """The text's per-passage contrasts (None when too short for two blocks)."""
+def examined(doc: Document, models: dict):
+    """The text examined (its per-passage contrasts and length), or None when too short for two blocks."""
     b = examine_book(doc, models, SETTINGS, 0)
-    return None if b.contrast is None else b.deltas
+    return None if b.contrast is None else b
 
 
 def one_target(k: int, args, texts: dict, old: list[str], new: list[str], work: Path) -> list[dict]:
@@ -122,18 +123,23 @@ def one_target(k: int, args, texts: dict, old: list[str], new: list[str], work: 
     rows = []
     for generator in GENERATORS:
         models = {"generator": base if generator == "base" else target, "target": target}
-        null = [d for i in pool if (d := deltas(Document(i, i, library[i], sha256_text(library[i])), models))]
+        null = [b for i in pool if (b := examined(Document(i, i, library[i], sha256_text(library[i])), models))]
         rows += [
-            {"target": k, "generator": generator, "group": "library", "usable": True, "contrast": float(np.mean(d))}
-            for d in null
+            {"target": k, "generator": generator, "group": "library", "usable": True, "contrast": b.contrast.mean}
+            for b in null
         ]
         for group, i in every:
-            d = deltas(Document(i, i, book[i], sha256_text(book[i])), models)
-            row = {"target": k, "generator": generator, "group": group, "id": i, "usable": d is not None}
-            if d is not None:
-                lib = [null[j] for j in rng.choice(len(null), args.library, replace=False)]
-                rank = library_rank(d, lib, 2 * SETTINGS.block, rng)
-                row.update(p=rank.p_value, passages=len(d), compared=rank.passages, contrast=float(np.mean(d)))
+            b = examined(Document(i, i, book[i], sha256_text(book[i])), models)
+            row = {"target": k, "generator": generator, "group": group, "id": i, "usable": b is not None}
+            if b is not None:
+                drawn = [null[j] for j in rng.choice(len(null), args.library, replace=False)]
+                dense = dense_enough(b, drawn, SETTINGS)
+                rank = library_rank(b.deltas, [x.deltas for x in dense], 2 * SETTINGS.block, rng)
+                gated = len(dense) < len(drawn) and (rank.p_value is None or rank.smallest_p >= ALPHA)
+                row.update(
+                    p=rank.p_value, passages=len(b.deltas), compared=rank.passages, contrast=b.contrast.mean,
+                    eligible=len(dense), denser_than_library=gated, rejected=bool(not gated and rank.p_value <= ALPHA),
+                )  # fmt: skip
                 if generator == "base":
                     row["minkpp"] = minkpp(target, book[i])
             rows.append(row)
@@ -155,18 +161,20 @@ def summary(rows: list[dict]) -> dict:
         for group in GROUPS:
             g = [r for r in rows if r["generator"] == generator and r["group"] == group and r["usable"]]
             library = [r["contrast"] for r in rows if r["generator"] == generator and r["group"] == "library"]
-            hits = sum(r["p"] <= 0.05 for r in g)
+            hits = sum(r["rejected"] for r in g)
             test = binomtest(hits, len(g), 0.10, alternative="less")
             ci = binomtest(hits, len(g)).proportion_ci()
             targets = sorted({r["target"] for r in g})
             out[f"{generator}/{group}"] = {
                 "books": len(g),
                 "p<=0.05": hits / len(g),
+                "denser_than_library": float(np.mean([r["denser_than_library"] for r in g])),
+                "eligible_median": float(np.median([r["eligible"] for r in g])),
                 "ci95": [ci.low, ci.high],
                 "p_vs_10%": test.pvalue,
-                "per_target": [float(np.mean([r["p"] <= 0.05 for r in g if r["target"] == t])) for t in targets],
+                "per_target": [float(np.mean([r["rejected"] for r in g if r["target"] == t])) for t in targets],
                 "passages_median": float(np.median([r["passages"] for r in g])),
-                "compared_median": float(np.median([r["compared"] for r in g])),
+                "compared_median": float(np.median([r["compared"] or 0 for r in g])),
                 "mean_contrast_minus_library": float(np.mean([r["contrast"] for r in g]) - np.mean(library)),
                 "minkpp_above": float(np.mean([r["minkpp_above"] for r in g])) if generator == "base" else None,
             }
@@ -183,7 +191,10 @@ def main() -> None:
     parser.add_argument("--library", type=int, default=19, help="library texts each book is ranked among")
     parser.add_argument("--library-pool", type=int, default=40, help="never-trained PG-19 texts libraries draw on")
     parser.add_argument("--book-words", type=int, default=400)
-    parser.add_argument("--library-words", type=int, default=1200)
+    parser.add_argument("--library-words", type=int, default=1200, help="words of each library text (the most)")
+    parser.add_argument(
+        "--library-words-min", type=int, default=None, help="the fewest: each text's length drawn between the two"
+    )
     parser.add_argument("--epochs", type=int, default=8, help="epochs the target is trained further on members")
     parser.add_argument("--out", required=True)
     parser.add_argument("--work", default=None, help="folder of the trained models (kept; reused when run again)")
@@ -192,10 +203,14 @@ def main() -> None:
     old = sorted(p.stem for p in (CORPUS / "members").glob("*.txt"))
     new = sorted(p.stem for p in (CORPUS / "nonmembers").glob("*.txt"))
     texts = {}
+    lengths = np.random.default_rng(7).integers(
+        args.library_words_min or args.library_words, args.library_words + 1, len(old) + len(new)
+    )
     for group, ids in (("members", old), ("nonmembers", new)):
         for i in ids:
             path = CORPUS / group / f"{i}.txt"
-            texts[i] = {"book": excerpt(path, args.book_words), "library": excerpt(path, args.library_words)}
+            words = int(lengths[len(texts)])
+            texts[i] = {"book": excerpt(path, args.book_words), "library": excerpt(path, words)}
     work = Path(args.work or tempfile.mkdtemp(prefix="docaudit-controls-null-"))
     began, rows = time.time(), []
     for k in range(args.first, args.first + args.targets):

@@ -173,6 +173,73 @@ def test_a_book_with_fewer_passages_than_the_library_texts_is_inconclusive():
     assert verdicts[1].verdict != "inconclusive"
 
 
+def _spaced(book: BookControls, tokens: int) -> BookControls:
+    book.tokens = tokens
+    return book
+
+
+def test_the_book_is_ranked_only_among_texts_whose_passages_lie_at_least_as_close_together():
+    """The mean gap between neighbouring passages (text tokens less the passages' tokens, per passage) against a
+    slow reference in exact fractions; the texts kept are those whose gap is no larger than the book's."""
+    from fractions import Fraction
+
+    from docaudit.audit.synthetic_controls import dense_enough, gap
+
+    rng = np.random.default_rng(4)
+    length = SMALL.passage_tokens  # 32
+    book = _spaced(_tested(99, rng.normal(size=8), rng), 8 * length + 8 * 40)  # 40 tokens between passages
+    library = [_spaced(_tested(i, rng.normal(size=n), rng), t) for i, (n, t) in enumerate(
+        [(8, 8 * 72), (8, 8 * 72 + 1), (16, 16 * 72), (16, 16 * 72 + 16), (4, 4 * 72 - 1), (8, 8 * 73), (16, 10**5)]
+    )]  # fmt: skip
+    for b in [book, *library]:
+        assert gap(b, SMALL) == Fraction(b.tokens - b.passages * length, b.passages)
+    want = [b.id for b in library if Fraction(b.tokens - b.passages * length, b.passages) <= 40]
+    assert [b.id for b in dense_enough(book, library, SMALL)] == want == ["t0", "t2", "t4"]
+    assert dense_enough(_spaced(_tested(98, rng.normal(size=8), rng), None), library[:1], SMALL) == library[:1]
+    assert dense_enough(book, [_spaced(library[0], None)], SMALL) == []  # a text of unknown length never qualifies
+
+
+def test_a_tiled_book_against_spread_library_texts_is_inconclusive():
+    """A book whose passages lie edge to edge (no gap) against library texts with gaps between theirs: none is as
+    dense, so no p-value and "inconclusive" (``denser_than_library``), with the count of eligible texts; as many
+    eligible as the smallest p-value below --alpha needs: a verdict among those only."""
+    rng = np.random.default_rng(6)
+    length = SMALL.passage_tokens
+    library = [_spaced(_tested(i, rng.normal(size=8), rng), 8 * length + 8 * (10 + i)) for i in range(30)]
+    tiled = _spaced(_tested(98, np.full(8, 5.0), rng), 8 * length)
+    [verdict] = judge([tiled], library, SMALL)
+    assert verdict.verdict == "inconclusive" and verdict.reason_codes == ("denser_than_library",)
+    assert tiled.library_eligible == 0 and tiled.p_value is None
+    assert "only 0 of the library's 30 texts" in verdict.reason and "as long as the book or shorter" in str(
+        verdict.as_dict()["reasons"]
+    )
+    middle = _spaced(_tested(97, np.full(8, 5.0), rng), 8 * length + 8 * 30)  # 21 texts have gaps of 10-30
+    [verdict] = judge([middle], library, SMALL)
+    assert middle.library_eligible == middle.library_texts == 21 and middle.p_value == pytest.approx(1 / 22)
+    assert verdict.verdict == "evidence of membership"
+    few = _spaced(_tested(96, np.full(8, 5.0), rng), 8 * length + 8 * 20)  # 11 texts: smallest p 1/12
+    [verdict] = judge([few], library, SMALL)
+    assert verdict.reason_codes == ("denser_than_library",) and few.p_value == pytest.approx(1 / 12)
+
+
+def test_the_p_value_is_unchanged_where_every_library_text_qualifies():
+    """Every library text at least as dense as the book: the same p-value, texts and reasons as ranking among all
+    of them with no lengths known (the rank before the rule)."""
+    rng = np.random.default_rng(7)
+    deltas = [rng.normal(size=int(n)) for n in rng.integers(8, 17, 25)]
+    book_deltas = rng.normal(0.5, 1, 12)
+    results = []
+    for known in (False, True):
+        library = [
+            _spaced(_tested(i, d, rng), len(d) * (SMALL.passage_tokens + i % 5) if known else None)
+            for i, d in enumerate(deltas)
+        ]  # gaps of 0 to 4 tokens
+        book = _spaced(_tested(99, book_deltas, rng), 12 * (SMALL.passage_tokens + 4) if known else None)
+        [verdict] = judge([book], library, SMALL, seed=3)
+        results.append((book.p_value, book.library_texts, verdict.reason_codes))
+    assert results[0] == results[1] and results[0][1] == 25
+
+
 def test_a_small_library_is_inconclusive_and_a_book_is_left_out_of_its_own_comparison():
     rng = np.random.default_rng(5)
     library = [_tested(i, rng.normal(size=16), rng) for i in range(12)]
@@ -275,10 +342,10 @@ def test_a_placebo_is_about_zero_on_trained_books(trained_run):
 @pytest.fixture(scope="module")
 def shelf(tmp_path_factory):
     root = tmp_path_factory.mktemp("shelf")
-    for group, name, n in (("members", "books", 2), ("nonmembers", "library", 3)):
-        (root / name).mkdir()
+    for group, name, n, chars in (("members", "books", 2, 3000), ("nonmembers", "library", 3, 2400)):
+        (root / name).mkdir()  # library texts shorter than the books: their passages at least as close together
         for book in corpus_ids(group, n):
-            (root / name / f"{book}.txt").write_text(corpus_text(group, book, n_chars=3000))
+            (root / name / f"{book}.txt").write_text(corpus_text(group, book, n_chars=chars))
     return root
 
 
@@ -388,12 +455,35 @@ def test_a_stored_library_stands_in_for_its_texts_and_a_mismatch_is_refused(shel
     from_file, request = p_values(config, stored_library=tmp_path / "library.json")
     assert from_file == given and from_file[:2] == given[:2]
     result = api.synthetic_controls(request).controls
-    assert [b.library_texts for b in result["books"]] == [3, 3, 2]  # the library's own text is left out
+    from docaudit.audit.synthetic_controls import gap
+
+    own = result["books"][2]  # the library's own text is left out, and compared with those as dense as itself
+    dense = sum(gap(b, config) <= gap(own, config) for b in result["library"] if b.sha256 != own.sha256)
+    assert [b.library_texts for b in result["books"]] == [3, 3, dense] and dense <= 2
     assert "exchangeable with those of never-seen library texts" in result["null"]
     with pytest.raises(DocauditError, match="does not match this run .it was computed with passages 8, this run uses"):
         p_values(replace(config, passages=12), stored_library=tmp_path / "library.json")
     with pytest.raises(DocauditError, match="its target is"):
         api.synthetic_controls(replace(request, model=generator))
+
+
+def test_a_stored_library_without_its_texts_lengths_is_refused_in_one_line(tmp_path):
+    """A library of the first format holds no text lengths, so which texts a book may be compared with is unknown:
+    refused with the reason and the way out, never read as if every text qualified."""
+    from docaudit.audit.controls_library import read_library
+    from docaudit.config import CONTROLS_NULL
+
+    data = json.loads(CONTROLS_NULL.read_text())
+    data["format"] = 1
+    for t in data["texts"]:
+        del t["tokens"]
+    old = tmp_path / "library.json"
+    old.write_text(json.dumps(data))
+    with pytest.raises(DocauditError, match="format 1, not 2: it lacks its texts' lengths") as refused:
+        read_library(old, data["key"], 2)
+    assert "\n" not in str(refused.value)
+    books = read_library(CONTROLS_NULL, data["key"], 2)
+    assert [b.tokens for b in books] == [t["tokens"] for t in json.loads(CONTROLS_NULL.read_text())["texts"]]
 
 
 def test_the_shipped_library_is_for_the_embedded_model_at_the_fast_preset():
@@ -412,6 +502,8 @@ def test_the_shipped_library_is_for_the_embedded_model_at_the_fast_preset():
     assert {"docaudit", "torch", "transformers"} <= set(data["provenance"]["versions"]) and data["provenance"]["date"]
     assert len(data["texts"]) >= nonmembers_needed(ControlsConfig().alpha)  # a p-value below --alpha is reachable
     assert all(len(t["contrasts"]) == t["passages"] == 16 for t in data["texts"])
+    length = ControlsConfig.preset("fast").passage_tokens
+    assert all(t["tokens"] >= t["passages"] * length for t in data["texts"])  # room for every passage
     if CORPUS.present():
         for t in data["texts"]:
             assert sha256_untrusted(CORPUS / "nonmembers" / t["file"], "document") == t["file_sha256"]
