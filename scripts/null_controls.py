@@ -6,9 +6,11 @@ B on its own PG-19 books, and a target T: B trained further on ``--members`` oth
 generator is the target's own base B (as when a base model writes the suffixes for a model trained from it), or
 the target itself (``controls`` on the embedded model, where the library calibrates the contrast). Every text is
 put through ``audit.synthetic_controls.examine_book`` under each generator; each judged book is ranked
-(``inference.controls.library_rank``, the p-value ``controls`` prints) among ``--library`` texts drawn at random
-from a pool of never-trained PG-19 texts, longer than the books (``--library-words`` against ``--book-words``, so
-they give more passages and are compared at the book's count). Groups:
+(``inference.controls.library_rank``, the p-value ``controls`` prints) among those of ``--library`` texts drawn
+at random from a pool of never-trained PG-19 texts whose passages lie at least as close together as the book's
+(``audit.synthetic_controls.dense_enough``, as ``controls`` ranks); where too few qualify for a p-value below 0.05
+the book is "inconclusive" (``denser_than_library``), counted as not found. Each library text has
+``--library-words`` words, or a length drawn between ``--library-words-min`` and that. Groups:
 
 - ``same``: never-trained PG-19 books (the library's era): the same-distribution null;
 - ``era``: never-trained post-2024 books against the PG-19 library: the cross-era null;
@@ -16,8 +18,9 @@ they give more passages and are compared at the book's count). Groups:
 
 Min-K%++ (k = 20%) of each book under T, thresholded at the 95th percentile of that target's never-trained PG-19
 books, gives power at the same false-positive rate. The defaults are the documented full size: 8 targets, 35
-never-trained books per null group and target, 400-word books against 1,200-word library texts (16 passages each,
-what ``controls`` judges), 15 members: 280 null books per group and generator, where the one-sided exact binomial
+never-trained books per null group and target, 1,200-word books each ranked among 39 of 60 library texts of
+800-1,200 words (16 passages each; most texts at least as dense as the book, what ``controls`` lets through), 15
+members: 280 null books per group and generator, where the one-sided exact binomial
 test of "the rate is 10%" at level 0.05 sees a true 5% with power 0.93 (239 books is the least size with power
 0.9; from 263 on every size has it). Results are written after every target, so an interrupted run keeps its
 finished targets.
@@ -152,8 +155,10 @@ def one_target(k: int, args, texts: dict, old: list[str], new: list[str], work: 
 
 
 def summary(rows: list[dict]) -> dict:
-    """Per generator and group: books, the share with p <= 0.05 (Clopper-Pearson 95% interval, and the one-sided
-    binomial p-value of "the rate is 10%" for the null groups), per target, and Min-K%++'s share above its cut."""
+    """Per generator and group: books, the share with p <= 0.05 and not inconclusive (Clopper-Pearson 95% interval,
+    and the one-sided binomial p-value of "the rate is 10%" for the null groups), per target, the share made
+    inconclusive by ``denser_than_library`` with the median count of texts at least as dense, and Min-K%++'s share
+    above its cut."""
     from scipy.stats import binomtest
 
     out = {}
@@ -188,12 +193,14 @@ def main() -> None:
     parser.add_argument("--books", type=int, default=35, help="judged never-trained books per null group and target")
     parser.add_argument("--members", type=int, default=15, help="books the target is trained on (judged: power)")
     parser.add_argument("--base-books", type=int, default=15, help="PG-19 books the base model is trained on")
-    parser.add_argument("--library", type=int, default=19, help="library texts each book is ranked among")
-    parser.add_argument("--library-pool", type=int, default=40, help="never-trained PG-19 texts libraries draw on")
-    parser.add_argument("--book-words", type=int, default=400)
+    parser.add_argument(
+        "--library", type=int, default=39, help="library texts drawn per book (ranked among: those as dense)"
+    )
+    parser.add_argument("--library-pool", type=int, default=60, help="never-trained PG-19 texts libraries draw on")
+    parser.add_argument("--book-words", type=int, default=1200)
     parser.add_argument("--library-words", type=int, default=1200, help="words of each library text (the most)")
     parser.add_argument(
-        "--library-words-min", type=int, default=None, help="the fewest: each text's length drawn between the two"
+        "--library-words-min", type=int, default=800, help="the fewest: each text's length drawn between the two"
     )
     parser.add_argument("--epochs", type=int, default=8, help="epochs the target is trained further on members")
     parser.add_argument("--out", required=True)

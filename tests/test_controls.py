@@ -290,15 +290,15 @@ def test_bits_per_byte_match_a_plain_forward_pass(name, request):
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory, one_thread):
     """A tiny target trained on four 600-word book excerpts (80 epochs); those four judged against a null library of 24
-    never-trained excerpts of other books (smallest p-value 1/25); a tiny generator trained on four more books
-    writes the suffixes."""
+    never-trained 500-word excerpts of other books (shorter, so their passages lie at least as close together as the
+    books'; smallest p-value 1/25); a tiny generator trained on four more books writes the suffixes."""
     from labtarget import TINY, book_excerpt
 
     from docaudit import api
     from docaudit.lab.target import train_target
 
     paths = sorted((CORPUS / "members").glob("*.txt"))[:32]
-    texts = [book_excerpt(p, 600) for p in paths]
+    texts = [book_excerpt(p, 600 if i < 8 else 500) for i, p in enumerate(paths)]
     members, others, library = texts[:4], texts[4:8], texts[8:]
     root = tmp_path_factory.mktemp("controls")
     target = train_target(members, texts, root / "target", replace(TINY, epochs=80))
@@ -324,7 +324,8 @@ def trained_run(tmp_path_factory, one_thread):
 def test_a_trained_book_gets_a_small_p_value(trained_run):
     result, n_members = trained_run
     p = [b.p_value for b in result["books"]]
-    assert all(b.contrast is not None for b in result["books"])
+    eligible = [b.library_eligible for b in result["books"]]
+    assert all(b.contrast is not None for b in result["books"]) and min(eligible) >= 20, eligible
     assert np.median(p) < 0.05 and max(p) < 0.1, [round(x, 4) for x in p]
     assert any(v.verdict == "evidence of membership" for v in result["verdicts"]), result["verdicts"]
 
@@ -381,6 +382,8 @@ def test_command_outputs_cache_and_schema(shelf, tiny_gpt2, tiny_llama):
     assert text.exit_code == 0 and "contrast" in text.output
     assert "null: the book's contrast is exchangeable with those of never-seen library texts" in text.output
     assert "smallest attainable p-value 0.25" in text.output and "reasons above" in text.output
+    assert "(3 of the library's texts have passages at least as close together as the book's)" in text.output
+    assert [b["library_eligible"] for b in out["books"]] == [3, 3]
 
 
 def test_a_damaged_cache_entry_is_generated_again_and_a_reference_alone_is_inconclusive(shelf, tiny_gpt2, tiny_llama):

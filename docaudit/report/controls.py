@@ -89,8 +89,8 @@ def format_controls(result: dict) -> str:
         if row["smallest_p"] is not None:
             lines.append(
                 f"  ranked among {row['library_texts']} never-seen texts at {_num(row['compared_passages'])} "
-                f"passages (of {_num(row['library_eligible'])} with passages at least as close together as the "
-                f"book's): smallest attainable p-value {row['smallest_p']:.3g}"
+                f"passages ({_num(row['library_eligible'])} of the library's texts have passages at least as close "
+                f"together as the book's): smallest attainable p-value {row['smallest_p']:.3g}"
             )
         lines.append("")
     return "\n".join(lines).rstrip()
