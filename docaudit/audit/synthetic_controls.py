@@ -7,7 +7,8 @@ prefix from the generator (cached by book, generator and settings, reused across
 suffix after the same context in bits per byte; the per-passage contrast real − mean synthetic (minus the same
 contrast under a reference model that cannot have seen the book, when one is given); the book's mean contrast with
 an interval that holds when neighbouring passages depend on each other. The p-value is the book's rank among a
-null library of never-seen texts treated the same way, every text compared at the same number of passages; with a
+null library of never-seen texts treated the same way whose passages lie at least as close together as the
+book's, every text compared at the same number of passages; with a
 reference model alone the book is "inconclusive" (measured: that null is not valid).
 A placebo (a synthetic suffix in the real one's
 place) and, with both a reference and a library, the reference's own contrast outside the library's range turn the
