@@ -27,7 +27,7 @@ import torch
 import transformers
 
 import docaudit
-from docaudit.audit.controls_library import library_document, null_key, text_record
+from docaudit.audit.controls_library import FORMAT, library_document, null_key, text_record
 from docaudit.audit.synthetic_controls import examine_book
 from docaudit.config import CONTROLS_NULL, ControlsConfig, ModelConfig
 from docaudit.corpus.documents import load_documents
@@ -63,7 +63,7 @@ def main() -> None:
     texts = []
     if args.out.exists():
         old = json.loads(args.out.read_text(encoding="utf-8"))
-        texts = old["texts"] if old.get("key") == key else []
+        texts = old["texts"] if old.get("key") == key and old.get("format") == FORMAT else []
     done = {t["file"] for t in texts}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for path in files:
