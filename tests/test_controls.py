@@ -488,6 +488,23 @@ def test_a_stored_library_without_its_texts_lengths_is_refused_in_one_line(tmp_p
     assert [b.tokens for b in books] == [t["tokens"] for t in json.loads(CONTROLS_NULL.read_text())["texts"]]
 
 
+def test_a_stored_excerpt_is_matched_by_the_whole_text_it_came_from(tmp_path):
+    """A library text cut from a book is matched by that book's own SHA-256, so judging the whole book leaves its
+    excerpt out of its comparison; an entry without ``source_sha256`` is matched by its own text."""
+    from docaudit.audit.controls_library import read_library
+    from docaudit.config import CONTROLS_NULL
+
+    data = json.loads(CONTROLS_NULL.read_text())
+    assert all(t["source_sha256"] != t["sha256"] for t in data["texts"])  # the shipped texts are excerpts
+    books = read_library(CONTROLS_NULL, data["key"], 2)
+    assert [b.sha256 for b in books] == [t["source_sha256"] for t in data["texts"]]
+    for t in data["texts"]:
+        del t["source_sha256"]
+    plain = tmp_path / "library.json"
+    plain.write_text(json.dumps(data))
+    assert [b.sha256 for b in read_library(plain, data["key"], 2)] == [t["sha256"] for t in data["texts"]]
+
+
 def test_the_shipped_library_is_for_the_embedded_model_at_the_fast_preset():
     """The null ``docaudit controls BOOK`` uses on the embedded model: post-2024 texts of the shared corpus (enough
     for a p-value below ``--alpha``), each named by the SHA-256 of its file, computed at ``--preset
@@ -506,6 +523,8 @@ def test_the_shipped_library_is_for_the_embedded_model_at_the_fast_preset():
     assert all(len(t["contrasts"]) == t["passages"] == 16 for t in data["texts"])
     length = ControlsConfig.preset("fast").passage_tokens
     assert all(t["tokens"] >= t["passages"] * length for t in data["texts"])  # room for every passage
+    # excerpts: a whole book of 20,000 generator tokens or more is compared with every text (as dense as it or more)
+    assert max(t["tokens"] for t in data["texts"]) <= 20000
     if CORPUS.present():
         for t in data["texts"]:
             assert sha256_untrusted(CORPUS / "nonmembers" / t["file"], "document") == t["file_sha256"]

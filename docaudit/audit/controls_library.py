@@ -39,13 +39,16 @@ def null_key(models: dict, config: ControlsConfig, reading) -> dict:
     }
 
 
-def text_record(book: BookControls, file: str, file_sha256: str) -> dict:
-    """One library text as stored: its file, the SHA-256 of the file's bytes and of the text as read (what a judged
-    book is matched by), its length in generator tokens, its per-passage contrasts and cost."""
+def text_record(book: BookControls, file: str, file_sha256: str, source_sha256: str | None = None) -> dict:
+    """One library text as stored: its file, the SHA-256 of the file's bytes, of the text as put through and of
+    the whole text as read that it was taken from (an excerpt's book: what a judged book is matched by, so a book
+    is never compared with an excerpt of itself), its length in generator tokens, its per-passage contrasts and
+    cost."""
     return {
         "file": file,
         "file_sha256": file_sha256,
         "sha256": book.sha256,
+        "source_sha256": source_sha256 or book.sha256,
         "passages": book.passages,
         "tokens": book.tokens,
         "contrasts": book.deltas,
@@ -87,6 +90,7 @@ def read_library(path: Path, key: dict, block: int) -> list[BookControls]:
             )
         texts = data["texts"]
         tokens = [int(t["tokens"]) for t in texts]
+        sources = [str(t.get("source_sha256", t["sha256"])) for t in texts]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise DocauditError(f"cannot read the stored null library {path}: {e}") from None
     if (why := _difference(data["key"], key)) is not None:
@@ -95,8 +99,8 @@ def read_library(path: Path, key: dict, block: int) -> list[BookControls]:
             "models, or give --null-library DIR"
         )
     out = []
-    for t, n in zip(texts, tokens):
-        book = BookControls(t["file"], f"{path}#{t['file']}", t["sha256"], int(t["passages"]), n, deltas=t["contrasts"])
+    for t, n, source in zip(texts, tokens, sources):  # matched by the whole text it came from
+        book = BookControls(t["file"], f"{path}#{t['file']}", source, int(t["passages"]), n, deltas=t["contrasts"])
         book.contrast = block_mean(t["contrasts"], block) if len(t["contrasts"]) >= 2 * block else None
         out.append(book)
     return out
