@@ -113,6 +113,16 @@ def controls_summary(rows: list[dict], labels: dict[str, int]) -> dict:
     return out
 
 
+def detectors(results: dict, model_dir: Path, files: list[Path], labels: dict[str, int], args) -> None:
+    """The detectors' scores and summary in ``results``."""
+    began = time.monotonic()
+    scores = detector_scores(model_dir, files, args.words, RunContext(seed=args.seed, progress=False))
+    results["detectors"] = detector_summary(scores, labels, [f.stem for f in files if f.stem not in labels])
+    results["detector_seconds"] = time.monotonic() - began
+    results["detector_scores"] = {n: {d: scores[n][d] for d in DETECTORS} for n in scores}
+    print(json.dumps(results["detectors"]), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("corpus", type=Path, help="a folder of books (.txt)")
@@ -128,6 +138,7 @@ def main() -> None:
     parser.add_argument("--suffix-tokens", type=int, default=16)
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--block", type=int, default=2)
+    parser.add_argument("--skip-detectors", action="store_true", help="controls alone (the detectors ran before)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, required=True, help="a folder for the target and the caches")
     parser.add_argument("--json", type=Path, required=True)
@@ -167,13 +178,9 @@ def main() -> None:
     save()
     print(f"trained in {results['train_seconds']:.0f} s", flush=True)
 
-    began = time.monotonic()
-    scores = detector_scores(model_dir, books + null, args.words, RunContext(seed=args.seed, progress=False))
-    results["detectors"] = detector_summary(scores, labels, sorted(library))
-    results["detector_seconds"] = time.monotonic() - began
-    results["detector_scores"] = {n: {d: scores[n][d] for d in DETECTORS} for n in scores}
-    save()
-    print(json.dumps(results["detectors"]), flush=True)
+    if not args.skip_detectors:
+        detectors(results, model_dir, books + null, labels, args)
+        save()
 
     target = load_model(ModelConfig(model=str(model_dir)))
     docs, library_docs = documents(books), documents(null)
