@@ -6,9 +6,11 @@ B on its own PG-19 books, and a target T: B trained further on ``--members`` oth
 generator is the target's own base B (as when a base model writes the suffixes for a model trained from it), or
 the target itself (``controls`` on the embedded model, where the library calibrates the contrast). Every text is
 put through ``audit.synthetic_controls.examine_book`` under each generator; each judged book is ranked
-(``inference.controls.library_rank``, the p-value ``controls`` prints) among ``--library`` texts drawn at random
-from a pool of never-trained PG-19 texts, longer than the books (``--library-words`` against ``--book-words``, so
-they give more passages and are compared at the book's count). Groups:
+(``inference.controls.library_rank``, the p-value ``controls`` prints) among those of ``--library`` texts drawn
+at random from a pool of never-trained PG-19 texts whose passages lie at least as close together as the book's
+(``audit.synthetic_controls.dense_enough``, as ``controls`` ranks); where too few qualify for a p-value below 0.05
+the book is "inconclusive" (``denser_than_library``), counted as not found. Each library text has
+``--library-words`` words, or a length drawn between ``--library-words-min`` and that. Groups:
 
 - ``same``: never-trained PG-19 books (the library's era): the same-distribution null;
 - ``era``: never-trained post-2024 books against the PG-19 library: the cross-era null;
@@ -16,8 +18,9 @@ they give more passages and are compared at the book's count). Groups:
 
 Min-K%++ (k = 20%) of each book under T, thresholded at the 95th percentile of that target's never-trained PG-19
 books, gives power at the same false-positive rate. The defaults are the documented full size: 8 targets, 35
-never-trained books per null group and target, 400-word books against 1,200-word library texts (16 passages each,
-what ``controls`` judges), 15 members: 280 null books per group and generator, where the one-sided exact binomial
+never-trained books per null group and target, 1,200-word books each ranked among 39 of 60 library texts of
+800-1,200 words (16 passages each; most texts at least as dense as the book, what ``controls`` lets through), 15
+members: 280 null books per group and generator, where the one-sided exact binomial
 test of "the rate is 10%" at level 0.05 sees a true 5% with power 0.93 (239 books is the least size with power
 0.9; from 263 on every size has it). Results are written after every target, so an interrupted run keeps its
 finished targets.
@@ -37,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from docaudit.audit.synthetic_controls import examine_book
+from docaudit.audit.synthetic_controls import dense_enough, examine_book
 from docaudit.config import ControlsConfig, ModelConfig, TargetConfig
 from docaudit.corpus.base import Document
 from docaudit.inference.controls import library_rank
@@ -50,6 +53,7 @@ CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 SETTINGS = ControlsConfig(passages=16, context_tokens=16, prefix_tokens=16, suffix_tokens=16, samples=3, block=2)
 GENERATORS = ("base", "self")
 GROUPS = ("same", "era", "trained")
+ALPHA = 0.05
 
 
 def excerpt(path: Path, n_words: int) -> str:
@@ -89,10 +93,10 @@ def minkpp(lm, text: str, share: float = 0.2, max_tokens: int = 252) -> float:
     return float(np.mean(values[: max(1, int(share * len(values)))]))
 
 
-def deltas(doc: Document, models: dict) -> list[float] | None:
-    """The text's per-passage contrasts (None when too short for two blocks)."""
+def examined(doc: Document, models: dict):
+    """The text examined (its per-passage contrasts and length), or None when too short for two blocks."""
     b = examine_book(doc, models, SETTINGS, 0)
-    return None if b.contrast is None else b.deltas
+    return None if b.contrast is None else b
 
 
 def one_target(k: int, args, texts: dict, old: list[str], new: list[str], work: Path) -> list[dict]:
@@ -122,18 +126,23 @@ def one_target(k: int, args, texts: dict, old: list[str], new: list[str], work: 
     rows = []
     for generator in GENERATORS:
         models = {"generator": base if generator == "base" else target, "target": target}
-        null = [d for i in pool if (d := deltas(Document(i, i, library[i], sha256_text(library[i])), models))]
+        null = [b for i in pool if (b := examined(Document(i, i, library[i], sha256_text(library[i])), models))]
         rows += [
-            {"target": k, "generator": generator, "group": "library", "usable": True, "contrast": float(np.mean(d))}
-            for d in null
+            {"target": k, "generator": generator, "group": "library", "usable": True, "contrast": b.contrast.mean}
+            for b in null
         ]
         for group, i in every:
-            d = deltas(Document(i, i, book[i], sha256_text(book[i])), models)
-            row = {"target": k, "generator": generator, "group": group, "id": i, "usable": d is not None}
-            if d is not None:
-                lib = [null[j] for j in rng.choice(len(null), args.library, replace=False)]
-                rank = library_rank(d, lib, 2 * SETTINGS.block, rng)
-                row.update(p=rank.p_value, passages=len(d), compared=rank.passages, contrast=float(np.mean(d)))
+            b = examined(Document(i, i, book[i], sha256_text(book[i])), models)
+            row = {"target": k, "generator": generator, "group": group, "id": i, "usable": b is not None}
+            if b is not None:
+                drawn = [null[j] for j in rng.choice(len(null), args.library, replace=False)]
+                dense = dense_enough(b, drawn, SETTINGS)
+                rank = library_rank(b.deltas, [x.deltas for x in dense], 2 * SETTINGS.block, rng)
+                gated = len(dense) < len(drawn) and (rank.p_value is None or rank.smallest_p >= ALPHA)
+                row.update(
+                    p=rank.p_value, passages=len(b.deltas), compared=rank.passages, contrast=b.contrast.mean,
+                    eligible=len(dense), denser_than_library=gated, rejected=bool(not gated and rank.p_value <= ALPHA),
+                )  # fmt: skip
                 if generator == "base":
                     row["minkpp"] = minkpp(target, book[i])
             rows.append(row)
@@ -146,8 +155,10 @@ def one_target(k: int, args, texts: dict, old: list[str], new: list[str], work: 
 
 
 def summary(rows: list[dict]) -> dict:
-    """Per generator and group: books, the share with p <= 0.05 (Clopper-Pearson 95% interval, and the one-sided
-    binomial p-value of "the rate is 10%" for the null groups), per target, and Min-K%++'s share above its cut."""
+    """Per generator and group: books, the share with p <= 0.05 and not inconclusive (Clopper-Pearson 95% interval,
+    and the one-sided binomial p-value of "the rate is 10%" for the null groups), per target, the share made
+    inconclusive by ``denser_than_library`` with the median count of texts at least as dense, and Min-K%++'s share
+    above its cut."""
     from scipy.stats import binomtest
 
     out = {}
@@ -155,18 +166,20 @@ def summary(rows: list[dict]) -> dict:
         for group in GROUPS:
             g = [r for r in rows if r["generator"] == generator and r["group"] == group and r["usable"]]
             library = [r["contrast"] for r in rows if r["generator"] == generator and r["group"] == "library"]
-            hits = sum(r["p"] <= 0.05 for r in g)
+            hits = sum(r["rejected"] for r in g)
             test = binomtest(hits, len(g), 0.10, alternative="less")
             ci = binomtest(hits, len(g)).proportion_ci()
             targets = sorted({r["target"] for r in g})
             out[f"{generator}/{group}"] = {
                 "books": len(g),
                 "p<=0.05": hits / len(g),
+                "denser_than_library": float(np.mean([r["denser_than_library"] for r in g])),
+                "eligible_median": float(np.median([r["eligible"] for r in g])),
                 "ci95": [ci.low, ci.high],
                 "p_vs_10%": test.pvalue,
-                "per_target": [float(np.mean([r["p"] <= 0.05 for r in g if r["target"] == t])) for t in targets],
+                "per_target": [float(np.mean([r["rejected"] for r in g if r["target"] == t])) for t in targets],
                 "passages_median": float(np.median([r["passages"] for r in g])),
-                "compared_median": float(np.median([r["compared"] for r in g])),
+                "compared_median": float(np.median([r["compared"] or 0 for r in g])),
                 "mean_contrast_minus_library": float(np.mean([r["contrast"] for r in g]) - np.mean(library)),
                 "minkpp_above": float(np.mean([r["minkpp_above"] for r in g])) if generator == "base" else None,
             }
@@ -180,10 +193,15 @@ def main() -> None:
     parser.add_argument("--books", type=int, default=35, help="judged never-trained books per null group and target")
     parser.add_argument("--members", type=int, default=15, help="books the target is trained on (judged: power)")
     parser.add_argument("--base-books", type=int, default=15, help="PG-19 books the base model is trained on")
-    parser.add_argument("--library", type=int, default=19, help="library texts each book is ranked among")
-    parser.add_argument("--library-pool", type=int, default=40, help="never-trained PG-19 texts libraries draw on")
-    parser.add_argument("--book-words", type=int, default=400)
-    parser.add_argument("--library-words", type=int, default=1200)
+    parser.add_argument(
+        "--library", type=int, default=39, help="library texts drawn per book (ranked among: those as dense)"
+    )
+    parser.add_argument("--library-pool", type=int, default=60, help="never-trained PG-19 texts libraries draw on")
+    parser.add_argument("--book-words", type=int, default=1200)
+    parser.add_argument("--library-words", type=int, default=1200, help="words of each library text (the most)")
+    parser.add_argument(
+        "--library-words-min", type=int, default=800, help="the fewest: each text's length drawn between the two"
+    )
     parser.add_argument("--epochs", type=int, default=8, help="epochs the target is trained further on members")
     parser.add_argument("--out", required=True)
     parser.add_argument("--work", default=None, help="folder of the trained models (kept; reused when run again)")
@@ -192,10 +210,14 @@ def main() -> None:
     old = sorted(p.stem for p in (CORPUS / "members").glob("*.txt"))
     new = sorted(p.stem for p in (CORPUS / "nonmembers").glob("*.txt"))
     texts = {}
+    lengths = np.random.default_rng(7).integers(
+        args.library_words_min or args.library_words, args.library_words + 1, len(old) + len(new)
+    )
     for group, ids in (("members", old), ("nonmembers", new)):
         for i in ids:
             path = CORPUS / group / f"{i}.txt"
-            texts[i] = {"book": excerpt(path, args.book_words), "library": excerpt(path, args.library_words)}
+            words = int(lengths[len(texts)])
+            texts[i] = {"book": excerpt(path, args.book_words), "library": excerpt(path, words)}
     work = Path(args.work or tempfile.mkdtemp(prefix="docaudit-controls-null-"))
     began, rows = time.time(), []
     for k in range(args.first, args.first + args.targets):

@@ -67,6 +67,7 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
         "roc.png",
         "predictions.csv",
         "folds.skops",
+        "blind_folds.skops",
         "conformal.skops",
         ".docaudit-output.json",
     }
@@ -301,6 +302,7 @@ def test_predict_asks_to_retrain_an_older_classifier_and_refuses_tampered_fold_m
     old = tmp_path / "old"
     shutil.copytree(trained, old)
     (old / "folds.skops").unlink()
+    (old / "blind_folds.skops").unlink()
     (old / "card.json").write_text(json.dumps({k: v for k, v in card.items() if k != "conformal"}))
     result = run("predict", "--classifier", old, "--model", tiny_gpt2, "--format", "json", book)
     assert result.exit_code == 0, result.output
@@ -319,7 +321,7 @@ def test_predict_asks_to_retrain_an_older_classifier_and_refuses_tampered_fold_m
 
     bad = tmp_path / "bad"
     shutil.copytree(trained, bad)
-    (bad / "folds.skops").write_bytes(sio.dumps({"meta": [FunctionTransformer(np.exp)] * 2, "blind": []}))
+    (bad / "blind_folds.skops").write_bytes(sio.dumps([FunctionTransformer(np.exp)] * 2))
     assert_clean_error(run("predict", "--classifier", bad, "--model", tiny_gpt2, book), "untrusted types")
     tampered = tmp_path / "tampered"
     shutil.copytree(trained, tampered)

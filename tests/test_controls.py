@@ -173,6 +173,73 @@ def test_a_book_with_fewer_passages_than_the_library_texts_is_inconclusive():
     assert verdicts[1].verdict != "inconclusive"
 
 
+def _spaced(book: BookControls, tokens: int) -> BookControls:
+    book.tokens = tokens
+    return book
+
+
+def test_the_book_is_ranked_only_among_texts_whose_passages_lie_at_least_as_close_together():
+    """The mean gap between neighbouring passages (text tokens less the passages' tokens, per passage) against a
+    slow reference in exact fractions; the texts kept are those whose gap is no larger than the book's."""
+    from fractions import Fraction
+
+    from docaudit.audit.synthetic_controls import dense_enough, gap
+
+    rng = np.random.default_rng(4)
+    length = SMALL.passage_tokens  # 32
+    book = _spaced(_tested(99, rng.normal(size=8), rng), 8 * length + 8 * 40)  # 40 tokens between passages
+    library = [_spaced(_tested(i, rng.normal(size=n), rng), t) for i, (n, t) in enumerate(
+        [(8, 8 * 72), (8, 8 * 72 + 1), (16, 16 * 72), (16, 16 * 72 + 16), (4, 4 * 72 - 1), (8, 8 * 73), (16, 10**5)]
+    )]  # fmt: skip
+    for b in [book, *library]:
+        assert gap(b, SMALL) == Fraction(b.tokens - b.passages * length, b.passages)
+    want = [b.id for b in library if Fraction(b.tokens - b.passages * length, b.passages) <= 40]
+    assert [b.id for b in dense_enough(book, library, SMALL)] == want == ["t0", "t2", "t4"]
+    assert dense_enough(_spaced(_tested(98, rng.normal(size=8), rng), None), library[:1], SMALL) == library[:1]
+    assert dense_enough(book, [_spaced(library[0], None)], SMALL) == []  # a text of unknown length never qualifies
+
+
+def test_a_tiled_book_against_spread_library_texts_is_inconclusive():
+    """A book whose passages lie edge to edge (no gap) against library texts with gaps between theirs: none is as
+    dense, so no p-value and "inconclusive" (``denser_than_library``), with the count of eligible texts; as many
+    eligible as the smallest p-value below --alpha needs: a verdict among those only."""
+    rng = np.random.default_rng(6)
+    length = SMALL.passage_tokens
+    library = [_spaced(_tested(i, rng.normal(size=8), rng), 8 * length + 8 * (10 + i)) for i in range(30)]
+    tiled = _spaced(_tested(98, np.full(8, 5.0), rng), 8 * length)
+    [verdict] = judge([tiled], library, SMALL)
+    assert verdict.verdict == "inconclusive" and verdict.reason_codes == ("denser_than_library",)
+    assert tiled.library_eligible == 0 and tiled.p_value is None
+    assert "only 0 of the library's 30 texts" in verdict.reason and "as long as the book or shorter" in str(
+        verdict.as_dict()["reasons"]
+    )
+    middle = _spaced(_tested(97, np.full(8, 5.0), rng), 8 * length + 8 * 30)  # 21 texts have gaps of 10-30
+    [verdict] = judge([middle], library, SMALL)
+    assert middle.library_eligible == middle.library_texts == 21 and middle.p_value == pytest.approx(1 / 22)
+    assert verdict.verdict == "evidence of membership"
+    few = _spaced(_tested(96, np.full(8, 5.0), rng), 8 * length + 8 * 20)  # 11 texts: smallest p 1/12
+    [verdict] = judge([few], library, SMALL)
+    assert verdict.reason_codes == ("denser_than_library",) and few.p_value == pytest.approx(1 / 12)
+
+
+def test_the_p_value_is_unchanged_where_every_library_text_qualifies():
+    """Every library text at least as dense as the book: the same p-value, texts and reasons as ranking among all
+    of them with no lengths known (the rank before the rule)."""
+    rng = np.random.default_rng(7)
+    deltas = [rng.normal(size=int(n)) for n in rng.integers(8, 17, 25)]
+    book_deltas = rng.normal(0.5, 1, 12)
+    results = []
+    for known in (False, True):
+        library = [
+            _spaced(_tested(i, d, rng), len(d) * (SMALL.passage_tokens + i % 5) if known else None)
+            for i, d in enumerate(deltas)
+        ]  # gaps of 0 to 4 tokens
+        book = _spaced(_tested(99, book_deltas, rng), 12 * (SMALL.passage_tokens + 4) if known else None)
+        [verdict] = judge([book], library, SMALL, seed=3)
+        results.append((book.p_value, book.library_texts, verdict.reason_codes))
+    assert results[0] == results[1] and results[0][1] == 25
+
+
 def test_a_small_library_is_inconclusive_and_a_book_is_left_out_of_its_own_comparison():
     rng = np.random.default_rng(5)
     library = [_tested(i, rng.normal(size=16), rng) for i in range(12)]
@@ -223,15 +290,15 @@ def test_bits_per_byte_match_a_plain_forward_pass(name, request):
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory, one_thread):
     """A tiny target trained on four 600-word book excerpts (80 epochs); those four judged against a null library of 24
-    never-trained excerpts of other books (smallest p-value 1/25); a tiny generator trained on four more books
-    writes the suffixes."""
+    never-trained 500-word excerpts of other books (shorter, so their passages lie at least as close together as the
+    books'; smallest p-value 1/25); a tiny generator trained on four more books writes the suffixes."""
     from labtarget import TINY, book_excerpt
 
     from docaudit import api
     from docaudit.lab.target import train_target
 
     paths = sorted((CORPUS / "members").glob("*.txt"))[:32]
-    texts = [book_excerpt(p, 600) for p in paths]
+    texts = [book_excerpt(p, 600 if i < 8 else 500) for i, p in enumerate(paths)]
     members, others, library = texts[:4], texts[4:8], texts[8:]
     root = tmp_path_factory.mktemp("controls")
     target = train_target(members, texts, root / "target", replace(TINY, epochs=80))
@@ -257,7 +324,8 @@ def trained_run(tmp_path_factory, one_thread):
 def test_a_trained_book_gets_a_small_p_value(trained_run):
     result, n_members = trained_run
     p = [b.p_value for b in result["books"]]
-    assert all(b.contrast is not None for b in result["books"])
+    eligible = [b.library_eligible for b in result["books"]]
+    assert all(b.contrast is not None for b in result["books"]) and min(eligible) >= 20, eligible
     assert np.median(p) < 0.05 and max(p) < 0.1, [round(x, 4) for x in p]
     assert any(v.verdict == "evidence of membership" for v in result["verdicts"]), result["verdicts"]
 
@@ -275,7 +343,9 @@ def test_a_placebo_is_about_zero_on_trained_books(trained_run):
 @pytest.fixture(scope="module")
 def shelf(tmp_path_factory):
     root = tmp_path_factory.mktemp("shelf")
-    shelf_of(root, {"books": ("members", 2), "library": ("nonmembers", 3)}, n_chars=3000)
+    shelf_of(root, {"books": ("members", 2)}, n_chars=3000)
+    # library texts shorter than the books: their passages lie at least as close together
+    shelf_of(root, {"library": ("nonmembers", 3)}, n_chars=2400)
     return root
 
 
@@ -311,6 +381,8 @@ def test_command_outputs_cache_and_schema(shelf, tiny_gpt2, tiny_llama):
     assert text.exit_code == 0 and "contrast" in text.output
     assert "null: the book's contrast is exchangeable with those of never-seen library texts" in text.output
     assert "smallest attainable p-value 0.25" in text.output and "reasons above" in text.output
+    assert "(3 of the library's texts have passages at least as close together as the book's)" in text.output
+    assert [b["library_eligible"] for b in out["books"]] == [3, 3]
 
 
 def test_a_damaged_cache_entry_is_generated_again_and_a_reference_alone_is_inconclusive(shelf, tiny_gpt2, tiny_llama):
@@ -385,12 +457,52 @@ def test_a_stored_library_stands_in_for_its_texts_and_a_mismatch_is_refused(shel
     from_file, request = p_values(config, stored_library=tmp_path / "library.json")
     assert from_file == given and from_file[:2] == given[:2]
     result = api.synthetic_controls(request).controls
-    assert [b.library_texts for b in result["books"]] == [3, 3, 2]  # the library's own text is left out
+    from docaudit.audit.synthetic_controls import gap
+
+    own = result["books"][2]  # the library's own text is left out, and compared with those as dense as itself
+    dense = sum(gap(b, config) <= gap(own, config) for b in result["library"] if b.sha256 != own.sha256)
+    assert [b.library_texts for b in result["books"]] == [3, 3, dense] and dense <= 2
     assert "exchangeable with those of never-seen library texts" in result["null"]
     with pytest.raises(DocauditError, match="does not match this run .it was computed with passages 8, this run uses"):
         p_values(replace(config, passages=12), stored_library=tmp_path / "library.json")
     with pytest.raises(DocauditError, match="its target is"):
         api.synthetic_controls(replace(request, model=generator))
+
+
+def test_a_stored_library_without_its_texts_lengths_is_refused_in_one_line(tmp_path):
+    """A library of the first format holds no text lengths, so which texts a book may be compared with is unknown:
+    refused with the reason and the way out, never read as if every text qualified."""
+    from docaudit.audit.controls_library import read_library
+    from docaudit.config import CONTROLS_NULL
+
+    data = json.loads(CONTROLS_NULL.read_text())
+    data["format"] = 1
+    for t in data["texts"]:
+        del t["tokens"]
+    old = tmp_path / "library.json"
+    old.write_text(json.dumps(data))
+    with pytest.raises(DocauditError, match="format 1, not 2: it lacks its texts' lengths") as refused:
+        read_library(old, data["key"], 2)
+    assert "\n" not in str(refused.value)
+    books = read_library(CONTROLS_NULL, data["key"], 2)
+    assert [b.tokens for b in books] == [t["tokens"] for t in json.loads(CONTROLS_NULL.read_text())["texts"]]
+
+
+def test_a_stored_excerpt_is_matched_by_the_whole_text_it_came_from(tmp_path):
+    """A library text cut from a book is matched by that book's own SHA-256, so judging the whole book leaves its
+    excerpt out of its comparison; an entry without ``source_sha256`` is matched by its own text."""
+    from docaudit.audit.controls_library import read_library
+    from docaudit.config import CONTROLS_NULL
+
+    data = json.loads(CONTROLS_NULL.read_text())
+    assert all(t["source_sha256"] != t["sha256"] for t in data["texts"])  # the shipped texts are excerpts
+    books = read_library(CONTROLS_NULL, data["key"], 2)
+    assert [b.sha256 for b in books] == [t["source_sha256"] for t in data["texts"]]
+    for t in data["texts"]:
+        del t["source_sha256"]
+    plain = tmp_path / "library.json"
+    plain.write_text(json.dumps(data))
+    assert [b.sha256 for b in read_library(plain, data["key"], 2)] == [t["sha256"] for t in data["texts"]]
 
 
 def test_the_shipped_library_is_for_the_embedded_model_at_the_fast_preset():
@@ -409,6 +521,10 @@ def test_the_shipped_library_is_for_the_embedded_model_at_the_fast_preset():
     assert {"docaudit", "torch", "transformers"} <= set(data["provenance"]["versions"]) and data["provenance"]["date"]
     assert len(data["texts"]) >= nonmembers_needed(ControlsConfig().alpha)  # a p-value below --alpha is reachable
     assert all(len(t["contrasts"]) == t["passages"] == 16 for t in data["texts"])
+    length = ControlsConfig.preset("fast").passage_tokens
+    assert all(t["tokens"] >= t["passages"] * length for t in data["texts"])  # room for every passage
+    # excerpts: a whole book of 20,000 generator tokens or more is compared with every text (as dense as it or more)
+    assert max(t["tokens"] for t in data["texts"]) <= 20000
     if CORPUS.present():
         for t in data["texts"]:
             assert sha256_untrusted(CORPUS / "nonmembers" / t["file"], "document") == t["file_sha256"]

@@ -148,7 +148,7 @@ def test_predict_p_values_recomputed_from_the_classifier_folder(judged):
     model, out, rows = judged
     card = json.loads((out / "card.json").read_text())
     saved = sio.loads((out / "conformal.skops").read_bytes(), trusted=trusted_types())
-    folds = sio.loads((out / "folds.skops").read_bytes(), trusted=trusted_types(FOLD_NODES))
+    blinds = sio.loads((out / "blind_folds.skops").read_bytes(), trusted=trusted_types(FOLD_NODES))
     docs = load_documents([r["file"] for r in rows], raw=card["raw"], normalize_chars=card["normalize_chars"])
     lm = load_model(ModelConfig(model=str(model)))
     query, seed = QueryConfig.recorded(card["query"])
@@ -160,7 +160,7 @@ def test_predict_p_values_recomputed_from_the_classifier_folder(judged):
     kind = card["conformal"]["blind_kind"]
     held = card["conformal"]["blind_nonmember_scores"]
     texts = BlindFeatures([d.text for d in docs], card["conformal"]["blind_max_chars"])
-    blind = [fold_scores(m, texts, kind) for m in folds["blind"]]
+    blind = [fold_scores(m, texts, kind) for m in blinds]
     for i, (row, doc, x) in enumerate(zip(rows, docs, rows_new)):
         at = insert_position(len(nonmembers), card["meta"]["seed"], doc.sha256)
         train = np.r_[members, nonmembers[:at], x[None], nonmembers[at:]]

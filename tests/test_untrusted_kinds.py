@@ -67,18 +67,19 @@ def test_a_hostile_card_is_refused_by_predict_and_its_dry_run(classifier, doc, h
 
 
 @pytest.mark.parametrize("how", HOSTILE)
-@pytest.mark.parametrize("name", ["classifier.skops", "conformal.skops", "folds.skops"])
+@pytest.mark.parametrize("name", ["classifier.skops", "conformal.skops", "folds.skops", "blind_folds.skops"])
 def test_a_hostile_skops_file_is_refused(classifier, name, how):
     from docaudit.methods.meta.conformal_data import load_conformal
-    from docaudit.methods.meta.folds import load_folds
+    from docaudit.methods.meta.folds import load_blind_folds, load_folds
     from docaudit.methods.meta.persistence import load_classifier
 
     (classifier / name).unlink(missing_ok=True)
-    plant(classifier / name, how, name.removesuffix(".skops"))
+    plant(classifier / name, how, "folds" if name == "blind_folds.skops" else name.removesuffix(".skops"))
     load = {
         "classifier.skops": load_classifier,
         "conformal.skops": load_conformal,
         "folds.skops": lambda d: load_folds(d, "tfidf", 5),
+        "blind_folds.skops": lambda d: load_blind_folds(d, "tfidf", 5),
     }[name]
     refusal = "may hold" if how == "sparse" else f"no .*{name}|cannot read|not a regular file"
     with pytest.raises(DocauditError, match=refusal):  # a sparse file by its size, unread

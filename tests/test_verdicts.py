@@ -89,6 +89,34 @@ def test_fold_models_refuse_untrusted_types_and_wrong_shapes(tmp_path):
         load_folds(tmp_path, "dates", 1)
 
 
+def test_blind_fold_models_apart_and_from_an_older_combined_file(tmp_path):
+    """``predict`` reads the blind models alone from their own file; an older classifier's ``folds.skops`` (meta
+    and blind models in one dict) still gives them; a blind file without its meta file, or the reverse, is refused
+    on its own terms."""
+    import skops.io as sio
+
+    from docaudit.config import DEFAULT_CLASSIFIER
+    from docaudit.methods.blind import BlindFeatures, fit_fold, fold_scores
+    from docaudit.methods.meta.folds import BLIND_FILE, FOLDS_FILE, load_blind_folds, load_folds, save_folds
+
+    texts = [f"in the year {1800 + 10 * i} the book was written {i}" for i in range(8)]
+    model = fit_fold(BlindFeatures(texts), "dates", np.array([1, 0] * 4), np.arange(8))
+    save_folds(tmp_path, [], [model, model])
+    blinds = load_blind_folds(tmp_path, "dates", 2)
+    features = BlindFeatures(texts)
+    assert len(blinds) == 2
+    assert (fold_scores(blinds[0], features, "dates") == fold_scores(model, features, "dates")).all()
+    with pytest.raises(DocauditError, match="expected 3 fold blind models"):
+        load_blind_folds(tmp_path, "dates", 3)
+    (tmp_path / BLIND_FILE).unlink()
+    metas, shipped = load_folds(DEFAULT_CLASSIFIER, "dates", 5)
+    (tmp_path / FOLDS_FILE).write_bytes(sio.dumps({"meta": metas, "blind": shipped}))  # the older layout
+    assert len(load_blind_folds(tmp_path, "dates", 5)) == 5
+    (tmp_path / FOLDS_FILE).write_bytes(sio.dumps([]))
+    with pytest.raises(DocauditError, match=f"expected {BLIND_FILE}"):
+        load_blind_folds(tmp_path, "dates", 0)
+
+
 def test_inconclusive_reasons_name_each_cause():
     from docaudit.audit.meta import RETRAIN, inconclusive_reasons
     from docaudit.inference.verdicts import NEXT_STEPS

@@ -17,7 +17,7 @@ from docaudit.errors import DocauditError
 from docaudit.inference.controls import block_mean
 from docaudit.untrusted import load_untrusted_json
 
-FORMAT = 1
+FORMAT = 2  # 2: each text's length in generator tokens (how close together its passages lie)
 KIND = "controls_null"
 
 
@@ -39,14 +39,18 @@ def null_key(models: dict, config: ControlsConfig, reading) -> dict:
     }
 
 
-def text_record(book: BookControls, file: str, file_sha256: str) -> dict:
-    """One library text as stored: its file, the SHA-256 of the file's bytes and of the text as read (what a judged
-    book is matched by), its per-passage contrasts and cost."""
+def text_record(book: BookControls, file: str, file_sha256: str, source_sha256: str | None = None) -> dict:
+    """One library text as stored: its file, the SHA-256 of the file's bytes, of the text as put through and of
+    the whole text as read that it was taken from (an excerpt's book: what a judged book is matched by, so a book
+    is never compared with an excerpt of itself), its length in generator tokens, its per-passage contrasts and
+    cost."""
     return {
         "file": file,
         "file_sha256": file_sha256,
         "sha256": book.sha256,
+        "source_sha256": source_sha256 or book.sha256,
         "passages": book.passages,
+        "tokens": book.tokens,
         "contrasts": book.deltas,
         "cpu_seconds": book.cost.get("cpu_seconds"),
     }
@@ -77,9 +81,16 @@ def read_library(path: Path, key: dict, block: int) -> list[BookControls]:
     line when it cannot be read or was computed otherwise than ``key`` says."""
     try:
         data = load_untrusted_json(Path(path), "controls library")
-        if data.get("format") != FORMAT or data.get("kind") != KIND:
-            raise ValueError("not a controls null library of this version")
+        if data.get("kind") != KIND:
+            raise ValueError("not a controls null library")
+        if data.get("format") != FORMAT:
+            raise ValueError(
+                f"format {data.get('format')}, not {FORMAT}: it lacks its texts' lengths in generator tokens, "
+                "which decide the texts a book is compared with; compute it again (scripts/controls_library.py)"
+            )
         texts = data["texts"]
+        tokens = [int(t["tokens"]) for t in texts]
+        sources = [str(t.get("source_sha256", t["sha256"])) for t in texts]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise DocauditError(f"cannot read the stored null library {path}: {e}") from None
     if (why := _difference(data["key"], key)) is not None:
@@ -88,8 +99,8 @@ def read_library(path: Path, key: dict, block: int) -> list[BookControls]:
             "models, or give --null-library DIR"
         )
     out = []
-    for t in texts:
-        book = BookControls(t["file"], f"{path}#{t['file']}", t["sha256"], int(t["passages"]), deltas=t["contrasts"])
+    for t, n, source in zip(texts, tokens, sources):  # matched by the whole text it came from
+        book = BookControls(t["file"], f"{path}#{t['file']}", source, int(t["passages"]), n, deltas=t["contrasts"])
         book.contrast = block_mean(t["contrasts"], block) if len(t["contrasts"]) >= 2 * block else None
         out.append(book)
     return out

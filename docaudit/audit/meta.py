@@ -35,7 +35,7 @@ from docaudit.methods import beyond_blind
 from docaudit.methods.blind import BlindFeatures, evaluate_blind, fit_fold, fitted_on, fold_scores, shift_warning
 from docaudit.methods.meta import classifier as meta_classifier
 from docaudit.methods.meta.conformal_data import conformal_p_values, fit_conformal_data, load_conformal
-from docaudit.methods.meta.folds import conformal_card, load_folds
+from docaudit.methods.meta.folds import conformal_card, load_blind_folds
 from docaudit.methods.meta.normalize import NORM_NEEDS, served_norms
 from docaudit.methods.meta.persistence import (
     CARD_NORMALIZE_CHARS_BEFORE_FIELD,
@@ -286,7 +286,7 @@ def predict(
     pipe, card = load_classifier(directory)
     conformal = conformal_card(card, directory)
     if conformal is not None:
-        _, blind_models = load_folds(directory, conformal["blind_kind"], len(conformal["nonmember_scores"]))
+        blind_models = load_blind_folds(directory, conformal["blind_kind"], len(conformal["nonmember_scores"]))
     if model is None:
         model = card_model(card, access.trust_remote_code, access.use_card_backend, access.user_settings)
     if model is not None:

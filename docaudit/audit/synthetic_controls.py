@@ -7,7 +7,8 @@ prefix from the generator (cached by book, generator and settings, reused across
 suffix after the same context in bits per byte; the per-passage contrast real − mean synthetic (minus the same
 contrast under a reference model that cannot have seen the book, when one is given); the book's mean contrast with
 an interval that holds when neighbouring passages depend on each other. The p-value is the book's rank among a
-null library of never-seen texts treated the same way, every text compared at the same number of passages; with a
+null library of never-seen texts treated the same way whose passages lie at least as close together as the
+book's, every text compared at the same number of passages; with a
 reference model alone the book is "inconclusive" (measured: that null is not valid).
 A placebo (a synthetic suffix in the real one's
 place) and, with both a reference and a library, the reference's own contrast outside the library's range turn the
@@ -27,7 +28,15 @@ import numpy as np
 from docaudit.config import ControlsConfig
 from docaudit.corpus.segments import spread_starts
 from docaudit.errors import DocauditError
-from docaudit.inference.controls import BlockMean, block_mean, contrasts, dependent_interval, library_rank
+from docaudit.inference.controls import (
+    BlockMean,
+    at_least_as_dense,
+    block_mean,
+    contrasts,
+    dependent_interval,
+    library_rank,
+    mean_gap,
+)
 from docaudit.inference.verdicts import Reason, nonmembers_needed, run_verdicts
 from docaudit.io import atomic_write_text
 from docaudit.query import rates
@@ -67,15 +76,18 @@ class Passage:
 
 @dataclass
 class BookControls:
-    """One text's test: its statistic (``contrast``), the placebo's, the target's and the reference's own mean
+    """One text's test: its length in generator tokens (``tokens``, which with ``passages`` sets how close together
+    its passages lie), its statistic (``contrast``), the placebo's, the target's and the reference's own mean
     contrasts, its per-passage contrasts in book order (``deltas``, the statistic's, net of the reference when one
     is given) and the 95% interval of its expected contrast, its p-value with the passages and library texts it
-    was ranked at, the reasons that make it inconclusive, and its cost."""
+    was ranked at (``library_texts``, of the ``library_eligible`` whose passages lie at least as close together as
+    its own), the reasons that make it inconclusive, and its cost."""
 
     id: str
     path: str
     sha256: str
     passages: int
+    tokens: int | None = None
     contrast: BlockMean | None = None
     placebo: BlockMean | None = None
     target_contrast: float | None = None
@@ -83,6 +95,7 @@ class BookControls:
     p_value: float | None = None
     compared_passages: int | None = None
     library_texts: int | None = None
+    library_eligible: int | None = None
     smallest_p: float | None = None
     deltas: list[float] = field(default_factory=list)
     interval: tuple[float, float] | None = None
@@ -259,7 +272,8 @@ def score_book(doc, written: tuple, models: dict, config: ControlsConfig) -> Boo
     took) scored by the target (and the reference), its statistic and placebo; no p-value yet."""
     passages, generated, generation_cpu = written
     began = time.process_time() - generation_cpu
-    out = BookControls(doc.id, str(doc.path), doc.sha256, len(passages))
+    tokens = len(models["generator"].tokenizer(doc.text, add_special_tokens=False).input_ids)
+    out = BookControls(doc.id, str(doc.path), doc.sha256, len(passages), tokens)
     if len(passages) < 2 * config.block:
         out.reasons.append(
             f"too short: {len(passages)} passages of {config.passage_tokens} generator tokens, "
@@ -295,13 +309,31 @@ def score_book(doc, written: tuple, models: dict, config: ControlsConfig) -> Boo
     return out
 
 
+def gap(book: BookControls, config: ControlsConfig) -> float:
+    """The mean gap between the text's neighbouring passages in generator tokens (``inference.controls.mean_gap``);
+    infinite when its length is unknown, so that such a text is never taken as dense enough."""
+    if book.tokens is None or book.passages < 1:
+        return float("inf")
+    return mean_gap(book.tokens, book.passages, config.passage_tokens)
+
+
+def dense_enough(book: BookControls, library: list[BookControls], config: ControlsConfig) -> list[BookControls]:
+    """The library texts, in order, whose passages lie at least as close together as the book's (a mean gap no
+    larger): the only texts the book is ranked among."""
+    keep = at_least_as_dense(gap(book, config), [gap(b, config) for b in library])
+    return [b for b, k in zip(library, keep) if k]
+
+
 def _rank_against(book: BookControls, usable: list[BookControls], config: ControlsConfig, seed: int) -> None:
     """The book's rank p-value among the library texts other than itself (a text with the book's SHA-256 is left
-    out of its own comparison), every text at one passage count, the subsets drawn from ``seed`` and the book."""
-    others = [np.asarray(b.deltas) for b in usable if b.sha256 != book.sha256]
-    rank = library_rank(book.deltas, others, 2 * config.block, stream(_book_seed(seed, book.sha256), "library_rank"))
-    book.library_texts, book.smallest_p = rank.texts, rank.smallest_p
-    typical = float(np.median([len(x) for x in others])) if others else 0.0
+    out of its own comparison) whose passages lie at least as close together as the book's, every text at one
+    passage count, the subsets drawn from ``seed`` and the book."""
+    others = [b for b in usable if b.sha256 != book.sha256]
+    dense = dense_enough(book, others, config)
+    deltas = [np.asarray(b.deltas) for b in dense]
+    rank = library_rank(book.deltas, deltas, 2 * config.block, stream(_book_seed(seed, book.sha256), "library_rank"))
+    book.library_texts, book.smallest_p, book.library_eligible = rank.texts, rank.smallest_p, len(dense)
+    typical = float(np.median([len(b.deltas) for b in others])) if others else 0.0
     if len(book.deltas) < typical:
         book.reasons.append(
             Reason(
@@ -311,6 +343,20 @@ def _rank_against(book: BookControls, usable: list[BookControls], config: Contro
                 "exchangeable with theirs (docs/methods.md)",
             )
         )
+    if len(dense) < len(others) and (rank.p_value is None or rank.smallest_p >= config.alpha):
+        book.reasons.append(
+            Reason(
+                "denser_than_library",
+                f"only {len(dense)} of the library's {len(others)} texts have passages at least as close together "
+                f"as the book's (a mean gap of {gap(book, config):.0f} generator tokens or less between neighbouring "
+                f"passages), too few for a p-value below --alpha {config.alpha:g}: a denser book's mean contrast "
+                "varies more than a sparser text's, so it is ranked only among texts at least as dense "
+                "(docs/methods.md)",
+            )
+        )
+        if rank.p_value is not None:
+            book.p_value, book.compared_passages = rank.p_value, rank.passages
+        return
     if rank.p_value is None:
         book.reasons.append(
             Reason("too_small_library", f"no library text gave at least {2 * config.block} passages to compare")

@@ -90,6 +90,21 @@ def library_rank(book, library, min_passages: int, rng: np.random.Generator) -> 
     return LibraryRank(float((1 + np.sum(null >= statistic)) / (len(null) + 1)), k, statistic, len(null))
 
 
+def mean_gap(tokens: int, passages: int, passage_tokens: int) -> float:
+    """The mean stretch of text, in generator tokens, between neighbouring passages of a text of ``tokens`` tokens
+    cut into ``passages`` passages of ``passage_tokens``: ``(tokens − passages · passage_tokens) / passages`` (one
+    passage at random in each of ``passages`` equal stretches leaves on average this much text after each)."""
+    return (tokens - passages * passage_tokens) / passages
+
+
+def at_least_as_dense(book_gap: float, gaps) -> np.ndarray:
+    """Which library texts (their mean gaps ``gaps``) have passages at least as close together as the book's.
+    Contrasts of passages correlate non-negatively and less the further apart they lie, so the mean of a denser
+    text varies at least as much as a sparser one's: ranking the book among texts at least as dense as itself
+    cannot make it look more extreme than it is (docs/methods.md)."""
+    return np.asarray(gaps, dtype=float) <= book_gap
+
+
 RHO_GRID = np.round(np.arange(0.0, 0.801, 0.05), 2)  # the lag-1 correlations the interval allows for
 TABLE_DRAWS = 10000  # simulated series per correlation and length
 

@@ -60,6 +60,8 @@ NEXT_STEPS = {
     "long as the book (docaudit controls BOOK --null-library DIR, or docaudit probe BOOK --null-library DIR)",
     "shorter_than_library": "judge it against a library of texts as short as the book (docaudit controls BOOK "
     "--null-library DIR), or fewer --passages for the book and the library alike",
+    "denser_than_library": "give a library of texts as long as the book or shorter, so that their passages lie at "
+    "least as close together as the book's (docaudit controls BOOK --null-library DIR), or more never-seen texts",
     "too_few_snippets": "give a longer book, or shorter snippets (--snippet-words) or fewer (--min-snippets) for every "
     "book",
 }

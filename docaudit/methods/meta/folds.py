@@ -28,7 +28,8 @@ from docaudit.methods.meta.persistence import (
     untrusted_types,
 )
 
-FOLDS_FILE = "folds.skops"
+FOLDS_FILE = "folds.skops"  # each fold's meta-classifier (an older classifier: these and the blind models)
+BLIND_FILE = "blind_folds.skops"  # each fold's blind model, apart: all that ``predict`` reads
 
 # each blind kind's pipeline without its stateless first step (``methods.blind.fit_fold``)
 BLIND_TAILS = {
@@ -45,23 +46,20 @@ FOLD_NODES = {
 
 
 def save_folds(directory: Path, meta: list[Pipeline], blind: list[Pipeline]) -> None:
-    """Write each fold's fitted meta-classifier pipeline and blind model (skops, no pickle) into ``directory``."""
+    """Write each fold's fitted meta-classifier pipeline and blind model (skops, no pickle) into ``directory``, in
+    two files, so that ``predict`` reads only the blind models it needs."""
     import skops.io as sio
 
-    data = sio.dumps({"meta": list(meta), "blind": list(blind)}, compression=ZIP_DEFLATED)
-    atomic_write(Path(directory) / FOLDS_FILE, lambda f: f.write(data))
+    for name, models in ((FOLDS_FILE, meta), (BLIND_FILE, blind)):
+        data = sio.dumps(list(models), compression=ZIP_DEFLATED)
+        atomic_write(Path(directory) / name, lambda f, data=data: f.write(data))
 
 
-def load_folds(directory: Path, blind_kind: str, k: int) -> tuple[list[Pipeline], list[Pipeline]]:
-    """The ``k`` fold meta-classifiers and ``k`` fold blind models of kind ``blind_kind`` saved in ``directory``,
-    refused unless every type in the file is allowed and every model has the expected shape."""
+def _read_models(path: Path, k: int, what: str) -> object:
+    """The checked contents of a fold-models file: every type allowed, then loaded as data (a list of ``k``
+    models; an older classifier's ``folds.skops``: a dict of ``k`` meta-classifiers and ``k`` blind models)."""
     import skops.io as sio
 
-    path = Path(directory) / FOLDS_FILE
-    if not path.is_file():
-        raise DocauditError(f"no fold models in {directory} (expected {FOLDS_FILE})")
-    if blind_kind not in BLIND_TAILS:
-        raise DocauditError(f"classifier card in {directory}: unknown blind kind {blind_kind!r}")
     data = read_file(path, "folds")
     untrusted = untrusted_types(data, path, FOLD_NODES)
     if untrusted:
@@ -70,21 +68,57 @@ def load_folds(directory: Path, blind_kind: str, k: int) -> tuple[list[Pipeline]
             "(it holds only docaudit's fold models)"
         )
     try:
-        folds = sio.loads(data, trusted=trusted_types(FOLD_NODES))
+        models = sio.loads(data, trusted=trusted_types(FOLD_NODES))
     except Exception as e:
         raise DocauditError(f"cannot read fold models {path}: {type(e).__name__}: {e}") from e
-    ok = (
-        type(folds) is dict
-        and set(folds) == {"meta", "blind"}
-        and all(type(folds[key]) is list and len(folds[key]) == k for key in ("meta", "blind"))
-    )
-    if not ok:
-        raise DocauditError(f"refusing to load {path}: expected {k} fold meta-classifiers and {k} blind models")
-    for pipe in folds["meta"]:
-        check_pipeline(pipe, path)
-    for model in folds["blind"]:
+    combined = type(models) is dict and set(models) == {"meta", "blind"}
+    parts = [models["meta"], models["blind"]] if combined else [models]
+    if not all(type(x) is list and len(x) == k for x in parts):
+        raise DocauditError(f"refusing to load {path}: expected {k} {what}")
+    return models
+
+
+def _check_kind(directory: Path, blind_kind: str) -> None:
+    if blind_kind not in BLIND_TAILS:
+        raise DocauditError(f"classifier card in {directory}: unknown blind kind {blind_kind!r}")
+
+
+def _blinds(models: list, blind_kind: str, path: Path) -> list[Pipeline]:
+    for model in models:
         check_blind(model, blind_kind, path)
-    return [one_job(pipe) for pipe in folds["meta"]], [one_job(model) for model in folds["blind"]]
+    return [one_job(model) for model in models]
+
+
+def load_blind_folds(directory: Path, blind_kind: str, k: int) -> list[Pipeline]:
+    """The ``k`` fold blind models of kind ``blind_kind`` saved in ``directory`` (from ``blind_folds.skops``; from
+    an older classifier's ``folds.skops``), refused unless every type in the file is allowed and every model has
+    the expected shape."""
+    _check_kind(directory, blind_kind)
+    path = Path(directory) / BLIND_FILE
+    if path.is_file():
+        return _blinds(_read_models(path, k, "fold blind models"), blind_kind, path)
+    return load_folds(directory, blind_kind, k)[1]
+
+
+def load_folds(directory: Path, blind_kind: str, k: int) -> tuple[list[Pipeline], list[Pipeline]]:
+    """The ``k`` fold meta-classifiers and ``k`` fold blind models of kind ``blind_kind`` saved in ``directory``,
+    refused unless every type in the files is allowed and every model has the expected shape."""
+    _check_kind(directory, blind_kind)
+    path = Path(directory) / FOLDS_FILE
+    if not path.is_file():
+        raise DocauditError(f"no fold models in {directory} (expected {FOLDS_FILE})")
+    models = _read_models(path, k, "fold meta-classifiers")
+    if type(models) is dict:
+        metas, blinds = models["meta"], _blinds(models["blind"], blind_kind, path)
+    else:
+        blind_path = Path(directory) / BLIND_FILE
+        if not blind_path.is_file():
+            raise DocauditError(f"no fold blind models in {directory} (expected {BLIND_FILE})")
+        metas = models
+        blinds = _blinds(_read_models(blind_path, k, "fold blind models"), blind_kind, blind_path)
+    for pipe in metas:
+        check_pipeline(pipe, path)
+    return [one_job(pipe) for pipe in metas], blinds
 
 
 def check_blind(model: object, kind: str, path: Path) -> None:
