@@ -64,6 +64,17 @@ def pick(folder: Path, n: int, words: int, seed: int) -> dict[str, str]:
     return out
 
 
+def draw_lab(corpus: Path, pool: int, library: int, words: int, seed: int) -> tuple[dict, dict, dict]:
+    """Excerpts of ``pool + library`` books of ``corpus`` drawn at random: the pool (split at random into members,
+    1, and non-members, 0) and the never-trained library, by book name; and the split."""
+    texts = pick(corpus, pool + library, words, seed)
+    names = sorted(texts)
+    order = np.random.default_rng(seed + 1).permutation(len(names))
+    drawn = {names[i]: texts[names[i]] for i in order[:pool]}
+    rest = {names[i]: texts[names[i]] for i in order[pool:]}
+    return drawn, rest, split_members(sorted(drawn), seed=seed)
+
+
 def export_gguf(model_dir: Path, template: Path, out: Path, norm_offset: float = 1.0) -> Path:
     """The trained model as a GGUF file: the embedded GGUF's metadata and tokenizer, every tensor replaced by the
     trained one (float16 matrices, float32 norms; llama.cpp stores Gemma's norm weights as ``norm_offset`` + w,
@@ -156,17 +167,23 @@ def measure(model_dir: Path, base: str, alias: str, books: list[Path], library: 
     began = time.monotonic()
     probed = api.probe(api.ProbeRequest(books, served, library, probe, run=run))
     seconds = time.monotonic() - began
+    rows = detector_scores(model_dir, books, args.words, run)
+    return {"probe": {Path(r["file"]).stem: r for r in probed.rows}, "scores": rows, "probe_seconds": seconds}
+
+
+def detector_scores(model_dir: Path, files: list[Path], words: int, run: RunContext) -> dict[str, dict]:
+    """Loss and Min-K%++ of the model in ``model_dir`` on each file (one window over a whole excerpt of ``words``
+    words), by file stem."""
     scored = api.score(
         api.ScoreRequest(
-            books,
+            files,
             ModelSpec(ModelConfig(model=str(model_dir))),
-            QueryConfig(context=args.words * 3, stride=args.words * 3 - 1),
+            QueryConfig(context=words * 3, stride=words * 3 - 1),
             DetectorSpec(",".join(DETECTORS), DetectorConfig()),
             run=run,
         )
     )
-    rows = {Path(r["file"]).stem: r for r in scored.rows if "skipped" not in r}
-    return {"probe": {Path(r["file"]).stem: r for r in probed.rows}, "scores": rows, "probe_seconds": seconds}
+    return {Path(r["file"]).stem: r for r in scored.rows if "skipped" not in r}
 
 
 def summary(measured: dict, labels: dict[str, int]) -> dict:
@@ -208,12 +225,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     args.work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("DOCAUDIT_CACHE", str(args.work / "cache"))
-    texts = pick(args.corpus, args.pool + args.library, args.words, args.seed)
-    names = sorted(texts)
-    order = np.random.default_rng(args.seed + 1).permutation(len(names))
-    pool = {names[i]: texts[names[i]] for i in order[: args.pool]}
-    library = {names[i]: texts[names[i]] for i in order[args.pool :]}
-    split = split_members(sorted(pool), seed=args.seed)
+    pool, library, split = draw_lab(args.corpus, args.pool, args.library, args.words, args.seed)
     members = [pool[n] for n in sorted(pool) if split[n] == 1]
     books = write_texts(pool, args.work / "books")
     null = write_texts(library, args.work / "library")
