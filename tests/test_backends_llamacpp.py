@@ -13,7 +13,7 @@ from test_gguf import write_gguf
 from docaudit.config import ModelConfig, QueryConfig
 from docaudit.errors import DocauditError
 from docaudit.io import sha256_text
-from docaudit.query.backends.llamacpp import cpu_has_amx, repack_weights
+from docaudit.query.backends.llamacpp import LlamaCppBackend, cpu_has_amx, repack_weights
 from docaudit.query.cache import StatsCache
 from docaudit.query.models import load_model
 from docaudit.query.querier import Querier
@@ -184,6 +184,16 @@ def _cpuinfo(path, flags: str):
     return path
 
 
+def test_repack_setting_in_the_identity_on_every_cpu():
+    """Repacked and plain weights are other cache entries, whatever this machine's CPU would choose for `auto`."""
+    identities = {}
+    for repack in (False, True):
+        backend = LlamaCppBackend.__new__(LlamaCppBackend)
+        backend.kv_cache, backend.repack = "f16", repack
+        identities[repack] = backend.identity()
+    assert identities[False] != identities[True] and identities[False]["repack"] is False
+
+
 def test_repacked_weights_off_where_the_cpu_has_amx(tmp_path):
     amx = _cpuinfo(tmp_path / "amx", "fpu sse avx2 avx512f amx_bf16 amx_tile amx_int8")
     plain = _cpuinfo(tmp_path / "plain", "fpu sse avx2 avx512f avx512_vnni")
@@ -213,6 +223,7 @@ def test_repack_off_same_statistics_own_cache_key(llama_pair, tmp_path):
     text = corpus_text("members", corpus_ids("members", 3)[2], n_chars=900)
     query = QueryConfig(context=24)
     ours, theirs = Querier(plain, query), Querier(cpp, query)
-    assert ours.key("x") != theirs.key("x")  # another layout, another cache entry
+    # another layout, another cache entry: the fixture's `auto` repacks except on a CPU with AMX, where it is `off` too
+    assert (ours.key("x") != theirs.key("x")) is cpp.model.repack
     a, b = ours.stats(text), theirs.stats(text)
     assert np.abs(a.logp - b.logp).max() < TOLERANCE  # float32 weights: no repacked kernel either way
