@@ -19,6 +19,7 @@ from docaudit.cli.options import (
     seed_option,
     strict_option,
 )
+from docaudit.api.books import run_like
 from docaudit.cli.preflight import controls_line, dry_run, dry_run_option, echo_controls_dry_run
 from docaudit.config import CONTROLS_PRESETS, ControlsConfig, ModelConfig
 from docaudit.run import DocumentSpec
@@ -109,13 +110,3 @@ def controls(books, library, generator, reference, preset, raw, normalize_chars,
     else:
         echo_result(result, fmt)
 
-
-def run_like(target: ModelConfig, model: str | None) -> ModelConfig:
-    """``--generator`` or ``--reference`` run as the target is: its device, dtype, ``--backend`` and that backend's
-    options (a URL names its own server and model)."""
-    from docaudit.query.backends import backend_spec
-
-    keep = {"device", "dtype", "backend", *backend_spec(target.backend).options}
-    if model is not None and model.startswith(("http://", "https://")):
-        keep -= {"api_base", "api_model"}
-    return ModelConfig(model=model, **{k: getattr(target, k) for k in keep})
