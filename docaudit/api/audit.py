@@ -7,46 +7,20 @@ test's own verdict and what the project measured of its power on this model (``c
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from docaudit.api.audit_request import AuditRequest
 from docaudit.api.audit_tests import TESTS, Outcome, key, model_key, target_kind
-from docaudit.api.common import Result, envelope_of, local_inputs, recorded
-from docaudit.config import AuditConfig, ModelConfig
+from docaudit.api.common import Result, envelope_of, recorded
 from docaudit.errors import DocauditError
-from docaudit.run import DocumentSpec, RunContext
 
 COMBINATION = (
     "Holm–Bonferroni over the tests run for the book (valid whatever their dependence); a test that answered "
     "inconclusive contributes nothing (its p-value is taken as 1) but is counted"
 )
-
-
-@dataclass(frozen=True)
-class AuditRequest:
-    """Audit ``books`` in ``model`` (``chat_only``: a server that only writes text) with what the user has: a
-    ``classifier`` for this model, known ``nonmembers``, a null ``library`` of never-seen texts, a trap registry
-    ``traps``; ``config``: the level and the time budget. With ``out``, ``audit.json`` and ``audit.html`` (the case
-    file) written there (a new or empty folder, or an earlier audit with ``overwrite``)."""
-
-    books: Sequence[object]
-    model: ModelConfig = field(default_factory=ModelConfig)
-    chat_only: bool = False
-    classifier: Path | None = None
-    nonmembers: Sequence[object] | None = None
-    library: Sequence[object] | None = None
-    traps: Path | None = None
-    config: AuditConfig = field(default_factory=AuditConfig)
-    reading: DocumentSpec = field(default_factory=DocumentSpec)
-    run: RunContext = field(default_factory=RunContext)
-    out: Path | None = None
-    overwrite: bool = False
-
-    def inputs(self) -> list:
-        """Every local input: what the output folder must not be or contain."""
-        return local_inputs((self.books, self.nonmembers, self.library, self.classifier, self.traps, self.model))
 
 
 @dataclass
@@ -150,7 +124,9 @@ class AuditResult(Result):
         write_audit(self.envelope, Path(out), overwrite)
 
 
-def audit(request: AuditRequest, plan: AuditPlan | None = None, starting: Callable[[Planned], None] | None = None):
+def audit(
+    request: AuditRequest, plan: AuditPlan | None = None, starting: Callable[[Planned], None] | None = None
+) -> AuditResult:
     """Run the planned tests (``plan``, else :func:`plan_audit`), each through its own command; ``starting`` is told
     of each test as it starts. A test that fails on its input is reported as failed ("inconclusive" for every book,
     still counted); the statement per book combines the others."""

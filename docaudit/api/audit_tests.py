@@ -6,17 +6,14 @@ call (the order of registration is the order the budget is spent in)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from docaudit.api.audit_request import AuditRequest
 from docaudit.config import DEFAULT_CLASSIFIER, LocalizeConfig, ModelConfig
 from docaudit.config.power import EMBEDDED
 from docaudit.inference.verdicts import INCONCLUSIVE
-
-if TYPE_CHECKING:
-    from docaudit.api.audit import AuditRequest
 
 
 @dataclass
@@ -96,7 +93,8 @@ def _estimated(request, pick: Callable = _plan_seconds) -> float | None:
     return sum_or_none(pick(e) for e in estimate(request))
 
 
-def sum_or_none(values) -> float | None:
+def sum_or_none(values: Iterable[float | None]) -> float | None:
+    """The sum, or None when one of ``values`` is unknown."""
     values = list(values)
     return None if any(v is None for v in values) else float(sum(values))
 
@@ -353,8 +351,3 @@ register_test(
         _traps_run,
     )
 )
-
-
-def with_run(request, run) -> object:
-    """A command's request with the audit's run context (its seed, progress and command line)."""
-    return replace(request, run=run)

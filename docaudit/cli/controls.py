@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from docaudit.api.books import run_like
 from docaudit.cli.command import command, friendly_errors, option, run_context, show_progress
 from docaudit.cli.echo import echo_result, say, warn_skipped
 from docaudit.cli.options import (
@@ -19,9 +20,8 @@ from docaudit.cli.options import (
     seed_option,
     strict_option,
 )
-from docaudit.api.books import run_like
 from docaudit.cli.preflight import controls_line, dry_run, dry_run_option, echo_controls_dry_run
-from docaudit.config import CONTROLS_PRESETS, ControlsConfig, ModelConfig
+from docaudit.config import CONTROLS_PRESETS, ControlsConfig
 from docaudit.run import DocumentSpec
 
 SETTINGS = (
@@ -109,4 +109,3 @@ def controls(books, library, generator, reference, preset, raw, normalize_chars,
         say(format_controls(result.controls) + (f"\n\nwrote {out}" if out else ""))
     else:
         echo_result(result, fmt)
-

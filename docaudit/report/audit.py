@@ -68,8 +68,11 @@ def page_values(envelope: dict) -> dict:
     """What ``templates/audit.html`` shows."""
     books = []
     for book in envelope["books"]:
-        books.append({**book, "plain": PLAIN[book["verdict"]].format(alpha=envelope["alpha"]),
-                      "css": book["verdict"].split()[0]})  # fmt: skip
+        ran = ", ".join(t["test"] for t in book["tests"]) or "none"
+        skipped = ", ".join(t["test"] for t in envelope["plan"] if not t["runs"])
+        plain = PLAIN[book["verdict"]].format(alpha=envelope["alpha"]) + f" Tests run: {ran}."
+        plain += f" Not run: {skipped} (see the plan for why)." if skipped else ""
+        books.append({**book, "plain": plain, "css": book["verdict"].split()[0]})
     segments = [
         row
         for row in (envelope["tests"].get("map") or {}).get("segments", [])
