@@ -183,7 +183,7 @@ def _python_blocks(path: Path) -> list[str]:
     return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/scaling.md"])
+@pytest.mark.parametrize("doc", ["docs/python.md", "docs/scaling.md"])
 def test_the_python_examples_build_the_requests_of_the_functions_they_call(doc, monkeypatch):
     """Every call of ``api.NAME(...)`` in the documentation's Python examples gets the request ``api.NAME`` is
     annotated with, built with real field names (the functions themselves are stood in for: no model is here)."""

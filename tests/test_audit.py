@@ -173,3 +173,38 @@ def test_the_case_file_prints_on_a4(case, tmp_path):
     )  # fmt: skip
     boxes = re.findall(rb"/MediaBox\s*\[\s*0 0 ([\d.]+) ([\d.]+)\s*\]", pdf.read_bytes())
     assert boxes and all(abs(float(w) - 595.3) < 2 and abs(float(h) - 841.9) < 2 for w, h in boxes)
+
+
+@pytest.fixture(scope="module")
+def mapped(tiny_gpt2, tmp_path_factory):
+    """A real model and real books: one chaptered book judged, eight known non-members; only map can run."""
+    from test_localize import lab_books
+
+    root = tmp_path_factory.mktemp("mapped")
+    for name, books in (("books", lab_books(1, 3, 320, skip=2)), ("calibration", lab_books(8, 3, 340, skip=4))):
+        (root / name).mkdir()
+        for i, book in enumerate(books):
+            (root / name / f"{name}{i:02d}.txt").write_text("\n\n".join(book), encoding="utf-8")
+    args = [root / "books", "--model", tiny_gpt2, "--alpha", "0.2", "--format", "json"]
+    audited = run("audit", *args, "--nonmembers", root / "calibration")
+    mapped = run("map", *args, "--calibrate-nonmembers", root / "calibration")
+    return audited, mapped
+
+
+@pytest.mark.slow  # about 10 s: a tiny model over nine books, twice
+@pytest.mark.usefixtures("one_thread")
+def test_a_real_map_enters_the_statement_as_bonferroni_over_its_segments(mapped):
+    audited, mapped = mapped
+    assert audited.exit_code == 0, audited.output
+    assert "map: runs" in audited.stderr and "controls: skipped, no null library for this model" in audited.stderr
+    out = json.loads(audited.stdout)
+    validate(out, "audit")
+    segments = json.loads(mapped.stdout)["rows"]
+    judged = [s["p_value"] for s in segments if s["verdict"] != INCONCLUSIVE]
+    [book] = out["books"]
+    [test] = book["tests"]
+    assert test["test"] == "map" and book["tests_counted"] == 1 and test["numbers"]["segments"] == len(segments)
+    expected = min(1.0, len(segments) * min(judged))  # Bonferroni over the book's segments, written out
+    assert test["p_value"] == pytest.approx(expected) and book["p_value"] == pytest.approx(expected)
+    assert book["verdict"] == (EVIDENCE if expected <= 0.2 else NO_EVIDENCE)
+    assert out["model"]["identity"].startswith("local@")

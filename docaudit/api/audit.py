@@ -163,7 +163,7 @@ def audit(
     model = next((o["model"] for o in outputs.values() if o.get("model")), None)
     envelope = envelope_of("audit", body, r.run)
     envelope.update(inputs=document_records(docs, "judged"), model=model, seed=r.run.seed)
-    rows = [{"file": b["file"], "statement": b["verdict"], **t} for b in books for t in b["tests"]]
+    rows = [_row(b, t) for b in books for t in b["tests"]]
     result = AuditResult(body, rows, envelope)
     if r.out is not None:
         result.write(r.out, r.overwrite)
@@ -203,4 +203,20 @@ def _book(doc, found: dict[str, dict[str, Outcome]], r: AuditRequest) -> dict:
         "p_value": None if said is None else said.p_value,
         "tests_counted": 0 if said is None else said.m,
         "tests": tests,
+    }
+
+
+def _row(book: dict, test: dict) -> dict:
+    """One CSV row: the book's statement, then one test's verdict, p-values, measured power and numbers."""
+    return {
+        "file": book["file"],
+        "statement": book["verdict"],
+        "statement_p_value": book["p_value"],
+        "test": test["test"],
+        "verdict": test["verdict"],
+        "reason": test["reason"],
+        "p_value": test["p_value"],
+        "p_adjusted": test["p_adjusted"],
+        "power": test["power_words"],
+        **test["numbers"],
     }

@@ -119,8 +119,7 @@ def _predict_blocked(r: AuditRequest) -> str | None:
 def _predict_request(r: AuditRequest):
     from docaudit.api.classifier import PredictRequest
 
-    model = None if target_kind(r) == "embedded" else r.model
-    return PredictRequest(list(r.books), _predict_classifier(r), model, alpha=r.config.alpha, reading=r.reading,
+    return PredictRequest(list(r.books), _predict_classifier(r), r.model, alpha=r.config.alpha, reading=r.reading,
                           run=r.run)  # fmt: skip
 
 
