@@ -12,7 +12,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import CORPUS
+from conftest import CORPUS, corpus_ids, corpus_text
 from test_cli import assert_clean_error, run
 from test_schemas import validate
 
@@ -32,7 +32,7 @@ def test_dry_run_plans_the_embedded_model_without_loading_it():
     result = run("audit", BOOK, "--dry-run")
     assert result.exit_code == 0, result.output
     out = result.stdout
-    assert "controls: runs, ~" in out and "predict: runs, ~" in out
+    assert "controls: runs, ~" in out and "predict: skipped, the classifier's own AUC 0.51" in out
     assert "map: skipped, no known non-members" in out and "--nonmembers DIR" in out
     assert "probe: skipped, no null library" in out and "traps: skipped, no trap registry" in out
     assert "estimated time: ~" in out and "nothing was loaded or written" in out
@@ -208,3 +208,17 @@ def test_a_real_map_enters_the_statement_as_bonferroni_over_its_segments(mapped)
     assert test["p_value"] == pytest.approx(expected) and book["p_value"] == pytest.approx(expected)
     assert book["verdict"] == (EVIDENCE if expected <= 0.2 else NO_EVIDENCE)
     assert out["model"]["identity"].startswith("local@")
+
+
+def test_what_the_user_gives_plans_more_tests(tmp_path):
+    library = tmp_path / "library"
+    library.mkdir()
+    for book in corpus_ids("nonmembers", 3):
+        (library / f"{book}.txt").write_text(corpus_text("nonmembers", book, n_chars=20000), encoding="utf-8")
+    result = run("audit", BOOK, "--null-library", library, "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "controls: runs, ~" in result.stdout and "probe: runs, ~" in result.stdout
+    bad = tmp_path / "registry.json"
+    bad.write_text('{"format": 0}')
+    assert_clean_error(run("audit", BOOK, "--traps", bad, "--dry-run"), "not a docaudit trap registry")
+    assert_clean_error(run("audit", BOOK, "--nonmembers", tmp_path / "missing", "--dry-run"), "missing")

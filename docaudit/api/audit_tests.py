@@ -113,7 +113,27 @@ def _predict_blocked(r: AuditRequest) -> str | None:
         return "needs the model's log-probabilities, which a chat-only server does not give"
     if _predict_classifier(r) is None:
         return "no classifier for this model (--classifier DIR: one trained on it with docaudit train)"
+    auc = _card_auc(_predict_classifier(r))
+    if auc is not None and auc[1] <= 0.5 <= auc[2]:
+        return (
+            f"the classifier's own AUC {auc[0]:.2f} (95% {auc[1]:.2f}-{auc[2]:.2f}) includes 0.5, so it answers "
+            "inconclusive for every book (--classifier DIR: one trained on this model that separates its sets)"
+        )
     return None
+
+
+def _card_auc(classifier: Path) -> tuple[float, float, float] | None:
+    """The classifier's own AUC and 95% interval from its card, known before any book is judged (None when the card
+    cannot be read: predict itself says why)."""
+    import json
+
+    from docaudit.audit.card_model import classifier_auc
+    from docaudit.untrusted import read_untrusted_text
+
+    try:
+        return classifier_auc(json.loads(read_untrusted_text(Path(classifier) / "card.json", "card")))
+    except Exception:  # any unreadable card: predict reports it when it runs
+        return None
 
 
 def _predict_request(r: AuditRequest):
@@ -130,11 +150,6 @@ def _predict_run(request) -> tuple[dict[str, Outcome], dict]:
     numbers = ("membership_score", "p_value_blind", "classifier_auc", "n_known_nonmembers", "smallest_p")
     found = {key(row["file"]): _outcome(row, numbers) for row in result.rows if "verdict" in row}
     return found, {"rows": result.rows, "model": result.envelope.get("model")}
-
-
-def _predict_setting(r: AuditRequest) -> dict[str, str]:
-    shipped = Path(_predict_classifier(r) or "").resolve() == Path(DEFAULT_CLASSIFIER).resolve()
-    return {"classifier": "shipped" if shipped else "own"}
 
 
 register_test(
@@ -185,7 +200,6 @@ register_test(
         _predict_request,
         _estimated,
         _predict_run,
-        _predict_setting,
     )
 )
 

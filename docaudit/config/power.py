@@ -1,6 +1,6 @@
 """What "no evidence of membership" is worth: the power of each test as the project measured it, keyed by the
 model it was measured on and the setting that decides it. Every number here is copied from a published
-measurement (docs/methods.md, docs/study.md, docs/traps.md, the shipped classifier's card); a test on a model with
+measurement (docs/methods.md, docs/study.md, docs/traps.md); a test on a model with
 no row is "not measured for this model", never given another model's number."""
 
 from __future__ import annotations
@@ -52,15 +52,7 @@ POWER = (
     Power(
         "predict",
         EMBEDDED,
-        (("classifier", "shipped"),),
-        "cannot find any book: its own 5-fold AUC is 0.51 (95% 0.37–0.66), so it answers inconclusive for every book",
-        "the shipped classifier (30 PG-19 books against 30 books posted in late 2024, one 512-token excerpt each)",
-        "models/gemma3-270m-pg/card.md; README, What the shipped classifier can and cannot tell you",
-    ),
-    Power(
-        "predict",
-        EMBEDDED,
-        (("classifier", "own"),),
+        (),
         "on this model trained further, a classifier trained on 44 known non-members separated books seen once with "
         "AUC 0.96–1.00 yet gave evidence of membership to none: a book needs at least 40 known non-members",
         "the embedded Gemma-3-270M trained further on 44 books (seen 1–10 times, 512 tokens, learning rate 5e-5)",

@@ -41,8 +41,16 @@ def _number(value) -> str:
 
 
 def numbers_text(numbers: dict) -> str:
-    """``name value`` pairs of a test's numbers, those it has."""
-    return ", ".join(f"{k.replace('_', ' ')} {_number(v)}" for k, v in numbers.items() if v is not None)
+    """``name value`` pairs of a test's numbers, those it has; ``NAME_ci_low`` and ``NAME_ci_high`` as the 95%
+    interval beside ``NAME``."""
+    shown = []
+    for k, v in numbers.items():
+        if v is None or k.endswith(("_ci_low", "_ci_high")):
+            continue
+        low, high = numbers.get(f"{k}_ci_low"), numbers.get(f"{k}_ci_high")
+        interval = f" (95% {_number(low)} to {_number(high)})" if low is not None and high is not None else ""
+        shown.append(f"{k.replace('_', ' ')} {_number(v)}{interval}")
+    return ", ".join(shown)
 
 
 def format_audit(body: dict) -> str:
