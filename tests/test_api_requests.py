@@ -202,7 +202,7 @@ def test_the_python_examples_build_the_requests_of_the_functions_they_call(doc, 
 
         return function
 
-    for name in ("train", "predict", "score", "evaluate", "report", "sequence", "estimate"):
+    for name in ("train", "predict", "score", "evaluate", "report", "sequence", "estimate", "plan_audit", "audit"):
         monkeypatch.setattr(api, name, stand_in(name))
     root = Path(__file__).resolve().parents[1]
     blocks = [b for b in _python_blocks(root / doc) if "api." in b]

@@ -11,10 +11,11 @@ import re
 import shutil
 import subprocess
 
+import jsonschema
 import pytest
 from conftest import CORPUS, corpus_ids, corpus_text
 from test_cli import assert_clean_error, run
-from test_schemas import validate
+from test_schemas import validate, validator
 
 from docaudit.api.audit import audit, plan_audit
 from docaudit.api.audit_request import AuditRequest
@@ -117,6 +118,14 @@ def test_the_json_and_the_case_file(case):
     written = json.loads((out / "audit.json").read_text())
     validate(written, "audit")
     validate(result.to_json(), "audit")
+    for path, value in ((("verdict",), "member"), (("tests", 0, "p_adjusted"), 1.5), (("tests_counted",), -1)):
+        bad = json.loads(json.dumps(written))
+        where = bad["books"][0]
+        for step in path[:-1]:
+            where = where[step]
+        where[path[-1]] = value
+        with pytest.raises(jsonschema.ValidationError):  # the schema can fail: words and numbers out of range
+            validator("audit").validate(bad)
     assert written["model"]["identity"] == "fake@0123456789abcdef"
     html = (out / "audit.html").read_text()
     # the statement and its plain words come first, then the tests, the plan, the provenance
@@ -218,6 +227,11 @@ def test_what_the_user_gives_plans_more_tests(tmp_path):
     result = run("audit", BOOK, "--null-library", library, "--dry-run")
     assert result.exit_code == 0, result.output
     assert "controls: runs, ~" in result.stdout and "probe: runs, ~" in result.stdout
+    assert_clean_error(run("audit", BOOK, "--chat-only", "--null-library", library), "--chat-only needs the server")
+    chat = run("audit", BOOK, "--chat-only", "--null-library", library, "--api-base", "http://127.0.0.1:9/v1",
+               "--api-model", "m", "--dry-run")  # fmt: skip
+    assert chat.exit_code == 0, chat.output
+    assert "probe: runs" in chat.stdout and "controls: skipped, needs the target to score given text" in chat.stdout
     bad = tmp_path / "registry.json"
     bad.write_text('{"format": 0}')
     assert_clean_error(run("audit", BOOK, "--traps", bad, "--dry-run"), "not a docaudit trap registry")

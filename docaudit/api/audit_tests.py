@@ -99,6 +99,49 @@ def sum_or_none(values: Iterable[float | None]) -> float | None:
     return None if any(v is None for v in values) else float(sum(values))
 
 
+# ---- controls: synthetic controls written from the book itself ----------------------------------------------
+
+
+def _controls_blocked(r: AuditRequest) -> str | None:
+    if target_kind(r) == "chat":
+        return "needs the target to score given text; a chat-only server cannot (probe can)"
+    if r.library is None and target_kind(r) != "embedded":
+        return "no null library for this model (--null-library DIR: texts it never saw, like the book)"
+    return None
+
+
+def _controls_request(r: AuditRequest):
+    from docaudit.api.books import ControlsRequest, run_like
+    from docaudit.config import ControlsConfig
+
+    config = ControlsConfig.preset("fast" if r.library is None else "default", alpha=r.config.alpha)
+    library = None if r.library is None else list(r.library)
+    return ControlsRequest(list(r.books), r.model, run_like(r.model, None), None, library, config, r.reading, r.run)
+
+
+def _controls_run(request) -> tuple[dict[str, Outcome], dict]:
+    from docaudit.api.books import synthetic_controls
+
+    result = synthetic_controls(request)
+    numbers = ("contrast", "contrast_ci_low", "contrast_ci_high", "placebo", "passages", "library_eligible",
+               "smallest_p")  # fmt: skip
+    found = {key(row["file"]): _outcome(row, numbers) for row in result.rows}
+    return found, {"null": result.controls.get("null"), "model": result.envelope.get("model")}
+
+
+register_test(
+    AuditTest(
+        "controls",
+        "the book's real continuations against synthetic ones a generator writes for its own prefixes",
+        _controls_blocked,
+        _controls_request,
+        lambda q: _estimated(q, lambda e: e.controls.seconds),
+        _controls_run,
+        lambda r: {"generator": "target" if _controls_request(r).generator == r.model else "base"},
+    )
+)
+
+
 # ---- predict: the saved meta-classifier ------------------------------------------------------------------------
 
 
@@ -150,46 +193,6 @@ def _predict_run(request) -> tuple[dict[str, Outcome], dict]:
     numbers = ("membership_score", "p_value_blind", "classifier_auc", "n_known_nonmembers", "smallest_p")
     found = {key(row["file"]): _outcome(row, numbers) for row in result.rows if "verdict" in row}
     return found, {"rows": result.rows, "model": result.envelope.get("model")}
-
-
-register_test(
-    AuditTest(
-        "controls",
-        "the book's real continuations against synthetic ones a generator writes for its own prefixes",
-        lambda r: _controls_blocked(r),
-        lambda r: _controls_request(r),
-        lambda q: _estimated(q, lambda e: e.controls.seconds),
-        lambda q: _controls_run(q),
-        lambda r: {"generator": "target" if _controls_request(r).generator == r.model else "base"},
-    )
-)
-
-
-def _controls_blocked(r: AuditRequest) -> str | None:
-    if target_kind(r) == "chat":
-        return "needs the target to score given text; a chat-only server cannot (probe can)"
-    if r.library is None and target_kind(r) != "embedded":
-        return "no null library for this model (--null-library DIR: texts it never saw, like the book)"
-    return None
-
-
-def _controls_request(r: AuditRequest):
-    from docaudit.api.books import ControlsRequest, run_like
-    from docaudit.config import ControlsConfig
-
-    config = ControlsConfig.preset("fast" if r.library is None else "default", alpha=r.config.alpha)
-    library = None if r.library is None else list(r.library)
-    return ControlsRequest(list(r.books), r.model, run_like(r.model, None), None, library, config, r.reading, r.run)
-
-
-def _controls_run(request) -> tuple[dict[str, Outcome], dict]:
-    from docaudit.api.books import synthetic_controls
-
-    result = synthetic_controls(request)
-    numbers = ("contrast", "contrast_ci_low", "contrast_ci_high", "placebo", "passages", "library_eligible",
-               "smallest_p")  # fmt: skip
-    found = {key(row["file"]): _outcome(row, numbers) for row in result.rows}
-    return found, {"null": result.controls.get("null"), "model": result.envelope.get("model")}
 
 
 register_test(
@@ -275,16 +278,12 @@ def _probe_request(r: AuditRequest):
     from docaudit.config import ProbeConfig
 
     model = r.model
-    if target_kind(r) == "chat" and not model.api_base:
-        raise_for_chat()
+    if target_kind(r) == "chat" and not (model.api_base or (model.model or "").startswith(("http://", "https://"))):
+        from docaudit.errors import DocauditError
+
+        raise DocauditError("--chat-only needs the server: --api-base URL --api-model NAME (or --model URL#NAME)")
     return ProbeRequest(list(r.books), model, list(r.library), ProbeConfig(alpha=r.config.alpha), reading=r.reading,
                         run=r.run)  # fmt: skip
-
-
-def raise_for_chat() -> None:
-    from docaudit.errors import DocauditError
-
-    raise DocauditError("--chat-only needs the server: --api-base URL --api-model NAME (or --model URL#NAME)")
 
 
 def _probe_run(request) -> tuple[dict[str, Outcome], dict]:
