@@ -236,3 +236,23 @@ def test_what_the_user_gives_plans_more_tests(tmp_path):
     bad.write_text('{"format": 0}')
     assert_clean_error(run("audit", BOOK, "--traps", bad, "--dry-run"), "not a docaudit trap registry")
     assert_clean_error(run("audit", BOOK, "--nonmembers", tmp_path / "missing", "--dry-run"), "missing")
+
+
+def test_a_test_that_refuses_its_input_is_counted_as_inconclusive_and_a_missing_model_stops_the_run(monkeypatch):
+    from docaudit.errors import DocauditError, ModelError
+
+    def refusing(error):
+        def outcomes(_request):
+            raise error
+
+        return AuditTest("refusing", "a test that refuses", lambda r: None, lambda r: None, lambda q: 1.0, outcomes)
+
+    fakes = {"first": fake_test("first", {BOOK: 0.03}), "refusing": refusing(DocauditError("its input is refused"))}
+    monkeypatch.setattr(audit_api, "TESTS", fakes)
+    [book] = audit(AuditRequest([BOOK])).body["books"]
+    assert book["tests_counted"] == 2 and book["verdict"] == NO_EVIDENCE and book["p_value"] == pytest.approx(0.06)
+    refused = book["tests"][1]
+    assert refused["verdict"] == INCONCLUSIVE and refused["reason"] == "failed: its input is refused"
+    monkeypatch.setattr(audit_api, "TESTS", {"refusing": refusing(ModelError("no such model"))})
+    with pytest.raises(ModelError):
+        audit(AuditRequest([BOOK]))

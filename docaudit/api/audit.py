@@ -15,7 +15,7 @@ from typing import ClassVar
 from docaudit.api.audit_request import AuditRequest
 from docaudit.api.audit_tests import TESTS, Outcome, key, model_key, target_kind
 from docaudit.api.common import Result, envelope_of, recorded
-from docaudit.errors import DocauditError
+from docaudit.errors import DocauditError, ModelError
 
 COMBINATION = (
     "Holm–Bonferroni over the tests run for the book (valid whatever their dependence); a test that answered "
@@ -128,8 +128,9 @@ def audit(
     request: AuditRequest, plan: AuditPlan | None = None, starting: Callable[[Planned], None] | None = None
 ) -> AuditResult:
     """Run the planned tests (``plan``, else :func:`plan_audit`), each through its own command; ``starting`` is told
-    of each test as it starts. A test that fails on its input is reported as failed ("inconclusive" for every book,
-    still counted); the statement per book combines the others."""
+    of each test as it starts. A test that refuses its input is reported as failed ("inconclusive" for every book,
+    still counted) and the statement per book combines the others; a model that cannot be loaded or reached stops
+    the run (``ModelError``)."""
     from docaudit.corpus.documents import load_documents
     from docaudit.provenance import document_records
 
@@ -144,7 +145,9 @@ def audit(
             starting(planned)
         try:
             found[planned.name], outputs[planned.name] = TESTS[planned.name].run(planned.request)
-        except DocauditError as e:  # one test's refusal: the others still answer
+        except ModelError:  # the model itself cannot be loaded or reached: no test can answer
+            raise
+        except DocauditError as e:  # one test's refusal of its input: the others still answer
             reason = f"failed: {e}"
             found[planned.name] = {key(d.path): Outcome("inconclusive", reason, None) for d in docs}
             outputs[planned.name] = {"error": str(e)}
