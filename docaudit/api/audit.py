@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from docaudit.api.audit_request import AuditRequest
-from docaudit.api.audit_tests import TESTS, Outcome, key, model_key, target_kind
+from docaudit.api.audit_tests import TESTS, Outcome, key, model_key, sum_or_none, target_kind
 from docaudit.api.common import Result, envelope_of, recorded
 from docaudit.errors import DocauditError, ModelError
 
@@ -52,11 +52,13 @@ class AuditPlan:
     @property
     def seconds(self) -> float | None:
         """The estimated time of the tests that run (None when one has no estimate)."""
-        times = [t.seconds for t in self.running()]
-        return None if any(s is None for s in times) else float(sum(times))
+        return sum_or_none(t.seconds for t in self.running())
 
     def as_json(self) -> list[dict]:
-        return [{"test": t.name, "runs": t.runs, "why": t.why, "estimated_seconds": t.seconds} for t in self.tests]
+        return [
+            {"test": t.name, "what": t.what, "runs": t.runs, "why": t.why, "estimated_seconds": t.seconds}
+            for t in self.tests
+        ]
 
 
 def plan_audit(request: AuditRequest) -> AuditPlan:

@@ -126,7 +126,8 @@ def _controls_run(request) -> tuple[dict[str, Outcome], dict]:
     numbers = ("contrast", "contrast_ci_low", "contrast_ci_high", "placebo", "passages", "library_eligible",
                "smallest_p")  # fmt: skip
     found = {key(row["file"]): _outcome(row, numbers) for row in result.rows}
-    return found, {"null": result.controls.get("null"), "model": result.envelope.get("model")}
+    body = {"null": result.controls.get("null"), "settings": result.controls.get("settings")}
+    return found, {**body, "model": result.envelope.get("model")}
 
 
 register_test(
@@ -192,7 +193,8 @@ def _predict_run(request) -> tuple[dict[str, Outcome], dict]:
     result = predict(request)
     numbers = ("membership_score", "p_value_blind", "classifier_auc", "n_known_nonmembers", "smallest_p")
     found = {key(row["file"]): _outcome(row, numbers) for row in result.rows if "verdict" in row}
-    return found, {"rows": result.rows, "model": result.envelope.get("model")}
+    settings = {"classifier": str(request.classifier), "alpha": request.alpha}
+    return found, {"rows": result.rows, "settings": settings, "model": result.envelope.get("model")}
 
 
 register_test(
@@ -248,7 +250,9 @@ def _map_run(request) -> tuple[dict[str, Outcome], dict]:
         p = min(1.0, len(segments) * min(ps))
         verdict = EVIDENCE if flagged else NO_EVIDENCE
         found[key(book["file"])] = Outcome(verdict, None, p, numbers)
-    return found, {"segments": outcome.envelope["rows"], "model": outcome.envelope.get("model")}
+    spec = request.spec
+    settings = {"method": spec.config.method, "segment_words": spec.config.segment_words, "alpha": spec.alpha}
+    return found, {"segments": outcome.envelope["rows"], "settings": settings, "model": outcome.envelope.get("model")}
 
 
 register_test(
@@ -292,7 +296,8 @@ def _probe_run(request) -> tuple[dict[str, Outcome], dict]:
     result = probe(request)
     numbers = ("statistic", "passages", "compared_at", "smallest_p", "requests")
     found = {key(row["file"]): _outcome(row, numbers) for row in result.rows}
-    return found, {"null": result.probe.get("null"), "model": result.envelope.get("model")}
+    body = {"null": result.probe.get("null"), "settings": result.probe.get("settings")}
+    return found, {**body, "model": result.envelope.get("model")}
 
 
 register_test(
@@ -350,7 +355,8 @@ def _traps_run(request) -> tuple[dict[str, Outcome], dict]:
     for d in registry.documents:
         if d.id in rows:
             found[d.id] = _outcome(rows[d.id], numbers)
-    return found, {"documents": detection.rows, "model": detection.model}
+    settings = {"registry": str(request.registry), "alpha": request.alpha}
+    return found, {"documents": detection.rows, "settings": settings, "model": detection.model}
 
 
 register_test(

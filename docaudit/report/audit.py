@@ -101,6 +101,11 @@ def page_values(envelope: dict) -> dict:
         ("python, platform", f"{environment.get('python')}, {environment.get('platform')}"),
         ("libraries", ", ".join(f"{k} {v}" for k, v in (environment.get("libraries") or {}).items())),
     ]
+    for name, output in envelope["tests"].items():
+        if isinstance(output, dict) and output.get("settings"):
+            provenance.append((f"settings of {name}", numbers_text(output["settings"])))
+        elif isinstance(output, dict) and output.get("error"):
+            provenance.append((f"{name} failed", output["error"]))
     return {
         "books": books,
         "plan": envelope["plan"],
