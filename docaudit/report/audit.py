@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 PLAIN = {
-    "evidence of membership": "At the audit's level, the tests run give evidence that the model was trained on "
-    "this book: the chance of a statement this strong for a book the model never saw is at most {alpha}.",
+    "evidence of membership": "The tests run give evidence that the model was trained on this book: for a book the "
+    "model never saw, the chance of this statement is at most {alpha}, given each test's own assumptions (its null, "
+    "in docs/methods.md).",
     "no evidence of membership": "The tests run found no evidence that the model was trained on this book. This is "
     "not evidence that it was not: see what each test could find on this model, beside it.",
     "inconclusive": "No test run could give a valid answer for this book (see each test's reason).",
