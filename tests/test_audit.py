@@ -195,15 +195,15 @@ def mapped(tiny_gpt2, tmp_path_factory):
         for i, book in enumerate(books):
             (root / name / f"{name}{i:02d}.txt").write_text("\n\n".join(book), encoding="utf-8")
     args = [root / "books", "--model", tiny_gpt2, "--alpha", "0.2", "--format", "json"]
-    audited = run("audit", *args, "--nonmembers", root / "calibration")
+    audited = run("audit", *args, "--nonmembers", root / "calibration", "--out", root / "case")
     mapped = run("map", *args, "--calibrate-nonmembers", root / "calibration")
-    return audited, mapped
+    return audited, mapped, (root / "case" / "audit.html").read_text(encoding="utf-8")
 
 
 @pytest.mark.slow  # about 10 s: a tiny model over nine books, twice
 @pytest.mark.usefixtures("one_thread")
 def test_a_real_map_enters_the_statement_as_bonferroni_over_its_segments(mapped):
-    audited, mapped = mapped
+    audited, mapped, html = mapped
     assert audited.exit_code == 0, audited.output
     assert "map: runs" in audited.stderr and "controls: skipped, no null library for this model" in audited.stderr
     out = json.loads(audited.stdout)
@@ -217,6 +217,7 @@ def test_a_real_map_enters_the_statement_as_bonferroni_over_its_segments(mapped)
     assert test["p_value"] == pytest.approx(expected) and book["p_value"] == pytest.approx(expected)
     assert book["verdict"] == (EVIDENCE if expected <= 0.2 else NO_EVIDENCE)
     assert out["model"]["identity"].startswith("local@")
+    assert "The chapter map" in html and all(f"{s['segment']}. {s['name']}" in html for s in segments)
 
 
 def test_what_the_user_gives_plans_more_tests(tmp_path):
@@ -256,3 +257,19 @@ def test_a_test_that_refuses_its_input_is_counted_as_inconclusive_and_a_missing_
     monkeypatch.setattr(audit_api, "TESTS", {"refusing": refusing(ModelError("no such model"))})
     with pytest.raises(ModelError):
         audit(AuditRequest([BOOK]))
+
+
+def test_the_command_line_prints_the_plan_then_csv_or_json(monkeypatch):
+    import io
+
+    import pandas as pd
+
+    monkeypatch.setattr(audit_api, "TESTS", {"first": fake_test("first", {BOOK: 0.01}, seconds=90.0)})
+    csv = run("audit", BOOK, "--format", "csv")
+    assert csv.exit_code == 0, csv.output
+    assert "first: runs, ~1.5 min" in csv.stderr and "estimated time: ~1.5 min" in csv.stderr  # the plan on stderr
+    [row] = pd.read_csv(io.StringIO(csv.stdout)).to_dict(orient="records")
+    assert row["statement"] == EVIDENCE and row["test"] == "first" and row["p_adjusted"] == pytest.approx(0.01)
+    assert row["power"] == NOT_MEASURED and row["statistic"] == 1.5
+    printed = run("audit", BOOK, "--format", "json")
+    validate(json.loads(printed.stdout), "audit")
