@@ -273,3 +273,22 @@ def test_the_command_line_prints_the_plan_then_csv_or_json(monkeypatch):
     assert row["power"] == NOT_MEASURED and row["statistic"] == 1.5
     printed = run("audit", BOOK, "--format", "json")
     validate(json.loads(printed.stdout), "audit")
+
+
+def registry(path: Path, name: str) -> Path:
+    """A trap registry naming one document ``name`` (its sequences made up: only the plan reads it here)."""
+    from docaudit.corpus.traps import TrappedDocument, TrapRegistry, TrapSequence
+
+    traps = [TrapSequence(f"trap {i}", [1, 2, 3], 5.0, [10 * i]) for i in range(4)]
+    controls = [TrapSequence(f"control {i}", [4, 5], 5.0) for i in range(4)]
+    entry = TrappedDocument(name, f"src/{name}.txt", "0" * 64, f"out/{name}.txt", "1" * 64, traps, controls)
+    path.write_text(json.dumps(TrapRegistry({"identity": "g@0"}, 0, {}, [entry]).as_json()), encoding="utf-8")
+    return path
+
+
+def test_traps_run_only_for_a_book_the_registry_names(tmp_path):
+    named = run("audit", BOOK, "--traps", registry(tmp_path / "named.json", "1005"), "--dry-run")
+    assert named.exit_code == 0, named.output
+    assert "traps: runs, ~" in named.stdout
+    other = run("audit", BOOK, "--traps", registry(tmp_path / "other.json", "74346"), "--dry-run")
+    assert "traps: skipped, the trap registry holds none of these books" in other.stdout

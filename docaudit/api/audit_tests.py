@@ -321,7 +321,18 @@ def _traps_blocked(r: AuditRequest) -> str | None:
         return "no trap registry (--traps REGISTRY, written by docaudit traps make before the book was published)"
     if target_kind(r) == "chat":
         return "needs the model's log-probabilities, which a chat-only server does not give"
+    from docaudit.api.preflight import document_files
+    from docaudit.corpus.traps import read_registry
+
+    names = {name for d in read_registry(r.traps).documents for name in _names(d)}
+    if not any(Path(f).stem in names for f in document_files(r.books) or []):
+        return "the trap registry holds none of these books (by file name: the trapped copy's, or its source's)"
     return None
+
+
+def _names(trapped) -> set[str]:
+    """The names a registry's document answers to: its id, its trapped copy's and its source's file stems."""
+    return {trapped.id, Path(trapped.output).stem, Path(trapped.source).stem}
 
 
 def _traps_request(r: AuditRequest):
@@ -343,7 +354,7 @@ def _traps_seconds(request) -> float | None:
 
 
 def _traps_run(request) -> tuple[dict[str, Outcome], dict]:
-    """Per book, the registry's document of the same id (file stem) or file name."""
+    """Per book, the registry's document of the same name (``_names``: the book's file stem)."""
     from docaudit.api.lab import traps_detect
     from docaudit.corpus.traps import read_registry
 
@@ -354,7 +365,7 @@ def _traps_run(request) -> tuple[dict[str, Outcome], dict]:
     found = {}
     for d in registry.documents:
         if d.id in rows:
-            found[d.id] = _outcome(rows[d.id], numbers)
+            found.update(dict.fromkeys(_names(d), _outcome(rows[d.id], numbers)))
     settings = {"registry": str(request.registry), "alpha": request.alpha}
     return found, {"documents": detection.rows, "settings": settings, "model": detection.model}
 
