@@ -10,6 +10,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import jsonschema
 import pytest
