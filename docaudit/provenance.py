@@ -36,6 +36,7 @@ LIBRARIES = (
 
 # the output kind (schema name) of each command's printed JSON; a file's kind is given by its writer
 COMMAND_SCHEMAS = {
+    "audit": "audit",
     "train": "train",
     "predict": "predict",
     "lab": "lab",

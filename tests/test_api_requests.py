@@ -183,7 +183,7 @@ def _python_blocks(path: Path) -> list[str]:
     return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/scaling.md"])
+@pytest.mark.parametrize("doc", ["docs/python.md", "docs/scaling.md"])
 def test_the_python_examples_build_the_requests_of_the_functions_they_call(doc, monkeypatch):
     """Every call of ``api.NAME(...)`` in the documentation's Python examples gets the request ``api.NAME`` is
     annotated with, built with real field names (the functions themselves are stood in for: no model is here)."""
@@ -202,7 +202,7 @@ def test_the_python_examples_build_the_requests_of_the_functions_they_call(doc, 
 
         return function
 
-    for name in ("train", "predict", "score", "evaluate", "report", "sequence", "estimate"):
+    for name in ("train", "predict", "score", "evaluate", "report", "sequence", "estimate", "plan_audit", "audit"):
         monkeypatch.setattr(api, name, stand_in(name))
     root = Path(__file__).resolve().parents[1]
     blocks = [b for b in _python_blocks(root / doc) if "api." in b]

@@ -1,5 +1,5 @@
-"""The exit status says what kind of failure it was (docaudit/errors.py, the README's table), in real processes:
-0 success, 2 a command line click cannot parse, 3 bad input, 4 a model or backend that cannot be loaded or
+"""The exit status says what kind of failure it was (docaudit/errors.py, the table in docs/commands.md), in real
+processes: 0 success, 2 a command line click cannot parse, 3 bad input, 4 a model or backend that cannot be loaded or
 reached, 70 a failure of docaudit itself (one line saying where to report it; ``--debug`` shows the traceback).
 And TOML config files are read on a Python without ``tomllib`` (3.10), through ``tomli``."""
 
@@ -46,7 +46,7 @@ def test_the_statuses_are_distinct_and_documented():
     )
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[1] / "docs" / "commands.md").read_text(encoding="utf-8")
     for code in (0, *codes):
         assert f"| {code} |" in readme, code
 

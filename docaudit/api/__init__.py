@@ -12,6 +12,8 @@ the experiment from :mod:`docaudit.lab`) and writes the files through :mod:`doca
 checks a command makes before a model loads, :func:`estimate` what ``--dry-run`` prints. The command line parses its
 options into a request, calls one of these and prints the result."""
 
+from docaudit.api.audit import AuditPlan, AuditResult, audit, plan_audit
+from docaudit.api.audit_request import AuditRequest
 from docaudit.api.books import ControlsRequest, ControlsResult, MapOutcome, MapRequest, map_books, synthetic_controls
 from docaudit.api.cache import (
     CacheClearRequest,
@@ -69,6 +71,11 @@ from docaudit.api.scores import (
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
 
 __all__ = [
+    "AuditPlan",
+    "AuditRequest",
+    "AuditResult",
+    "audit",
+    "plan_audit",
     "ProbeRequest",
     "ProbeResult",
     "probe",

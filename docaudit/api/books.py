@@ -233,3 +233,14 @@ def _controls_run(r: ControlsRequest, docs: list, library_docs: list | None, rea
         model=model_record(loaded["target"]),
     )
     return result
+
+
+def run_like(target: ModelConfig, model: str | None) -> ModelConfig:
+    """``--generator`` or ``--reference`` run as the target is: its device, dtype, ``--backend`` and that backend's
+    options (a URL names its own server and model)."""
+    from docaudit.query.backends import backend_spec
+
+    keep = {"device", "dtype", "backend", *backend_spec(target.backend).options}
+    if model is not None and model.startswith(("http://", "https://")):
+        keep -= {"api_base", "api_model"}
+    return ModelConfig(model=model, **{k: getattr(target, k) for k in keep})

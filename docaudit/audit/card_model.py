@@ -110,3 +110,10 @@ def _granting_options(config: ModelConfig) -> str:
         key = f" --api-key-env {config.api_key_env}" if config.api_key_env else ""
         return f"--backend openai --api-base {config.api_base or config.model} --api-tokenizer TOKENIZER{key}"
     return f"--model {config.model}" + (f" --revision {config.revision}" if config.revision else "")
+
+
+def classifier_auc(card: dict) -> tuple[float, float, float]:
+    """A classifier's quality figure (``audit.meta.QUALITY``), read from its card before any model loads: its pooled
+    out-of-fold AUC and 95% interval."""
+    auc = card["pooled_bootstrap_95"]["auc"]
+    return auc["point"], auc["ci_low"], auc["ci_high"]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from docaudit import __version__
-from docaudit.audit.card_model import card_model
+from docaudit.audit.card_model import card_model, classifier_auc
 from docaudit.audit.costs import measured_run
 from docaudit.audit.specs import CardAccess
 from docaudit.config import (
@@ -182,12 +182,6 @@ def train(
 
 # the one figure of a classifier's quality, used by its card, its shift warning and ``predict``
 QUALITY = "pooled out-of-fold AUC with a 95% stratified bootstrap interval over documents (pooled_bootstrap_95.auc)"
-
-
-def classifier_auc(card: dict) -> tuple[float, float, float]:
-    """A classifier's quality figure (``QUALITY``): its pooled out-of-fold AUC and 95% interval."""
-    auc = card["pooled_bootstrap_95"]["auc"]
-    return auc["point"], auc["ci_low"], auc["ci_high"]
 
 
 def conformal_section(evaluation, folds, features: BlindFeatures, blind: dict, stats, seed: int):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from docaudit.api.books import run_like
 from docaudit.cli.command import command, friendly_errors, option, run_context, show_progress
 from docaudit.cli.echo import echo_result, say, warn_skipped
 from docaudit.cli.options import (
@@ -20,7 +21,7 @@ from docaudit.cli.options import (
     strict_option,
 )
 from docaudit.cli.preflight import controls_line, dry_run, dry_run_option, echo_controls_dry_run
-from docaudit.config import CONTROLS_PRESETS, ControlsConfig, ModelConfig
+from docaudit.config import CONTROLS_PRESETS, ControlsConfig
 from docaudit.run import DocumentSpec
 
 SETTINGS = (
@@ -108,14 +109,3 @@ def controls(books, library, generator, reference, preset, raw, normalize_chars,
         say(format_controls(result.controls) + (f"\n\nwrote {out}" if out else ""))
     else:
         echo_result(result, fmt)
-
-
-def run_like(target: ModelConfig, model: str | None) -> ModelConfig:
-    """``--generator`` or ``--reference`` run as the target is: its device, dtype, ``--backend`` and that backend's
-    options (a URL names its own server and model)."""
-    from docaudit.query.backends import backend_spec
-
-    keep = {"device", "dtype", "backend", *backend_spec(target.backend).options}
-    if model is not None and model.startswith(("http://", "https://")):
-        keep -= {"api_base", "api_model"}
-    return ModelConfig(model=model, **{k: getattr(target, k) for k in keep})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from docaudit.cli.audit import audit
 from docaudit.cli.cache import cache
 from docaudit.cli.command import group, quiet_libraries
 from docaudit.cli.controls import controls
@@ -39,6 +40,7 @@ def main():
 # the commands in the order of the work (audit a document, evaluate methods, books, sets, traps, experiments,
 # housekeeping), each with one short complete line for ``docaudit --help``
 COMMANDS = (
+    (audit, "Every test that can answer for a book, one statement, one case file."),
     (train, "Train a classifier on known members and non-members."),
     (predict, "Verdict per document from a trained classifier."),
     (evaluate, "Compare every method on the same folds of labelled documents."),

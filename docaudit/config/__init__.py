@@ -4,6 +4,7 @@ One module per group of settings; every name is importable from ``docaudit.confi
 
 from __future__ import annotations
 
+from docaudit.config.audit import AuditConfig
 from docaudit.config.audits import BeyondBlindConfig, ContaminationConfig, DatasetTestConfig, SequenceConfig
 from docaudit.config.base import (
     API_LOGPROBS,
@@ -107,4 +108,5 @@ __all__ = [
     "LocalizeConfig",
     "SEGMENT_METHODS",
     "TrapConfig",
+    "AuditConfig",
 ]

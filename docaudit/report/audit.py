@@ -1,0 +1,131 @@
+"""What ``audit`` prints and writes: the plan (a line per test, run or skipped and why, with the estimated time),
+per book the statement first, then each test's verdict, numbers and what the project measured of its power; with
+``--out``, ``audit.json`` and the case file ``audit.html`` (``templates/audit.html``, printable on A4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PLAIN = {
+    "evidence of membership": "The tests run give evidence that the model was trained on this book: for a book the "
+    "model never saw, the chance of this statement is at most {alpha}, given each test's own assumptions (its null, "
+    "in docs/methods.md).",
+    "no evidence of membership": "The tests run found no evidence that the model was trained on this book. This is "
+    "not evidence that it was not: see what each test could find on this model, beside it.",
+    "inconclusive": "No test run could give a valid answer for this book (see each test's reason).",
+}
+
+
+def duration(seconds: float | None) -> str:
+    """``~3.5 min`` (``?`` when unknown)."""
+    if seconds is None:
+        return "time unknown"
+    return f"~{seconds:.0f} s" if seconds < 60 else f"~{seconds / 60:.1f} min"
+
+
+def plan_lines(plan: list[dict], kind: str, seconds: float | None) -> list[str]:
+    """One line per test, run or skipped and why, then the estimated time of the run."""
+    lines = [f"audit plan for a target of kind {kind}:"]
+    for t in plan:
+        if t["runs"]:
+            lines.append(f"  {t['test']}: runs, {duration(t['estimated_seconds'])}")
+        else:
+            lines.append(f"  {t['test']}: skipped, {t['why']}")
+    lines.append(f"estimated time: {duration(seconds)} (each test's own estimate, first model load included)")
+    return lines
+
+
+def _number(value) -> str:
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    return str(value)
+
+
+def numbers_text(numbers: dict) -> str:
+    """``name value`` pairs of a test's numbers, those it has; ``NAME_ci_low`` and ``NAME_ci_high`` as the 95%
+    interval beside ``NAME``."""
+    shown = []
+    for k, v in numbers.items():
+        if v is None or k.endswith(("_ci_low", "_ci_high")):
+            continue
+        low, high = numbers.get(f"{k}_ci_low"), numbers.get(f"{k}_ci_high")
+        interval = f" (95% {_number(low)} to {_number(high)})" if low is not None and high is not None else ""
+        shown.append(f"{k.replace('_', ' ')} {_number(v)}{interval}")
+    return ", ".join(shown)
+
+
+def format_audit(body: dict) -> str:
+    """The terminal text: per book the statement first, then each test."""
+    lines = []
+    for book in body["books"]:
+        name = book["id"] + (f" ({book['title']})" if book.get("title") else "")
+        p = "" if book["p_value"] is None else f", p = {_number(book['p_value'])}"
+        lines.append(f"{name}: {book['verdict']}{p} ({book['tests_counted']} test(s), level {body['alpha']:g})")
+        for t in book["tests"]:
+            p = "p not counted (inconclusive)" if t["p_value"] is None else f"p = {_number(t['p_value'])}"
+            held = "" if t["p_adjusted"] is None else f", Holm-adjusted {_number(t['p_adjusted'])}"
+            reason = f": {t['reason']}" if t["reason"] else ""
+            lines.append(f"  {t['test']}: {t['verdict']}{reason}; {p}{held}")
+            if t["numbers"]:
+                lines.append(f"    {numbers_text(t['numbers'])}")
+            lines.append(f"    what it finds on this model: {t['power_words']}")
+    lines.append(f"the statement: {body['combination']}")
+    return "\n".join(lines)
+
+
+def page_values(envelope: dict) -> dict:
+    """What ``templates/audit.html`` shows."""
+    books = []
+    for book in envelope["books"]:
+        ran = ", ".join(t["test"] for t in book["tests"]) or "none"
+        skipped = ", ".join(t["test"] for t in envelope["plan"] if not t["runs"])
+        plain = PLAIN[book["verdict"]].format(alpha=envelope["alpha"]) + f" Tests run: {ran}."
+        plain += f" Not run: {skipped} (see the plan for why)." if skipped else ""
+        books.append({**book, "plain": plain, "css": book["verdict"].split()[0]})
+    segments = [
+        row
+        for row in (envelope["tests"].get("map") or {}).get("segments", [])
+        if isinstance(row, dict) and "verdict" in row
+    ]
+    model = envelope.get("model") or {}
+    environment = envelope.get("environment") or {}
+    provenance = [
+        ("docaudit", envelope["docaudit_version"]),
+        ("command", " ".join(envelope["command"]) if isinstance(envelope["command"], list) else envelope["command"]),
+        ("created", envelope["created"]),
+        ("model identity", model.get("identity") or model.get("id") or "not loaded"),
+        ("tokenizer hash", model.get("tokenizer_hash") or "-"),
+        ("backend, device", f"{model.get('backend') or '-'}, {model.get('device') or '-'}"),
+        ("seed", envelope["seed"]),
+        ("level", envelope["alpha"]),
+        ("budget (minutes)", envelope["budget_minutes"] if envelope["budget_minutes"] is not None else "none"),
+        ("python, platform", f"{environment.get('python')}, {environment.get('platform')}"),
+        ("libraries", ", ".join(f"{k} {v}" for k, v in (environment.get("libraries") or {}).items())),
+    ]
+    for name, output in envelope["tests"].items():
+        if isinstance(output, dict) and output.get("settings"):
+            provenance.append((f"settings of {name}", numbers_text(output["settings"])))
+        elif isinstance(output, dict) and output.get("error"):
+            provenance.append((f"{name} failed", output["error"]))
+    return {
+        "books": books,
+        "plan": envelope["plan"],
+        "segments": segments,
+        "combination": envelope["combination"],
+        "provenance": provenance,
+        "inputs": envelope.get("inputs") or [],
+        "number": _number,
+        "numbers_text": numbers_text,
+        "duration": duration,
+    }
+
+
+def write_audit(envelope: dict, out: Path, overwrite: bool = False) -> None:
+    """``audit.json`` and the self-contained case file ``audit.html`` into ``out``, written whole or not at all."""
+    from docaudit.io import json_text
+    from docaudit.outputs import staged_dir
+    from docaudit.report.pages import render_page
+
+    with staged_dir(Path(out), "audit", overwrite) as tmp:
+        (tmp / "audit.json").write_text(json_text(envelope), encoding="utf-8")
+        (tmp / "audit.html").write_text(render_page("audit.html", **page_values(envelope)), encoding="utf-8")
