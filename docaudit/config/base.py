@@ -81,6 +81,7 @@ READ_LIMITS = {
     "crash dump": 1 << 22,  # the fault-handler dump of a crashed command (every thread's stack: a few KB)
 }
 CONFIG_MAX_KEY_PARTS = 32  # dotted parts of one key (or section name) in a --config file
+CONFIG_MAX_DEPTH = 32  # tables, arrays, mappings or lists open at once in a --config file
 # A zip archive (skops file) holds at most this many members, and at most FLOOR + its size / BYTES_PER_MEMBER
 # (a forest's member holds an array: the shipped classifier about 370 bytes each, an empty member about 90); counted
 # from its end record before its directory is parsed (a million members cost a gigabyte and half a minute to list)
