@@ -80,6 +80,8 @@ READ_LIMITS = {
     "cpu list": 16 << 20,  # /proc/cpuinfo: a few hundred KB on the largest machines
     "crash dump": 1 << 22,  # the fault-handler dump of a crashed command (every thread's stack: a few KB)
 }
+CACHE_SCAN_LIMIT = 100_000  # files of others under the cache folder `cache info` counts before it stops
+MIN_FREE_BYTES = 64 << 20  # free space the cache folder and an output folder's disk need before a run starts
 CONFIG_MAX_KEY_PARTS = 32  # dotted parts of one key (or section name) in a --config file
 CONFIG_MAX_DEPTH = 32  # tables, arrays, mappings or lists open at once in a --config file
 # A zip archive (skops file) holds at most this many members, and at most FLOOR + its size / BYTES_PER_MEMBER
