@@ -28,7 +28,7 @@ from pathlib import Path
 from docaudit import __version__
 from docaudit.errors import DocauditError, MachineError
 from docaudit.folders import kernel_file_system, writable_folder
-from docaudit.io import atomic_write_text, current_umask
+from docaudit.io import atomic_write_text, current_umask, writing
 from docaudit.untrusted import load_untrusted_json
 
 OUTPUT_MARKER = ".docaudit-output.json"
@@ -275,7 +275,8 @@ def staged_dir(out: Path, kind: str, overwrite: bool = False, inputs=()):
     staging = {"kind": kind, "pid": os.getpid(), "host": socket.gethostname()}
     atomic_write_text(tmp / STAGING_MARKER, json.dumps(staging))
     try:
-        yield tmp
+        with writing(out):  # a write that names no file (a full disk in a CSV or plot) names the output folder
+            yield tmp
         (tmp / STAGING_MARKER).unlink()
         write_marker(tmp, kind, os.listdir(tmp))
         publish_dir(tmp, out, kind, overwrite)

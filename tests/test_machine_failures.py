@@ -160,3 +160,15 @@ def test_cache_info_walks_no_link_and_stops_counting(tmp_path, monkeypatch):
     monkeypatch.setattr(cache_entries, "CACHE_SCAN_LIMIT", 3)
     found = cache_entries.summary(root)["other"]
     assert found["files"] == 3 and found["more"]
+
+
+def test_a_full_disk_while_an_output_is_staged_names_the_output_folder(tmp_path):
+    """A write that names no file (pandas, matplotlib, a close that finds the disk full) names ``--out``."""
+    from docaudit import outputs
+
+    out = tmp_path / "out"
+    with pytest.raises(OSError) as raised, outputs.staged_dir(out, "probe"):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    status, printed = reported(raised.value)
+    assert status == MACHINE and printed.startswith(f"error: cannot use {out}: the disk is full")
+    assert os.listdir(tmp_path) == []
