@@ -1,5 +1,6 @@
-"""Time and peak memory of reading a ``--config`` file at its size limit (``READ_LIMITS["config"]``) in the
-spellings that cost most: the shape scan alone, then the whole read (scan and parse, or the refusal).
+"""Time and peak memory of reading a ``--config`` file at its size limit (``READ_LIMITS["config"]``; a YAML file
+at ``CONFIG_YAML_CHARACTERS``) in the spellings that cost most: the shape scan alone, then the whole read (scan
+and parse, or the refusal).
 
     python scripts/bench_config_shape.py
 """
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from docaudit.cli.config_file import ConfigError, read_config_file
 from docaudit.cli.config_shape import toml_shape_problem
-from docaudit.config import CONFIG_MAX_KEY_PARTS, READ_LIMITS
+from docaudit.config import CONFIG_MAX_KEY_PARTS, CONFIG_YAML_CHARACTERS, READ_LIMITS
 
 
 def cases(size: int) -> dict[str, str]:
@@ -32,6 +33,15 @@ def cases(size: int) -> dict[str, str]:
     }
 
 
+def yaml_cases(size: int) -> dict[str, str]:
+    """YAML files of about ``size`` bytes: a long flow list, and flow mappings nested 29 deep one after another."""
+    nested = ": " + "{a: " * 29 + "1" + "}" * 29 + "\n"
+    return {
+        "YAML flow list": "x: [" + "1, " * (size // 3 - 4) + "1]\n",
+        "YAML nested 29 deep": "".join(f"k{i}{nested}" for i in range(size // (len(nested) + 7))),
+    }
+
+
 def _whole_lines(text: str, size: int) -> str:
     return text[: text.rfind("\n", 0, size) + 1]
 
@@ -40,11 +50,12 @@ def main() -> None:
     size = READ_LIMITS["config"]
     print(f"config limit {size:,} bytes; python {sys.version.split()[0]}")
     with tempfile.TemporaryDirectory() as folder:
-        for name, text in cases(size).items():
-            path = Path(folder) / "settings.toml"
-            path.write_text(text[:size])
+        for name, text in (cases(size) | yaml_cases(CONFIG_YAML_CHARACTERS)).items():
+            path = Path(folder) / ("settings.yaml" if name.startswith("YAML") else "settings.toml")
+            text = text[: CONFIG_YAML_CHARACTERS if name.startswith("YAML") else size]
+            path.write_text(text)
             began = time.perf_counter()
-            problem = toml_shape_problem(text[:size])
+            problem = None if name.startswith("YAML") else toml_shape_problem(text)
             scan = time.perf_counter() - began
             began = time.perf_counter()
             try:

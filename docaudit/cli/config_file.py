@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 
 from docaudit.cli.config_shape import ShapeError, check_yaml_depth, toml_shape_problem
-from docaudit.config import READ_LIMITS
+from docaudit.config import CONFIG_YAML_CHARACTERS, READ_LIMITS
 from docaudit.untrusted import TooLarge, read_untrusted_text
 
 GRANTS = ("trust_remote_code", "use_card_backend")  # confirmations a config file cannot give (only the command line)
@@ -55,8 +55,9 @@ def section_path(parent, info_name) -> list[str]:
 def read_config_file(path) -> dict:
     """A TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file as a mapping, read within bounds: at most
     ``READ_LIMITS["config"]`` bytes, its keys' dotted parts and its nesting bounded before parsing (``config_shape``),
-    a UTF-8 byte-order mark ignored, YAML without aliases (``*name``: a few nested ones expand to billions of nodes)
-    and with only the safe loader's plain types."""
+    a UTF-8 byte-order mark ignored, YAML within ``CONFIG_YAML_CHARACTERS`` (its parser is pure Python), without
+    aliases (``*name``: a few nested ones expand to billions of nodes) and with only the safe loader's plain
+    types."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".toml", ".yaml", ".yml"):
@@ -72,6 +73,11 @@ def read_config_file(path) -> dict:
         raise ConfigError(f"--config {path}: cannot read it ({e})") from None
     if suffix == ".toml" and (problem := toml_shape_problem(text)):
         raise ConfigError(f"--config {path}: {problem}")
+    if suffix != ".toml" and len(text) > CONFIG_YAML_CHARACTERS:
+        raise ConfigError(
+            f"--config {path}: over {CONFIG_YAML_CHARACTERS:,} characters of YAML (parsed in pure Python, about a "
+            "second per 60 KB); a config file is a few lines"
+        )
     try:
         if suffix == ".toml":
             from docaudit.io import tomllib

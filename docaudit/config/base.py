@@ -85,6 +85,7 @@ PARAPHRASE_LINE_BYTES = 4 << 20  # one line of it: a passage and three paraphras
 CACHE_SCAN_LIMIT = 100_000  # files of others under the cache folder `cache info` counts before it stops
 MIN_FREE_BYTES = 64 << 20  # free space the cache folder and an output folder's disk need before a run starts
 CONFIG_MAX_KEY_PARTS = 32  # dotted parts of one key (or section name) in a --config file
+CONFIG_YAML_CHARACTERS = 128 << 10  # a YAML --config file: PyYAML parses about 60 KB a second, in pure Python
 CONFIG_MAX_DEPTH = 32  # tables, arrays, mappings or lists open at once in a --config file
 # A zip archive (skops file) holds at most this many members, and at most FLOOR + its size / BYTES_PER_MEMBER
 # (a forest's member holds an array: the shipped classifier about 370 bytes each, an empty member about 90); counted
