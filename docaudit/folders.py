@@ -1,8 +1,9 @@
-"""The folders docaudit writes in (its cache, an output folder's place), checked before the work: a folder or one
-that can be made (not a file, a device such as ``/dev/null``, nor under a kernel file system), on a file system
-that takes a new file (a probe file made and removed: read-only, permissions and full disks all answer), with at
-least ``MIN_FREE_BYTES`` free. Each refusal is a :class:`~docaudit.errors.MachineError` naming the path and the
-cause, so a run that cannot write ends before its work, not after it."""
+"""The folders docaudit writes in (its cache, an output folder's place), checked before the work, nothing made: a
+folder, or one that can be made in its nearest existing parent (not a file, a device such as ``/dev/null``, nor
+under a kernel file system), on a file system that takes a new file (a probe file made and removed: read-only,
+permissions and full disks all answer), with at least ``MIN_FREE_BYTES`` free. Each refusal is a
+:class:`~docaudit.errors.MachineError` naming the path and the cause, so a run that cannot write ends before its
+work, not after it."""
 
 from __future__ import annotations
 
@@ -34,16 +35,13 @@ def folder_problem(path: Path, what: str) -> MachineError | None:
     return None
 
 
-def writable_folder(path, what: str, create: bool = True, place: Path | None = None) -> Path:
-    """``path`` as a ``what`` folder docaudit can write ``MIN_FREE_BYTES`` in: made with its parents when
-    ``create``; a probe file made and removed in ``place`` (default: ``path``, or its nearest existing parent when
-    it is absent and not made)."""
+def writable_folder(path, what: str, place: Path | None = None) -> Path:
+    """``path`` as a ``what`` folder docaudit can write ``MIN_FREE_BYTES`` in, nothing made: a probe file made and
+    removed in ``place`` (default: ``path``, or its nearest existing parent, where it would be made)."""
     path = Path(path).expanduser()
     if (problem := folder_problem(path, what)) is not None:
         raise problem
     try:
-        if create:
-            path.mkdir(parents=True, exist_ok=True)
         place = Path(place or next(p for p in (path, *path.absolute().parents) if os.path.lexists(p)))
         if not place.is_dir():
             raise MachineError(f"{what} {path} cannot be made: {place} is a file, not a folder")

@@ -179,11 +179,11 @@ def prepare_output(path, kind: str, overwrite: bool = False, inputs=(), resume: 
         parent = next(p for p in out.parents if p.exists())
         if not parent.is_dir():
             raise DocauditError(f"output folder {given} cannot be created: {parent} is a file")
-        writable_folder(out, "output folder", create=False)
+        writable_folder(out, "output folder")
         return out
     if not out.is_dir():
         raise DocauditError(f"output folder {given} exists and is a file, not a folder")
-    writable_folder(out, "output folder", create=False, place=out if resume else out.parent)
+    writable_folder(out, "output folder", place=out if resume else out.parent)
     if not os.listdir(out):
         return out
     marker = read_marker(out)

@@ -402,7 +402,7 @@ def check(request: Checked) -> list[Estimate]:
         from docaudit.folders import writable_folder
         from docaudit.query.cache import cache_root
 
-        writable_folder(cache_root(), "cache folder", create=False)
+        writable_folder(cache_root(), "cache folder")
     if isinstance(request, ProbeRequest) and request.config.probe == "decop" and request.paraphrases is not None:
         from docaudit.audit.probes import read_paraphrases
 
