@@ -3,6 +3,7 @@ on every supported Python."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -28,18 +29,32 @@ def current_umask() -> int:
     return mask
 
 
+@contextlib.contextmanager
+def writing(path: Path):
+    """Name ``path`` in an ``OSError`` of the block that names no file (a write or close that finds the disk full
+    names none), so the one-line error says which file the machine refused."""
+    try:
+        yield
+    except OSError as e:
+        if e.filename is None:
+            e.filename = str(path)
+        raise
+
+
 def atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:
-    """Write through ``write(file_object)`` to a temporary file beside ``path``, then rename over it."""
+    """Write through ``write(file_object)`` to a temporary file beside ``path``, then rename over it; on any
+    failure the temporary file is removed (where the folder still allows it) and ``path`` is left as it was."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as f:
+        with writing(path), os.fdopen(fd, "wb") as f:
             write(f)
         os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        with contextlib.suppress(OSError):  # a folder made read-only meanwhile: the first error is the one to tell
+            os.unlink(tmp)
         raise
 
 

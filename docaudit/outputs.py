@@ -26,8 +26,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from docaudit import __version__
-from docaudit.errors import DocauditError
-from docaudit.io import atomic_write_text, current_umask
+from docaudit.errors import DocauditError, MachineError
+from docaudit.folders import kernel_file_system, writable_folder
+from docaudit.io import atomic_write_text, current_umask, writing
 from docaudit.untrusted import load_untrusted_json
 
 OUTPUT_MARKER = ".docaudit-output.json"
@@ -166,22 +167,23 @@ def _place(path, inputs) -> Path:
 def prepare_output(path, kind: str, overwrite: bool = False, inputs=(), resume: bool = False) -> Path:
     """Check that docaudit may write a ``kind`` output at ``path`` and return it resolved. Refused, with a one-line
     DocauditError and nothing touched: the current folder or one containing it; a path that is, or contains, one of
-    the existing ``inputs``; an existing file or a path through one; a folder that cannot be created or written; a
-    non-empty folder without docaudit's marker or with another kind's; an earlier output of this kind unless
-    ``overwrite`` (or ``resume``: continue in it); with ``overwrite``, an earlier output that also holds files
-    docaudit did not write."""
+    the existing ``inputs``; an existing file or a path through one; a folder under a kernel file system, or where
+    the machine refuses a new file or has too little room (:class:`~docaudit.errors.MachineError`,
+    ``folders.writable_folder``); a non-empty folder without docaudit's marker or with another kind's; an earlier
+    output of this kind unless ``overwrite`` (or ``resume``: continue in it); with ``overwrite``, an earlier output
+    that also holds files docaudit did not write."""
     given, out = str(path), _place(path, inputs)
+    if (kernel := kernel_file_system(out)) is not None:
+        raise MachineError(f"output folder {given} is under {kernel}, which the kernel shows as files")
     if not out.exists():
         parent = next(p for p in out.parents if p.exists())
         if not parent.is_dir():
             raise DocauditError(f"output folder {given} cannot be created: {parent} is a file")
-        if not os.access(parent, os.W_OK | os.X_OK):
-            raise DocauditError(f"output folder {given} cannot be created in {parent}: permission denied")
+        writable_folder(out, "output folder")
         return out
     if not out.is_dir():
         raise DocauditError(f"output folder {given} exists and is a file, not a folder")
-    if not os.access(out if resume else out.parent, os.W_OK | os.X_OK):
-        raise DocauditError(f"output folder {given} cannot be written: permission denied")
+    writable_folder(out, "output folder", place=out if resume else out.parent)
     if not os.listdir(out):
         return out
     marker = read_marker(out)
@@ -273,7 +275,8 @@ def staged_dir(out: Path, kind: str, overwrite: bool = False, inputs=()):
     staging = {"kind": kind, "pid": os.getpid(), "host": socket.gethostname()}
     atomic_write_text(tmp / STAGING_MARKER, json.dumps(staging))
     try:
-        yield tmp
+        with writing(out):  # a write that names no file (a full disk in a CSV or plot) names the output folder
+            yield tmp
         (tmp / STAGING_MARKER).unlink()
         write_marker(tmp, kind, os.listdir(tmp))
         publish_dir(tmp, out, kind, overwrite)

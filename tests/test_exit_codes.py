@@ -1,6 +1,8 @@
-"""The exit status says what kind of failure it was (docaudit/errors.py, the table in docs/commands.md), in real
-processes: 0 success, 2 a command line click cannot parse, 3 bad input, 4 a model or backend that cannot be loaded or
-reached, 70 a failure of docaudit itself (one line saying where to report it; ``--debug`` shows the traceback).
+"""The exit status says what kind of failure it was (docaudit/errors.py, the table in docs/commands.md), in
+real processes:
+0 success, 2 a command line click cannot parse, 3 bad input, 4 a model or backend that cannot be loaded or
+reached, 70 a failure of docaudit itself (one line saying where to report it; ``--debug`` shows the traceback),
+74 the machine refusing a file or folder (a full disk, a read-only file system).
 And TOML config files are read on a Python without ``tomllib`` (3.10), through ``tomli``."""
 
 from __future__ import annotations
@@ -38,12 +40,13 @@ def one_error_line(done: subprocess.CompletedProcess) -> str:
 
 def test_the_statuses_are_distinct_and_documented():
     codes = [errors.USAGE, errors.BAD_INPUT, errors.MODEL_UNAVAILABLE, errors.INTERNAL, errors.INTERRUPTED]
-    codes += [errors.BROKEN_PIPE]
+    codes += [errors.BROKEN_PIPE, errors.MACHINE]
     assert len(set(codes)) == len(codes) and 0 not in codes and 1 not in codes
     assert errors.DocauditError.exit_code == errors.InputError.exit_code == errors.BAD_INPUT
     assert errors.ModelError.exit_code == errors.MODEL_UNAVAILABLE and issubclass(
         errors.ModelError, errors.DocauditError
     )
+    assert errors.MachineError.exit_code == errors.MACHINE and issubclass(errors.MachineError, errors.DocauditError)
     from pathlib import Path
 
     readme = (Path(__file__).resolve().parents[1] / "docs" / "commands.md").read_text(encoding="utf-8")

@@ -84,3 +84,16 @@ def test_exit_status(returncode, status, capsys):
     assert exit_status(returncode, "", debug=False) == status
     printed = capsys.readouterr().err
     assert bool(printed) == (returncode in (-signal.SIGSEGV, -signal.SIGKILL))
+
+
+@pytest.mark.parametrize("amx", [True, False])
+def test_llama_cpp_illegal_instruction_names_the_repack_default_where_the_cpu_has_amx(monkeypatch, amx):
+    """``--llama-repack on`` on a CPU with AMX dies by SIGILL; there the line says that ``auto`` avoids it."""
+    from docaudit.cli import guard
+
+    monkeypatch.setattr(guard, "_cpu_has_amx", lambda: amx)
+    dump = 'Current thread 0x2 (most recent call first):\n  File "/x/llama_cpp/_internals.py", line 9 in decode\n'
+    line = crash_message(signal.SIGILL, dump)
+    assert line.startswith("error: llama.cpp crashed with an illegal instruction (SIGILL)")
+    assert ("--llama-repack auto (the default) avoids it on this CPU" in line) is amx
+    assert "--llama-repack auto (the default)" not in crash_message(signal.SIGSEGV, dump)

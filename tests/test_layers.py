@@ -21,6 +21,7 @@ LAYERS = {
     "net": 0,
     "untrusted": 0,
     "outputs": 0,
+    "folders": 0,
     "provenance": 0,
     "metrics": 0,
     "inference": 0,

@@ -30,9 +30,14 @@ class CacheInfoResult(Result):
 
 
 def cache_info(request: CacheInfoRequest) -> CacheInfoResult:
-    """Every kind of entry docaudit wrote in its cache folder (``query.cache_entries.summary``)."""
+    """Every kind of entry docaudit wrote in its cache folder (``query.cache_entries.summary``); a cache path that
+    is a file, a device or under a kernel file system is refused in one line."""
+    from docaudit.folders import folder_problem
+    from docaudit.query.cache import cache_root
     from docaudit.query.cache_entries import summary
 
+    if (problem := folder_problem(cache_root(), "cache folder")) is not None:
+        raise problem
     found = summary()
     rows = [
         {"kind": kind, "entries": r["entries"], "MB": round(r["bytes"] / 1e6, 2), "what": r["what"]}

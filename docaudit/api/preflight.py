@@ -392,11 +392,21 @@ def unreachable(request: Checked) -> str | None:
 
 
 def check(request: Checked) -> list[Estimate]:
-    """Check ``request`` before anything is loaded (every document path, the output folders, the folds against the
-    files given, a map's calibration books enough for a verdict), raising the error a run would; the documents are
-    read as the run reads them (an empty or binary file refused now, not after the model loads). One
-    :class:`Estimate` per run (one per method of a report), with the documents' sizes."""
+    """Check ``request`` before anything is loaded (the cache folder writable with room, every document path, the
+    output folders, ``probe``'s paraphrase file, the folds against the files given, a map's calibration books
+    enough for a verdict), raising the error a run would; the documents are read as the run reads them (an empty or
+    binary file refused now, not after the model loads). One :class:`Estimate` per run (one per method of a
+    report), with the documents' sizes."""
     estimates = []
+    if not isinstance(request, DataCheckRequest):
+        from docaudit.folders import writable_folder
+        from docaudit.query.cache import cache_root
+
+        writable_folder(cache_root(), "cache folder")
+    if isinstance(request, ProbeRequest) and request.config.probe == "decop" and request.paraphrases is not None:
+        from docaudit.audit.probes import read_paraphrases
+
+        read_paraphrases(request.paraphrases)  # within its bounds, or refused before the texts are read
     why = unreachable(request)
     if why is not None and isinstance(request, MapRequest):
         raise DocauditError(why)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from docaudit.config import ProbeConfig
+from docaudit.config import PARAPHRASE_LINE_BYTES, PARAPHRASE_MAX_LINES, ProbeConfig
 from docaudit.config.rules import TOKENS_PER_WORD
 from docaudit.corpus.segments import spread_starts
 from docaudit.errors import DocauditError
@@ -37,6 +37,9 @@ from docaudit.query.chat import Ask, Writer
 from docaudit.seeds import stream
 
 _WORD = re.compile(r"\S+")
+_SPACES = re.compile(r"\s+")
+_SPACES_AHEAD = re.compile(r"\s*")
+NORMALIZE_PIECE = 1 << 16  # characters normalized at once
 # the authors' prompt for an instruction-tuned model on BookMIA (src/generation/prompt_formatting.py,
 # task_prompts_dict_book["bookMIA"]["instruct-autoregressive"][4]); a completion model gets the opening alone ([1])
 NGRAM_INSTRUCTION = (
@@ -83,13 +86,22 @@ class ProbedText:
 
 def windows(text: str, length: int, count: int, rng: np.random.Generator) -> list[tuple[int, list[int]]]:
     """Up to ``count`` runs of ``length`` words spread across ``text``: each as its first word's index and the
-    character offsets of its words' starts, with the end of its last word appended."""
-    spans = [(m.start(), m.end()) for m in _WORD.finditer(text)]
-    out = []
-    for s in spread_starts(len(spans), length, count, rng):
-        run = spans[s : s + length]
-        out.append((s, [a for a, _ in run] + [run[-1][1]]))
-    return out
+    character offsets of its words' starts, with the end of its last word appended. Two passes over the words, the
+    first counting them, the second keeping the offsets of the chosen runs only: memory is that of the runs, not of
+    the text's words (a list of every word's offsets took 20 bytes per character)."""
+    n = sum(1 for _ in _WORD.finditer(text))
+    starts = spread_starts(n, length, count, rng)
+    if not starts:
+        return []
+    wanted = {i for s in starts for i in range(s, s + length)}
+    last = max(wanted)
+    spans = {}
+    for i, m in enumerate(_WORD.finditer(text)):
+        if i in wanted:
+            spans[i] = m.span()
+        if i >= last:
+            break
+    return [(s, [spans[i][0] for i in range(s, s + length)] + [spans[s + length - 1][1]]) for s in starts]
 
 
 def ngram_passages(text: str, sha256: str, config: ProbeConfig, seed: int) -> list[tuple[str, str]]:
@@ -115,35 +127,64 @@ def ngram_values(writer: Writer, passages: list[tuple[str, str]], config: ProbeC
 
 
 def _normalized(text: str) -> str:
-    return " ".join(text.split())
+    """``text`` with every whitespace run one space and its ends stripped (``" ".join(text.split())``), a piece
+    of ``NORMALIZE_PIECE`` characters at a time (each cut moved past a whitespace run): memory of the result and one
+    piece's words, not a list of the whole text's words (about 60 bytes per word of a long book)."""
+    start, stop = _SPACES_AHEAD.match(text).end(), len(text)
+    while stop > start and text[stop - 1].isspace():
+        stop -= 1
+    out = []
+    while start < stop:
+        end = min(_SPACES_AHEAD.match(text, min(start + NORMALIZE_PIECE, stop)).end(), stop)
+        out.append(_SPACES.sub(" ", text[start:end]))
+        start = end
+    return "".join(out)
 
 
 def read_paraphrases(path) -> dict[str, list[str]]:
     """A user's paraphrases: JSON lines ``{"passage": TEXT, "paraphrases": [THREE TEXTS]}``, by the passage's
-    words (spacing ignored); a line that is not such an object is a one-line error naming it."""
-    from docaudit.untrusted import read_untrusted
+    words (spacing ignored); a line that is not such an object is a one-line error naming it. Bounded before and
+    while reading, a line at a time: the file by ``READ_LIMITS["paraphrases"]`` (its size checked before a byte is
+    read), each line by ``PARAPHRASE_LINE_BYTES`` and the lines by ``PARAPHRASE_MAX_LINES`` (a file of short lines
+    makes some 500 bytes of objects per 45-byte line)."""
+    from docaudit.untrusted import open_untrusted
 
     out = {}
     try:
-        lines = read_untrusted(Path(path), "paraphrases").decode("utf-8").splitlines()
+        with open_untrusted(Path(path), "paraphrases") as f:
+            for number, raw in enumerate(iter(lambda: f.readline(PARAPHRASE_LINE_BYTES + 1), b""), 1):
+                if number > PARAPHRASE_MAX_LINES:
+                    raise DocauditError(
+                        f"the paraphrases {path} hold more than {PARAPHRASE_MAX_LINES:,} lines, the limit of a "
+                        "paraphrase file (a few passages of each text)"
+                    )
+                if len(raw) > PARAPHRASE_LINE_BYTES:
+                    raise DocauditError(
+                        f"the paraphrases {path}, line {number}: more than {PARAPHRASE_LINE_BYTES:,} bytes, the "
+                        "limit of a line (a passage and three paraphrases of it)"
+                    )
+                _paraphrase_line(raw.decode("utf-8"), path, number, out)
     except (OSError, UnicodeDecodeError) as e:
         raise DocauditError(f"cannot read the paraphrases {path}: {e}") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-            passage, given = item["passage"], item["paraphrases"]
-            ok = isinstance(passage, str) and isinstance(given, list) and len(given) == 3
-            ok = ok and all(isinstance(g, str) and g.strip() for g in given) and bool(passage.strip())
-        except (ValueError, TypeError, KeyError, RecursionError):
-            ok = False
-        if not ok:
-            raise DocauditError(
-                f"{path}, line {number}: not a JSON object with a 'passage' and three non-empty 'paraphrases'"
-            )
-        out[_normalized(passage)] = [_normalized(g) for g in given]
     return out
+
+
+def _paraphrase_line(line: str, path, number: int, out: dict) -> None:
+    """One line of a paraphrase file into ``out`` (see :func:`read_paraphrases`)."""
+    if not line.strip():
+        return
+    try:
+        item = json.loads(line)
+        passage, given = item["passage"], item["paraphrases"]
+        ok = isinstance(passage, str) and isinstance(given, list) and len(given) == 3
+        ok = ok and all(isinstance(g, str) and g.strip() for g in given) and bool(passage.strip())
+    except (ValueError, TypeError, KeyError, RecursionError):
+        ok = False
+    if not ok:
+        raise DocauditError(
+            f"{path}, line {number}: not a JSON object with a 'passage' and three non-empty 'paraphrases'"
+        )
+    out[_normalized(passage)] = [_normalized(g) for g in given]
 
 
 def decop_passages(text: str, sha256: str, config: ProbeConfig, sources: dict, seed: int) -> list[tuple[str, list]]:
@@ -234,13 +275,25 @@ def _floor_reason(library: list[ProbedText], config: ProbeConfig) -> Reason | No
     )
 
 
+_EMPTY_WHY = {
+    "ngram": ": shorter than a passage",
+    "decop": ": shorter than a passage, or, with --paraphrases, none of the file's passages in them",
+}
+
+
 def judge(books: list[ProbedText], library: list[ProbedText] | None, config: ProbeConfig, seed: int) -> list:
     """p-values against the library at each book's passage count, the gates' reasons, and the verdicts
     (Benjamini–Hochberg over the books that pass every gate)."""
     usable = [t for t in library or [] if t.statistic is not None and not t.reasons]
     if library is not None and len(usable) < config.min_library:
+        empty = sum(1 for t in library if not t.values)
         raise DocauditError(
             f"the null library gave {len(usable)} usable texts, fewer than --min-library {config.min_library}"
+            + (
+                f" ({empty} of its {len(library)} texts had no passage to probe{_EMPTY_WHY[config.probe]})"
+                if empty
+                else ""
+            )
         )
     floor = _floor_reason(usable, config)
     small = None

@@ -42,7 +42,8 @@ def cache_info(fmt):
     other = summary["other"]
     if other["files"]:
         say(
-            f"\n{other['files']} other files ({other['bytes'] / 1e6:.1f} MB) that docaudit did not write or left "
+            f"\n{other['files']}{' or more' if other.get('more') else ''} other files ({other['bytes'] / 1e6:.1f} MB) "
+            "that docaudit did not write or left "
             f"unfinished; cache clear leaves them: {', '.join(other['paths'])}"
             + (" …" if other["files"] > len(other["paths"]) else "")
         )

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import click
 
-from docaudit.config import CONFIG_MAX_KEY_PARTS, READ_LIMITS
+from docaudit.cli.config_shape import ShapeError, check_yaml_depth, toml_shape_problem
+from docaudit.config import CONFIG_YAML_CHARACTERS, READ_LIMITS
 from docaudit.untrusted import TooLarge, read_untrusted_text
 
 GRANTS = ("trust_remote_code", "use_card_backend")  # confirmations a config file cannot give (only the command line)
@@ -53,9 +54,10 @@ def section_path(parent, info_name) -> list[str]:
 
 def read_config_file(path) -> dict:
     """A TOML (``.toml``) or YAML (``.yaml``, ``.yml``) file as a mapping, read within bounds: at most
-    ``READ_LIMITS["config"]`` bytes, at most ``CONFIG_MAX_KEY_PARTS`` parts in a dotted key (``tomllib`` takes time
-    and memory quadratic in them), a UTF-8 byte-order mark ignored, YAML without aliases (``*name``: a few nested
-    ones expand to billions of nodes) and with only the safe loader's plain types."""
+    ``READ_LIMITS["config"]`` bytes, its keys' dotted parts and its nesting bounded before parsing (``config_shape``),
+    a UTF-8 byte-order mark ignored, YAML within ``CONFIG_YAML_CHARACTERS`` (its parser is pure Python), without
+    aliases (``*name``: a few nested ones expand to billions of nodes) and with only the safe loader's plain
+    types."""
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in (".toml", ".yaml", ".yml"):
@@ -69,12 +71,13 @@ def read_config_file(path) -> dict:
         raise ConfigError(f"--config {path}: over {limit} bytes; a config file is a few lines") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"--config {path}: cannot read it ({e})") from None
-    for number, line in enumerate(text.splitlines() if suffix == ".toml" else [], start=1):
-        key = line.split("=", 1)[0]
-        if not key.lstrip().startswith("#") and key.count(".") >= CONFIG_MAX_KEY_PARTS:
-            raise ConfigError(
-                f"--config {path}: line {number} holds a key of more than {CONFIG_MAX_KEY_PARTS} dotted parts"
-            )
+    if suffix == ".toml" and (problem := toml_shape_problem(text)):
+        raise ConfigError(f"--config {path}: {problem}")
+    if suffix != ".toml" and len(text) > CONFIG_YAML_CHARACTERS:
+        raise ConfigError(
+            f"--config {path}: over {CONFIG_YAML_CHARACTERS:,} characters of YAML (parsed in pure Python, about a "
+            "second per 60 KB); a config file is a few lines"
+        )
     try:
         if suffix == ".toml":
             from docaudit.io import tomllib
@@ -84,6 +87,8 @@ def read_config_file(path) -> dict:
             import yaml
 
             data = yaml.load(text, Loader=_yaml_loader()) or {}
+    except ShapeError as e:
+        raise ConfigError(f"--config {path}: {e}") from None
     except Exception as e:  # the parsers' own errors, on one line
         problem = (str(e).splitlines() or [type(e).__name__])[0]
         raise ConfigError(f"--config {path}: not valid {suffix[1:].upper()} ({problem})") from None
@@ -94,17 +99,24 @@ def read_config_file(path) -> dict:
 
 @functools.cache
 def _yaml_loader():
-    """PyYAML's safe loader refusing aliases."""
+    """PyYAML's safe loader refusing aliases and nodes nested past ``CONFIG_MAX_DEPTH``."""
     import yaml
 
     class NoAliasLoader(yaml.SafeLoader):
+        depth = 0
+
         def compose_node(self, parent, index):
+            mark = self.peek_event().start_mark
             if self.check_event(yaml.AliasEvent):
-                mark = self.peek_event().start_mark
                 raise yaml.composer.ComposerError(
                     None, None, f"aliases (*name) are not accepted in a config file (line {mark.line + 1})", mark
                 )
-            return super().compose_node(parent, index)
+            self.depth += 1
+            try:
+                check_yaml_depth(self.depth, mark.line + 1)
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
 
     return NoAliasLoader
 

@@ -54,12 +54,22 @@ def engine_of(dump: str) -> tuple[str, str]:
 
 
 def crash_message(sig: int, dump: str) -> str:
-    """The one line a crash by signal ``sig`` ends in."""
+    """The one line a crash by signal ``sig`` ends in; llama.cpp's illegal instruction on a CPU with AMX (its
+    repacked AMX kernels, which ``--llama-repack auto`` leaves off there) says so."""
     engine, advice = engine_of(dump)
+    if engine == "llama.cpp" and sig == signal.SIGILL and _cpu_has_amx():
+        advice = "--llama-repack auto (the default) avoids it on this CPU, which has AMX: run without --llama-repack on"
     return (
         f"error: {engine} crashed with {CRASHES[sig]} ({signal.Signals(sig).name}) in its native code, which "
         f"stopped the command; {advice}"
     )
+
+
+def _cpu_has_amx() -> bool:
+    """Whether this CPU lists AMX (read only after a crash, so only then is the backend's module imported)."""
+    from docaudit.query.backends.llamacpp import cpu_has_amx
+
+    return cpu_has_amx()
 
 
 def _read_dump(path: str) -> str:

@@ -75,12 +75,18 @@ READ_LIMITS = {
     "plot": 64 << 20,  # a PNG docaudit drew, embedded in a page
     "kernel value": 1 << 12,  # a number the kernel shows as a file (a cgroup's memory limit)
     "generations entry": 64 << 20,  # a cached answer of a server (`probe`): one text
-    "paraphrases": 256 << 20,  # a user's DE-COP paraphrases (JSON lines)
+    "paraphrases": 32 << 20,  # a user's DE-COP paraphrases (JSON lines; also PARAPHRASE_MAX_LINES, _LINE_BYTES)
     "controls library": 64 << 20,  # a stored null library of `controls`: per-passage contrasts of a few dozen texts
     "cpu list": 16 << 20,  # /proc/cpuinfo: a few hundred KB on the largest machines
     "crash dump": 1 << 22,  # the fault-handler dump of a crashed command (every thread's stack: a few KB)
 }
+PARAPHRASE_MAX_LINES = 20_000  # lines of a DE-COP paraphrase file: a few passages of each text probed
+PARAPHRASE_LINE_BYTES = 4 << 20  # one line of it: a passage and three paraphrases (some 150,000 words each)
+CACHE_SCAN_LIMIT = 100_000  # files of others under the cache folder `cache info` counts before it stops
+MIN_FREE_BYTES = 64 << 20  # free space the cache folder and an output folder's disk need before a run starts
 CONFIG_MAX_KEY_PARTS = 32  # dotted parts of one key (or section name) in a --config file
+CONFIG_YAML_CHARACTERS = 128 << 10  # a YAML --config file: PyYAML parses about 60 KB a second, in pure Python
+CONFIG_MAX_DEPTH = 32  # tables, arrays, mappings or lists open at once in a --config file
 # A zip archive (skops file) holds at most this many members, and at most FLOOR + its size / BYTES_PER_MEMBER
 # (a forest's member holds an array: the shipped classifier about 370 bytes each, an empty member about 90); counted
 # from its end record before its directory is parsed (a million members cost a gigabyte and half a minute to list)

@@ -20,6 +20,7 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from docaudit.config import CACHE_SCAN_LIMIT
 from docaudit.query.cache import StatsCache, cache_root
 from docaudit.query.rates import RATES_FOLDER
 
@@ -117,11 +118,7 @@ def summary(root: Path | None = None) -> dict:
         owned.update(f for p in found for f in _files(p))
         kinds[kind] = {"entries": len(found), "bytes": _size(found), "what": what}
     stats = StatsCache(root).summary()
-    others = (
-        sorted(p for p in root.rglob("*") if (p.is_file() or p.is_symlink()) and p not in owned)
-        if root.is_dir()
-        else []
-    )
+    others, more = _others(root, owned)
     return {
         "root": str(root),
         "entries": sum(k["entries"] for k in kinds.values()),
@@ -130,10 +127,44 @@ def summary(root: Path | None = None) -> dict:
         "models": stats["models"],
         "other": {
             "files": len(others),
-            "bytes": sum(p.lstat().st_size for p in others),
+            "bytes": sum(_bytes(p) for p in others),
             "paths": [str(p.relative_to(root)) for p in others[:20]],
+            "more": more,
         },
     }
+
+
+def _others(root: Path, owned: set) -> tuple[list[Path], bool]:
+    """The files and links under ``root`` that are not docaudit's entries, and whether the walk stopped at
+    ``CACHE_SCAN_LIMIT`` entries first. No link is followed, no other file system entered (a cache folder of ``/``
+    does not walk ``/proc``), and a folder that cannot be listed is left out."""
+    if not root.is_dir():
+        return [], False
+    device, found, seen = os.lstat(root).st_dev, [], 0
+    for folder, dirs, files in os.walk(root, onerror=lambda _error: None):
+        dirs[:] = [d for d in dirs if _same_device(Path(folder, d), device)]
+        for name in files + [d for d in dirs if os.path.islink(Path(folder, d))]:
+            seen += 1
+            if seen > CACHE_SCAN_LIMIT:
+                return sorted(found), True
+            path = Path(folder, name)
+            if path not in owned:
+                found.append(path)
+    return sorted(found), False
+
+
+def _bytes(path: Path) -> int:
+    try:
+        return path.lstat().st_size
+    except OSError:  # removed meanwhile
+        return 0
+
+
+def _same_device(path: Path, device: int) -> bool:
+    try:
+        return os.lstat(path).st_dev == device
+    except OSError:
+        return False
 
 
 def _remove(path: Path) -> int:

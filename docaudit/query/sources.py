@@ -17,7 +17,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from docaudit.errors import DocauditError, ModelError
-from docaudit.io import atomic_write_text, current_umask
+from docaudit.io import atomic_write_text, current_umask, writing
 from docaudit.outputs import replace_dir
 from docaudit.query import rates
 from docaudit.query.cache import cache_root
@@ -202,7 +202,8 @@ def embedded_gguf() -> tuple[Path, str]:
     fd, tmp = tempfile.mkstemp(dir=gguf_path.parent, prefix=f".{gguf_path.name}.", suffix=".tmp")
     os.close(fd)
     try:
-        assemble(output_path=tmp, overwrite=True)
+        with writing(gguf_path):
+            assemble(output_path=tmp, overwrite=True)
         os.chmod(tmp, 0o666 & ~current_umask())
         os.replace(tmp, gguf_path)
     finally:
