@@ -58,10 +58,11 @@ NEXT_STEPS = {
     "; for DE-COP with a paraphrase file, passages of this text in the file",
     "too_small_library": "give a null library of at least the number named of never-seen texts, each at least as "
     "long as the book (docaudit controls BOOK --null-library DIR, or docaudit probe BOOK --null-library DIR)",
-    "shorter_than_library": "judge it against a library of texts as short as the book (docaudit controls BOOK "
-    "--null-library DIR), or fewer --passages for the book and the library alike",
-    "denser_than_library": "give a library of texts as long as the book or shorter, so that their passages lie at "
-    "least as close together as the book's (docaudit controls BOOK --null-library DIR), or more never-seen texts",
+    "library_too_short": "give never-seen texts long enough to hold the book's layout (as many stretches as the "
+    "book's passages: --stretch-tokens for controls, --stretch-words for probe), or more of them (docaudit controls "
+    "BOOK --null-library DIR, or docaudit probe BOOK --null-library DIR)",
+    "too_short_for_layout": "give a longer text, or shorter stretches (--stretch-tokens for controls, --stretch-words "
+    "for probe) with a null library computed at them",
     "too_few_snippets": "give a longer book, or shorter snippets (--snippet-words) or fewer (--min-snippets) for every "
     "book",
 }
