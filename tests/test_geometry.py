@@ -67,10 +67,15 @@ def test_every_text_gets_the_same_layout_whatever_its_length():
         stretch_starts(100, 20, 10, 4, rng)
 
 
-def slow_rank(book, library, rng):
-    """The matched rank written out: each library text long enough, one window of the book's count each."""
-    k = len(book)
-    mine = sum(book) / k
+def slow_rank(book, library, rng, needed, least):
+    """The matched rank written out: the count from the ``needed``-th longest library text, then one window of
+    that many passages of the book and of each library text long enough, one at a time."""
+    n = len(book)
+    longest = sorted((len(x) for x in library), reverse=True)
+    nth = longest[needed - 1] if 0 < needed <= len(longest) else (n if needed <= 0 else -1)
+    k = n if nth >= n else (nth if nth >= min(least, n) else n)
+    first = int(rng.integers(0, n - k + 1))
+    mine = sum(book[first : first + k]) / k
     above = compared = 0
     for values in library:
         if len(values) < k:
@@ -78,17 +83,18 @@ def slow_rank(book, library, rng):
         first = int(rng.integers(0, len(values) - k + 1))
         compared += 1
         above += sum(values[first : first + k]) / k >= mine
-    return (None if compared == 0 else (1 + above) / (compared + 1)), compared
+    return (None if compared == 0 else (1 + above) / (compared + 1)), compared, k
 
 
 def test_matched_rank_matches_a_slow_reference():
     rng = np.random.default_rng(3)
-    for _ in range(200):
+    for _ in range(400):
         library = [list(rng.normal(size=int(rng.integers(1, 20)))) for _ in range(int(rng.integers(1, 15)))]
         book = list(rng.normal(0.3, 1, size=int(rng.integers(1, 20))))
-        got = matched_rank(book, library, np.random.default_rng(9))
-        p, compared = slow_rank(book, library, np.random.default_rng(9))
-        assert got.texts == compared and got.passages == len(book) and got.smallest_p == 1 / (compared + 1)
+        needed, least = int(rng.integers(0, 16)), int(rng.integers(1, 6))
+        got = matched_rank(book, library, np.random.default_rng(9), needed, least)
+        p, compared, k = slow_rank(book, library, np.random.default_rng(9), needed, least)
+        assert got.texts == compared and got.passages == k and got.smallest_p == 1 / (compared + 1)
         assert (got.p_value is None and p is None) or got.p_value == pytest.approx(p)
     tie = matched_rank([1.0, 1.0], [[1.0, 1.0, 1.0]] * 3, rng)
     assert tie.p_value == 1.0  # ties count against the book
@@ -188,38 +194,24 @@ def test_a_raised_book_gets_evidence_in_the_right_direction():
 
 
 def test_library_texts_too_short_for_the_books_layout_are_not_compared():
-    """Sixteen passages in the book; library texts of 8 passages cannot hold its layout: ranked among the 25 that
-    can; among 10, "inconclusive" (``library_too_short``) with the count; a book of 8 passages among them all."""
+    """Sixteen passages in the book: ranked among the 25 library texts that hold them (texts of 8 cannot); where
+    only 10 do, at 8 consecutive passages of its own among all 40; where the others hold 3 (fewer than two blocks),
+    "inconclusive" (``library_too_short``) with the count."""
     rng = np.random.default_rng(6)
+    book = _controls_text(98, np.full(16, 5.0), rng)
     library = [_controls_text(i, rng.normal(size=8 if i < 15 else 16), rng) for i in range(40)]
-    long_book = _controls_text(98, np.full(16, 5.0), rng)
-    [verdict] = synthetic_controls.judge([long_book], library, CONTROLS)
-    assert verdict.verdict == EVIDENCE and long_book.library_texts == 25 and long_book.library_eligible == 40
-    assert long_book.p_value == pytest.approx(1 / 26)
+    [verdict] = synthetic_controls.judge([book], library, CONTROLS)
+    assert verdict.verdict == EVIDENCE and book.library_texts == 25 and book.library_eligible == 40
+    assert book.p_value == pytest.approx(1 / 26) and book.compared_passages == 16
     few = [_controls_text(i, rng.normal(size=8 if i < 30 else 16), rng) for i in range(40)]
-    [verdict] = synthetic_controls.judge([long_book], few, CONTROLS)
+    [verdict] = synthetic_controls.judge([book], few, CONTROLS)
+    assert verdict.verdict == EVIDENCE and book.library_texts == 40 and book.compared_passages == 8
+    shortest = [_controls_text(i, rng.normal(size=3 if i < 30 else 16), rng) for i in range(40)]
+    [verdict] = synthetic_controls.judge([book], shortest, CONTROLS)
     assert verdict.verdict == INCONCLUSIVE and verdict.reason_codes == ("library_too_short",)
-    assert long_book.p_value == pytest.approx(1 / 11) and "only 10 of the library's 40 texts" in verdict.reason
-    short_book = _controls_text(97, np.full(8, 5.0), rng)
-    [verdict] = synthetic_controls.judge([short_book], few, CONTROLS)
-    assert verdict.verdict == EVIDENCE and short_book.library_texts == 40 and short_book.compared_passages == 8
-    [verdict] = probes.judge(
-        [_probe_text(96, np.full(16, 5.0))], [_probe_text(i, [0.0] * 8) for i in range(30)], PROBE, 0
-    )
-    assert verdict.reason_codes == ("library_too_short",) and verdict.p_value is None
-
-
-def test_the_rank_holds_its_level_where_a_lost_plus_one_would_double_it():
-    """Among 39 library texts p < 0.05 exactly when none is at least the book's (1/40): a rate of 2.5%. Without the
-    +1 a book above all but one would count too (a rate of 5%); 2,000 never-seen books of 8 passages against
-    library texts of 8 to 16, chapters along every text, see that with power above 0.99."""
-    rng = np.random.default_rng(12)
-    process = TextProcess("periodic", 700.0)
-    hits = 0
-    for _ in range(2000):
-        book = text_values(process, 800, (WIDTH, COUNT), rng)
-        library = [text_values(process, int(rng.integers(800, 1700)), (WIDTH, COUNT), rng) for _ in range(39)]
-        hits += matched_rank(book, library, rng).p_value < ALPHA
-    assert binom.sf(hits - 1, 2000, 1 / 40) > 0.001, hits / 2000
-    alarm = next(k for k in range(2000) if binom.sf(k - 1, 2000, 1 / 40) <= 0.001)
-    assert binom.sf(alarm - 1, 2000, 2 / 40) > 0.99  # the power against the lost +1
+    assert book.p_value == pytest.approx(1 / 11) and "only 10 of the library's 40 texts" in verdict.reason
+    probed = [_probe_text(i, [0.0] * (3 if i < 30 else 16)) for i in range(40)]
+    [verdict] = probes.judge([_probe_text(96, np.full(16, 5.0))], probed, PROBE, 0)
+    assert verdict.verdict == EVIDENCE and verdict.p_value == pytest.approx(1 / 41)  # at 3 passages: no block here
+    [verdict] = probes.judge([_probe_text(96, np.full(16, 5.0))], probed[25:], PROBE, 0)  # 15: none reach 20
+    assert verdict.reason_codes == ("library_too_short",) and verdict.p_value == pytest.approx(1 / 11)

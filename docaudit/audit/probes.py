@@ -274,7 +274,8 @@ def judge(books: list[ProbedText], library: list[ProbedText] | None, config: Pro
         if library is None:
             b.reasons.append(Reason("no_library", "no null library: the statistic alone says nothing about membership"))
             continue
-        rank = matched_rank(b.values, [t.values for t in usable], stream(seed, "probe_null", int(b.sha256[:12], 16)))
+        rng = stream(seed, "probe_null", int(b.sha256[:12], 16))
+        rank = matched_rank(b.values, [t.values for t in usable], rng, nonmembers_needed(config.alpha))
         b.p_value, b.library_texts = rank.p_value, rank.texts
         b.compared_at = rank.passages if rank.p_value is not None else None
         b.reasons += [r for r in (floor, _too_few_compared(b, len(usable), config)) if r is not None]

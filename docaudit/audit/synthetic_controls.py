@@ -308,11 +308,13 @@ def score_book(doc, written: tuple, models: dict, config: ControlsConfig) -> Boo
 
 def _rank_against(book: BookControls, usable: list[BookControls], config: ControlsConfig, seed: int) -> None:
     """The book's rank p-value among the library texts other than itself (a text with the book's SHA-256 is left
-    out of its own comparison) at matched geometry (``inference.matched``: each text long enough to hold the book's
-    passages, through as many consecutive passages of its own, the first drawn from ``seed`` and the book)."""
+    out of its own comparison) at matched geometry (``inference.matched``: every text through as many consecutive
+    passages, the book's count or, where too few library texts hold it for a p-value below ``alpha``, the largest
+    count that enough of them hold, down to two blocks; the first passages drawn from ``seed`` and the book)."""
     others = [b for b in usable if b.sha256 != book.sha256]
     rng = stream(_book_seed(seed, book.sha256), "library_rank")
-    rank = matched_rank(book.deltas, [b.deltas for b in others], rng)
+    needed = nonmembers_needed(config.alpha)
+    rank = matched_rank(book.deltas, [b.deltas for b in others], rng, needed, 2 * config.block)
     book.library_texts, book.smallest_p, book.library_eligible = rank.texts, rank.smallest_p, len(others)
     book.p_value = rank.p_value
     book.compared_passages = rank.passages if rank.p_value is not None else None

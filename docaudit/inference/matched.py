@@ -3,12 +3,14 @@ geometry").
 
 Every text, the judged book and each library text alike, gives its per-passage values in text order, one passage
 at random in each of consecutive stretches of one fixed width, the first at a random offset
-(``corpus.segments.stretch_starts``). A book with ``k`` passages is compared with every library text that holds at
-least ``k``, each through ``k`` consecutive passages of its own, from a random first one: the book's ``k`` passages
-and each library text's lie alike (the same count, the same spacing law, a random place), so under H0 "the book is
-a text like the library's" the ``n + 1`` means are exchangeable whatever the values' correlation along a text
-(monotone, periodic, negative, chapters), as long as the text's law does not depend on the place. A library text
-too short to hold the book's layout is not compared; which texts are compared depends on passage counts alone."""
+(``corpus.segments.stretch_starts``). The book is compared at a count ``k`` with every library text that holds at
+least ``k`` passages, each text (the book too, when it holds more) through ``k`` consecutive passages of its own
+from a random first one: every statistic is a mean over ``k`` passages laid out alike (the same count, the same
+spacing law, a random place), so under H0 "the book is a text like the library's" the ``n + 1`` means are
+exchangeable whatever the values' correlation along a text (monotone, periodic, negative, chapters), as long as
+the text's law does not depend on the place. ``k`` is the book's own count where enough library texts hold it,
+else the largest count that enough of them hold (a library text too short for it is not compared); it depends on
+passage counts alone, never on values."""
 
 from __future__ import annotations
 
@@ -40,19 +42,35 @@ def hosting(k: int, counts) -> np.ndarray:
     return np.flatnonzero(np.asarray(counts, dtype=int) >= k)
 
 
-def matched_rank(book, library, rng: np.random.Generator) -> MatchedRank:
-    """``(1 + #{library statistics ≥ the book's}) / (n + 1)`` (ties count against the book): the book's mean
-    value against, for each library text that holds at least ``k = len(book)`` passages, the mean of ``k``
-    consecutive passages of it from a first one drawn uniformly by ``rng``."""
-    book = np.asarray(book, dtype=float)
-    k = len(book)
+def compared_at(n_book: int, counts, needed: int, least: int) -> int:
+    """The count a book of ``n_book`` passages is compared at: its own where at least ``needed`` library texts (their
+    passage counts ``counts``) hold it, else the largest count from ``least`` up that ``needed`` of them hold (the
+    book's own when none does: too few texts for the comparison ``needed`` asks)."""
+    counts = np.asarray(counts, dtype=int)
+    for k in range(n_book, least - 1, -1):
+        if np.sum(counts >= k) >= needed:
+            return k
+    return n_book
+
+
+def _window_mean(values, k: int, rng: np.random.Generator) -> float:
+    """The mean of ``k`` consecutive values from a first one drawn uniformly."""
+    values = np.asarray(values, dtype=float)
+    first = int(rng.integers(0, len(values) - k + 1))
+    return float(values[first : first + k].mean())
+
+
+def matched_rank(book, library, rng: np.random.Generator, needed: int = 0, least: int = 1) -> MatchedRank:
+    """``(1 + #{library statistics ≥ the book's}) / (n + 1)`` (ties count against the book) at the count ``k``
+    (:func:`compared_at`, with ``needed`` the fewest library texts that make the comparison worth having and
+    ``least`` the fewest passages): the mean of ``k`` consecutive passages of the book (all of them when ``k`` is its
+    count) against, for each library text that holds at least ``k``, the mean of ``k`` consecutive passages of it,
+    every first passage drawn uniformly by ``rng``."""
+    n_book = len(book)
+    k = compared_at(n_book, [len(x) for x in library], needed, min(least, n_book)) if n_book else 0
     compared = hosting(k, [len(x) for x in library]) if k else np.array([], dtype=int)
     if compared.size == 0:
-        return MatchedRank(None, k, float(book.mean()) if k else None, 0)
-    null = []
-    for i in compared:
-        values = np.asarray(library[i], dtype=float)
-        first = int(rng.integers(0, len(values) - k + 1))
-        null.append(values[first : first + k].mean())
-    statistic = float(book.mean())
+        return MatchedRank(None, k, float(np.mean(book)) if k else None, 0)
+    statistic = _window_mean(book, k, rng)
+    null = [_window_mean(library[i], k, rng) for i in compared]
     return MatchedRank(conformal_p(statistic, null), k, statistic, len(null))
