@@ -279,7 +279,8 @@ def judge(books: list[ProbedText], library: list[ProbedText] | None, config: Pro
         b.p_value, b.library_texts = rank.p_value, rank.texts
         b.compared_at = rank.passages if rank.p_value is not None else None
         b.reasons += [r for r in (floor, _too_few_compared(b, len(usable), config)) if r is not None]
-    return run_verdicts([b.p_value for b in books], [b.reasons for b in books], None, config.alpha)
+    smallest = [smallest_p(b.library_texts) if b.p_value is not None else None for b in books]
+    return run_verdicts([b.p_value for b in books], [b.reasons for b in books], None, config.alpha, smallest=smallest)
 
 
 def probe_audit(docs, library_docs, writer: Writer, config: ProbeConfig, sources: dict, seed: int, progress=False):

@@ -372,7 +372,8 @@ def judge(books: list[BookControls], library: list[BookControls] | None, config:
                 f"outside the range seen on the never-seen library texts ({min(ref_null):+.4f} to "
                 f"{max(ref_null):+.4f})"
             )
-    return run_verdicts([b.p_value for b in books], [b.reasons for b in books], None, config.alpha)
+    smallest = [b.smallest_p if b.p_value is not None else None for b in books]
+    return run_verdicts([b.p_value for b in books], [b.reasons for b in books], None, config.alpha, smallest=smallest)
 
 
 def controls_audit(docs, library_docs, models: dict, config: ControlsConfig, run: RunContext = RunContext()) -> dict:
