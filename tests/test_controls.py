@@ -18,7 +18,7 @@ from reference import full_softmax_rows, token_ids
 
 from docaudit.audit.synthetic_controls import BookControls, judge
 from docaudit.cli import main
-from docaudit.config import ControlsConfig, ModelConfig
+from docaudit.config import ControlsConfig, ModelConfig, ProbeConfig
 from docaudit.errors import DocauditError
 from docaudit.inference.controls import block_mean, contrasts, dependent_interval
 from docaudit.run import RunContext
@@ -114,6 +114,10 @@ def test_settings_are_checked():
         ControlsConfig(samples=1)
     with pytest.raises(DocauditError, match="two blocks"):
         ControlsConfig(passages=6, block=4)
+    with pytest.raises(DocauditError, match="--stretch-tokens 100 must hold a passage of 144 tokens"):
+        ControlsConfig(stretch_tokens=100)
+    with pytest.raises(DocauditError, match="--stretch-words 60 must hold a passage of 100 words"):
+        ProbeConfig(stretch_words=60)
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
