@@ -44,9 +44,9 @@ STREAMS: dict[str, Stream] = {
     "served_seeds": Stream((61,), "prompt i, sample j", "the seed a server samples continuation j of prompt i with"),
     "probe_passages": Stream((51,), "text sha256[:12]", "the passages probe asks about in a text"),
     "probe_null": Stream(
-        (52,), "book sha256[:12]", "probe's passages of a book and of the library texts drawn at the book's count"
+        (52,), "book sha256[:12]", "the first passages of the windows a probed book and its library texts are ranked at"
     ),
-    "library_rank": Stream((36,), "", "the passage subsets of a book and the library texts it is ranked among"),
+    "library_rank": Stream((36,), "", "the first passages of the windows a book and its library texts are ranked at"),
     "lab_subset": Stream((), "", "the lab's --docs subset of the pool"),
     "lab_split": Stream((), "", "the lab's random member / non-member halves"),
 }

@@ -2,17 +2,16 @@
 
 Texts: the post-2024 books of the shared corpus (first posted to Project Gutenberg in September–December 2024,
 after the embedded Gemma-3-270M's training data were collected), in a fixed random order (seed 0), read as
-``controls`` reads a book (cleaned) and cut to ``--excerpt-words`` words from its middle (8,000 by default: a book
-is compared only with library texts whose passages lie at least as close together as its own, so the library's
-texts are kept short enough for whole books of about that length or longer to be compared with all of them).
-Each excerpt is put through ``audit.synthetic_controls.examine_book`` at the
+``controls`` reads a book (cleaned) and cut to ``--excerpt-words`` words from its middle (8,000 by default: about
+11,500 Gemma tokens, 16 stretches of 704 tokens, so that a book of 16 passages is matched by most texts' passages;
+docs/methods.md, "Matched geometry"). Each excerpt is put through ``audit.synthetic_controls.examine_book`` at the
 ``--preset fast`` settings with the embedded model as generator and target (the default of ``docaudit controls
 BOOK``) and the run seed 0; its per-passage contrasts are written with the key ``controls`` checks (the models'
 identities, precision and tokenizer, the settings, the reading) and the provenance (each text's file and SHA-256,
 the versions, the date, the CPU time). The file is rewritten after every text, so a run stopped early leaves a
 usable library and a second run continues where it stopped.
 
-    nice -n 10 python scripts/controls_library.py --texts 20
+    nice -n 10 python scripts/controls_library.py --texts 21
 
 ``--part K/N`` computes the texts K, K + N, ... into ``--out`` (so N processes can share the work); ``--merge
 PART...`` writes their texts, in the fixed order, into ``--out``.

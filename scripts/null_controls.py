@@ -5,11 +5,12 @@ the shared corpus). Per repetition (``--targets``, each independent: its own boo
 B on its own PG-19 books, and a target T: B trained further on ``--members`` other PG-19 books. The
 generator is the target's own base B (as when a base model writes the suffixes for a model trained from it), or
 the target itself (``controls`` on the embedded model, where the library calibrates the contrast). Every text is
-put through ``audit.synthetic_controls.examine_book`` under each generator; each judged book is ranked
-(``inference.controls.library_rank``, the p-value ``controls`` prints) among those of ``--library`` texts drawn
-at random from a pool of never-trained PG-19 texts whose passages lie at least as close together as the book's
-(``audit.synthetic_controls.dense_enough``, as ``controls`` ranks); where too few qualify for a p-value below 0.05
-the book is "inconclusive" (``denser_than_library``), counted as not found. Each library text has
+put through ``audit.synthetic_controls.examine_book`` under each generator; each judged book is ranked at matched
+geometry (``inference.matched.matched_rank``, the p-value ``controls`` prints: every text's passages one per
+stretch of 64 tokens) among those of ``--library`` texts drawn at random from a pool of never-trained PG-19 texts,
+each long enough to hold the book's layout compared through as many consecutive passages; where too few hold it
+for a p-value below 0.05 the book is "inconclusive" (``library_too_short``), counted as not found. Each library
+text has
 ``--library-words`` words, or a length drawn between ``--library-words-min`` and that. Groups:
 
 - ``same``: never-trained PG-19 books (the library's era): the same-distribution null;
@@ -19,7 +20,7 @@ the book is "inconclusive" (``denser_than_library``), counted as not found. Each
 Min-K%++ (k = 20%) of each book under T, thresholded at the 95th percentile of that target's never-trained PG-19
 books, gives power at the same false-positive rate. The defaults are the documented full size: 8 targets, 35
 never-trained books per null group and target, 1,200-word books each ranked among 39 of 60 library texts of
-800-1,200 words (16 passages each; most texts at least as dense as the book, what ``controls`` lets through), 15
+800-1,200 words (16 passages each, in 16 stretches of 64 tokens), 15
 members: 280 null books per group and generator, where the one-sided exact binomial
 test of "the rate is 10%" at level 0.05 sees a true 5% with power 0.93 (239 books is the least size with power
 0.9; from 263 on every size has it). Results are written after every target, so an interrupted run keeps its
@@ -40,17 +41,19 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from docaudit.audit.synthetic_controls import dense_enough, examine_book
+from docaudit.audit.synthetic_controls import examine_book
 from docaudit.config import ControlsConfig, ModelConfig, TargetConfig
 from docaudit.corpus.base import Document
-from docaudit.inference.controls import library_rank
+from docaudit.inference.matched import matched_rank
 from docaudit.io import sha256_text
 from docaudit.lab.target import train_target
 from docaudit.query.models import load_model
 from docaudit.run import RunContext
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
-SETTINGS = ControlsConfig(passages=16, context_tokens=16, prefix_tokens=16, suffix_tokens=16, samples=3, block=2)
+SETTINGS = ControlsConfig(
+    passages=16, stretch_tokens=64, context_tokens=16, prefix_tokens=16, suffix_tokens=16, samples=3, block=2
+)
 GENERATORS = ("base", "self")
 GROUPS = ("same", "era", "trained")
 ALPHA = 0.05
@@ -136,12 +139,11 @@ def one_target(k: int, args, texts: dict, old: list[str], new: list[str], work: 
             row = {"target": k, "generator": generator, "group": group, "id": i, "usable": b is not None}
             if b is not None:
                 drawn = [null[j] for j in rng.choice(len(null), args.library, replace=False)]
-                dense = dense_enough(b, drawn, SETTINGS)
-                rank = library_rank(b.deltas, [x.deltas for x in dense], 2 * SETTINGS.block, rng)
-                gated = len(dense) < len(drawn) and (rank.p_value is None or rank.smallest_p >= ALPHA)
+                rank = matched_rank(b.deltas, [x.deltas for x in drawn], rng)
+                gated = rank.p_value is None or rank.smallest_p >= ALPHA
                 row.update(
                     p=rank.p_value, passages=len(b.deltas), compared=rank.passages, contrast=b.contrast.mean,
-                    eligible=len(dense), denser_than_library=gated, rejected=bool(not gated and rank.p_value <= ALPHA),
+                    eligible=rank.texts, library_too_short=gated, rejected=bool(not gated and rank.p_value <= ALPHA),
                 )  # fmt: skip
                 if generator == "base":
                     row["minkpp"] = minkpp(target, book[i])
@@ -155,10 +157,10 @@ def one_target(k: int, args, texts: dict, old: list[str], new: list[str], work: 
 
 
 def summary(rows: list[dict]) -> dict:
-    """Per generator and group: books, the share with p <= 0.05 and not inconclusive (Clopper-Pearson 95% interval,
-    and the one-sided binomial p-value of "the rate is 10%" for the null groups), per target, the share made
-    inconclusive by ``denser_than_library`` with the median count of texts at least as dense, and Min-K%++'s share
-    above its cut."""
+    """Per generator and group: books, the share with p <= 0.05 and not inconclusive (Clopper-Pearson 95% interval, and
+    the one-sided binomial p-value of "the rate is 10%" for the null groups), per target, the share made inconclusive by
+    ``library_too_short`` with the median count of texts that hold the book's layout, and Min-K%++'s share above its
+    cut."""
     from scipy.stats import binomtest
 
     out = {}
@@ -173,7 +175,7 @@ def summary(rows: list[dict]) -> dict:
             out[f"{generator}/{group}"] = {
                 "books": len(g),
                 "p<=0.05": hits / len(g),
-                "denser_than_library": float(np.mean([r["denser_than_library"] for r in g])),
+                "library_too_short": float(np.mean([r["library_too_short"] for r in g])),
                 "eligible_median": float(np.median([r["eligible"] for r in g])),
                 "ci95": [ci.low, ci.high],
                 "p_vs_10%": test.pvalue,
@@ -194,7 +196,7 @@ def main() -> None:
     parser.add_argument("--members", type=int, default=15, help="books the target is trained on (judged: power)")
     parser.add_argument("--base-books", type=int, default=15, help="PG-19 books the base model is trained on")
     parser.add_argument(
-        "--library", type=int, default=39, help="library texts drawn per book (ranked among: those as dense)"
+        "--library", type=int, default=39, help="library texts drawn per book (ranked among: those holding its layout)"
     )
     parser.add_argument("--library-pool", type=int, default=60, help="never-trained PG-19 texts libraries draw on")
     parser.add_argument("--book-words", type=int, default=1200)

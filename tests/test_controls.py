@@ -18,15 +18,23 @@ from reference import full_softmax_rows, token_ids
 
 from docaudit.audit.synthetic_controls import BookControls, judge
 from docaudit.cli import main
-from docaudit.config import ControlsConfig, ModelConfig
+from docaudit.config import ControlsConfig, ModelConfig, ProbeConfig
 from docaudit.errors import DocauditError
-from docaudit.inference.controls import block_mean, contrasts, dependent_interval, library_rank
+from docaudit.inference.controls import block_mean, contrasts, dependent_interval
 from docaudit.run import RunContext
 
 SMALL = ControlsConfig(
-    passages=8, context_tokens=8, prefix_tokens=8, suffix_tokens=16, samples=3, block=2, min_library=10
+    passages=8,
+    stretch_tokens=48,
+    context_tokens=8,
+    prefix_tokens=8,
+    suffix_tokens=16,
+    samples=3,
+    block=2,
+    min_library=10,
 )
-SMALL_ARGS = ["--passages", "8", "--context-tokens", "8", "--prefix-tokens", "8", "--suffix-tokens", "16"]
+SMALL_ARGS = ["--passages", "8", "--stretch-tokens", "48"]
+SMALL_ARGS += ["--context-tokens", "8", "--prefix-tokens", "8", "--suffix-tokens", "16"]
 SMALL_ARGS += ["--samples", "3", "--block", "2"]
 
 
@@ -47,68 +55,6 @@ def test_contrasts_and_placebo():
     assert delta.tolist() == [0.0, 0.0] and placebo.tolist() == [-1.5, 3.0]
     with pytest.raises(ValueError):
         contrasts(real, synthetic[:, :1])
-
-
-def _texts(rng, n_texts: int, passages, shape: str) -> list[np.ndarray]:
-    """``n_texts`` never-seen texts' per-passage contrasts of ``passages`` each (an int, or a range drawn per text):
-    each text has its own level (the book-level spread that a member's shift must beat) and its passages scatter
-    around it, both in the ``shape`` named: skewed (lognormal), heavier skewed, or 10% of texts contaminated
-    (from another, shifted and wider, population)."""
-    out = []
-    for _ in range(n_texts):
-        m = passages if isinstance(passages, int) else int(rng.integers(*passages))
-        if shape == "lognormal(0, 0.5)":
-            level, noise = rng.lognormal(0, 0.5), rng.lognormal(0, 0.5, m)
-        elif shape == "lognormal(0, 1)":
-            level, noise = rng.lognormal(0, 1), rng.lognormal(0, 1, m)
-        else:
-            far = rng.random() < 0.1
-            level, noise = rng.normal(3.0 if far else 0.0, 2.0 if far else 1.0), rng.standard_t(3, m)
-        out.append(level + noise)
-    return out
-
-
-def slow_rank(book, library, min_passages, rng):
-    """The rank p-value written out: the compared count, each text's subset mean, and the count of library means at
-    least the book's, one text at a time."""
-    eligible = [x for x in library if len(x) >= min_passages]
-    k = min([len(book)] + [len(x) for x in eligible])
-    mine = sum(rng.choice(np.asarray(book, dtype=float), size=k, replace=False)) / k
-    above = 0
-    for x in eligible:
-        if sum(rng.choice(np.asarray(x, dtype=float), size=k, replace=False)) / k >= mine:
-            above += 1
-    return (1 + above) / (len(eligible) + 1), k
-
-
-def test_library_rank_matches_a_slow_reference():
-    rng = np.random.default_rng(3)
-    for _ in range(50):
-        library = _texts(rng, 12, (4, 20), "contaminated")
-        book = _texts(rng, 1, (4, 20), "contaminated")[0]
-        got = library_rank(book, library, 6, np.random.default_rng(9))
-        if len(book) < 6:
-            assert got.p_value is None
-            continue
-        p, k = slow_rank(book, library, 6, np.random.default_rng(9))
-        assert got.p_value == pytest.approx(p) and got.passages == k and got.smallest_p == 1 / (got.texts + 1)
-
-
-@pytest.mark.parametrize("shape", ["lognormal(0, 0.5)", "lognormal(0, 1)", "contaminated"])
-def test_library_rank_is_valid_at_skewed_contaminated_and_short_books(shape):
-    """A never-seen book of 8 passages against 19 never-seen library texts of 32 (the parametric interval this
-    replaces fired for 7.5-14.4% of such books at 5%): p <= 0.05 for at most 5% (4,000 books: a rate of 0.10 is
-    seen with power above 0.99), and p <= 0.25 at its rate (exact for continuous statistics)."""
-    rng = np.random.default_rng(11)
-    p = []
-    for _ in range(4000):
-        texts = _texts(rng, 20, 32, shape)
-        book = texts[0][:8]
-        p.append(library_rank(book, texts[1:], 4, rng).p_value)
-    p = np.array(p)
-    for alpha in (0.05, 0.25):
-        assert np.mean(p <= alpha) <= alpha + 3 * math.sqrt(alpha * (1 - alpha) / len(p)), (alpha, np.mean(p <= alpha))
-    assert np.mean(p <= 0.25) >= 0.25 - 3 * math.sqrt(0.25 * 0.75 / len(p))
 
 
 def _ar1(rng, rho: float, n: int, size: int) -> np.ndarray:
@@ -143,103 +89,6 @@ def _tested(i: int, deltas, placebo_rng) -> BookControls:
     )
 
 
-def test_judge_fires_at_its_level_under_the_null():
-    """2,000 never-seen books, each judged alone against 19 never-seen library texts through ``judge`` (the run's
-    rule: p-value, placebo, Benjamini-Hochberg, verdict): passages correlate at 0.8, contrasts skewed and 10% of
-    texts contaminated, every text (the book too) of 16-32 passages. "Evidence" for at most 5% (a rate of 0.10 is
-    seen with power above 0.99)."""
-    rng = np.random.default_rng(21)
-    config = replace(SMALL, min_library=10)
-    evidence = 0
-    for _ in range(2000):
-        texts = [
-            _tested(i, t + 0.5 * _ar1(rng, 0.8, len(t), 1)[0], rng)
-            for i, t in enumerate(_texts(rng, 20, (16, 33), "contaminated"))
-        ]
-        [verdict] = judge([_tested(99, texts[0].deltas, rng)], texts[1:], config)
-        evidence += verdict.verdict == "evidence of membership"
-    assert evidence / 2000 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 2000), evidence
-
-
-def test_a_book_with_fewer_passages_than_the_library_texts_is_inconclusive():
-    """Its passages lie closer together than theirs (in the null simulation such books' contrasts were larger than
-    the library's): a p-value, but "inconclusive" with the reason; as many passages as the median text: a verdict."""
-    rng = np.random.default_rng(8)
-    library = [_tested(i, rng.normal(size=16), rng) for i in range(24)]
-    short, full = _tested(98, rng.normal(size=8), rng), _tested(99, rng.normal(size=16), rng)
-    verdicts = judge([short, full], library, SMALL)
-    assert short.p_value is not None and verdicts[0].reason_codes == ("shorter_than_library",)
-    assert "8 passages, fewer than the library's texts (median 16)" in verdicts[0].reason
-    assert verdicts[1].verdict != "inconclusive"
-
-
-def _spaced(book: BookControls, tokens: int) -> BookControls:
-    book.tokens = tokens
-    return book
-
-
-def test_the_book_is_ranked_only_among_texts_whose_passages_lie_at_least_as_close_together():
-    """The mean gap between neighbouring passages (text tokens less the passages' tokens, per passage) against a
-    slow reference in exact fractions; the texts kept are those whose gap is no larger than the book's."""
-    from fractions import Fraction
-
-    from docaudit.audit.synthetic_controls import dense_enough, gap
-
-    rng = np.random.default_rng(4)
-    length = SMALL.passage_tokens  # 32
-    book = _spaced(_tested(99, rng.normal(size=8), rng), 8 * length + 8 * 40)  # 40 tokens between passages
-    library = [_spaced(_tested(i, rng.normal(size=n), rng), t) for i, (n, t) in enumerate(
-        [(8, 8 * 72), (8, 8 * 72 + 1), (16, 16 * 72), (16, 16 * 72 + 16), (4, 4 * 72 - 1), (8, 8 * 73), (16, 10**5)]
-    )]  # fmt: skip
-    for b in [book, *library]:
-        assert gap(b, SMALL) == Fraction(b.tokens - b.passages * length, b.passages)
-    want = [b.id for b in library if Fraction(b.tokens - b.passages * length, b.passages) <= 40]
-    assert [b.id for b in dense_enough(book, library, SMALL)] == want == ["t0", "t2", "t4"]
-    assert dense_enough(_spaced(_tested(98, rng.normal(size=8), rng), None), library[:1], SMALL) == library[:1]
-    assert dense_enough(book, [_spaced(library[0], None)], SMALL) == []  # a text of unknown length never qualifies
-
-
-def test_a_tiled_book_against_spread_library_texts_is_inconclusive():
-    """A book whose passages lie edge to edge (no gap) against library texts with gaps between theirs: none is as
-    dense, so no p-value and "inconclusive" (``denser_than_library``), with the count of eligible texts; as many
-    eligible as the smallest p-value below --alpha needs: a verdict among those only."""
-    rng = np.random.default_rng(6)
-    length = SMALL.passage_tokens
-    library = [_spaced(_tested(i, rng.normal(size=8), rng), 8 * length + 8 * (10 + i)) for i in range(30)]
-    tiled = _spaced(_tested(98, np.full(8, 5.0), rng), 8 * length)
-    [verdict] = judge([tiled], library, SMALL)
-    assert verdict.verdict == "inconclusive" and verdict.reason_codes == ("denser_than_library",)
-    assert tiled.library_eligible == 0 and tiled.p_value is None
-    assert "only 0 of the library's 30 texts" in verdict.reason and "as long as the book or shorter" in str(
-        verdict.as_dict()["reasons"]
-    )
-    middle = _spaced(_tested(97, np.full(8, 5.0), rng), 8 * length + 8 * 30)  # 21 texts have gaps of 10-30
-    [verdict] = judge([middle], library, SMALL)
-    assert middle.library_eligible == middle.library_texts == 21 and middle.p_value == pytest.approx(1 / 22)
-    assert verdict.verdict == "evidence of membership"
-    few = _spaced(_tested(96, np.full(8, 5.0), rng), 8 * length + 8 * 20)  # 11 texts: smallest p 1/12
-    [verdict] = judge([few], library, SMALL)
-    assert verdict.reason_codes == ("denser_than_library",) and few.p_value == pytest.approx(1 / 12)
-
-
-def test_the_p_value_is_unchanged_where_every_library_text_qualifies():
-    """Every library text at least as dense as the book: the same p-value, texts and reasons as ranking among all
-    of them with no lengths known (the rank before the rule)."""
-    rng = np.random.default_rng(7)
-    deltas = [rng.normal(size=int(n)) for n in rng.integers(8, 17, 25)]
-    book_deltas = rng.normal(0.5, 1, 12)
-    results = []
-    for known in (False, True):
-        library = [
-            _spaced(_tested(i, d, rng), len(d) * (SMALL.passage_tokens + i % 5) if known else None)
-            for i, d in enumerate(deltas)
-        ]  # gaps of 0 to 4 tokens
-        book = _spaced(_tested(99, book_deltas, rng), 12 * (SMALL.passage_tokens + 4) if known else None)
-        [verdict] = judge([book], library, SMALL, seed=3)
-        results.append((book.p_value, book.library_texts, verdict.reason_codes))
-    assert results[0] == results[1] and results[0][1] == 25
-
-
 def test_a_small_library_is_inconclusive_and_a_book_is_left_out_of_its_own_comparison():
     rng = np.random.default_rng(5)
     library = [_tested(i, rng.normal(size=16), rng) for i in range(12)]
@@ -265,6 +114,10 @@ def test_settings_are_checked():
         ControlsConfig(samples=1)
     with pytest.raises(DocauditError, match="two blocks"):
         ControlsConfig(passages=6, block=4)
+    with pytest.raises(DocauditError, match="--stretch-tokens 100 must hold a passage of 144 tokens"):
+        ControlsConfig(stretch_tokens=100)
+    with pytest.raises(DocauditError, match="--stretch-words 60 must hold a passage of 100 words"):
+        ProbeConfig(stretch_words=60)
 
 
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
@@ -290,15 +143,15 @@ def test_bits_per_byte_match_a_plain_forward_pass(name, request):
 @pytest.fixture(scope="module")
 def trained_run(tmp_path_factory, one_thread):
     """A tiny target trained on four 600-word book excerpts (80 epochs); those four judged against a null library of 24
-    never-trained 500-word excerpts of other books (shorter, so their passages lie at least as close together as the
-    books'; smallest p-value 1/25); a tiny generator trained on four more books writes the suffixes."""
+    never-trained 600-word excerpts of other books (as long, so each holds the books' layout; smallest p-value 1/25);
+    a tiny generator trained on four more books writes the suffixes."""
     from labtarget import TINY, book_excerpt
 
     from docaudit import api
     from docaudit.lab.target import train_target
 
     paths = sorted((CORPUS / "members").glob("*.txt"))[:32]
-    texts = [book_excerpt(p, 600 if i < 8 else 500) for i, p in enumerate(paths)]
+    texts = [book_excerpt(p, 600) for p in paths]
     members, others, library = texts[:4], texts[4:8], texts[8:]
     root = tmp_path_factory.mktemp("controls")
     target = train_target(members, texts, root / "target", replace(TINY, epochs=80))
@@ -314,7 +167,7 @@ def trained_run(tmp_path_factory, one_thread):
             ModelConfig(model=str(target)),
             ModelConfig(model=str(generator)),
             library=[root / "library"],
-            config=replace(SMALL, passages=24),  # 16 gave a median p of 0.08 to 0.002 across seeds 0-3
+            config=replace(SMALL, passages=24, stretch_tokens=SMALL.passage_tokens),  # passages edge to edge
         )
         result = api.synthetic_controls(request).controls
     return result, len(members)
@@ -324,8 +177,8 @@ def trained_run(tmp_path_factory, one_thread):
 def test_a_trained_book_gets_a_small_p_value(trained_run):
     result, n_members = trained_run
     p = [b.p_value for b in result["books"]]
-    eligible = [b.library_eligible for b in result["books"]]
-    assert all(b.contrast is not None for b in result["books"]) and min(eligible) >= 20, eligible
+    compared = [b.library_texts for b in result["books"]]
+    assert all(b.contrast is not None for b in result["books"]) and min(compared) >= 20, compared
     assert np.median(p) < 0.05 and max(p) < 0.1, [round(x, 4) for x in p]
     assert any(v.verdict == "evidence of membership" for v in result["verdicts"]), result["verdicts"]
 
@@ -344,7 +197,7 @@ def test_a_placebo_is_about_zero_on_trained_books(trained_run):
 def shelf(tmp_path_factory):
     root = tmp_path_factory.mktemp("shelf")
     shelf_of(root, {"books": ("members", 2)}, n_chars=3000)
-    # library texts shorter than the books: their passages lie at least as close together
+    # library texts shorter than the books, yet long enough for every passage (8 stretches of 48 tokens)
     shelf_of(root, {"library": ("nonmembers", 3)}, n_chars=2400)
     return root
 
@@ -381,7 +234,7 @@ def test_command_outputs_cache_and_schema(shelf, tiny_gpt2, tiny_llama):
     assert text.exit_code == 0 and "contrast" in text.output
     assert "null: the book's contrast is exchangeable with those of never-seen library texts" in text.output
     assert "smallest attainable p-value 0.25" in text.output and "reasons above" in text.output
-    assert "(3 of the library's texts have passages at least as close together as the book's)" in text.output
+    assert "passages laid out as the book's (of the library's 3, those long enough to hold them)" in text.output
     assert [b["library_eligible"] for b in out["books"]] == [3, 3]
 
 
@@ -457,11 +310,8 @@ def test_a_stored_library_stands_in_for_its_texts_and_a_mismatch_is_refused(shel
     from_file, request = p_values(config, stored_library=tmp_path / "library.json")
     assert from_file == given and from_file[:2] == given[:2]
     result = api.synthetic_controls(request).controls
-    from docaudit.audit.synthetic_controls import gap
-
-    own = result["books"][2]  # the library's own text is left out, and compared with those as dense as itself
-    dense = sum(gap(b, config) <= gap(own, config) for b in result["library"] if b.sha256 != own.sha256)
-    assert [b.library_texts for b in result["books"]] == [3, 3, dense] and dense <= 2
+    own = result["books"][2]  # the library's own text is left out of its comparison
+    assert [b.library_texts for b in result["books"]] == [3, 3, 2] and own.library_eligible == 2
     assert "exchangeable with those of never-seen library texts" in result["null"]
     with pytest.raises(DocauditError, match="does not match this run .it was computed with passages 8, this run uses"):
         p_values(replace(config, passages=12), stored_library=tmp_path / "library.json")
@@ -469,19 +319,19 @@ def test_a_stored_library_stands_in_for_its_texts_and_a_mismatch_is_refused(shel
         api.synthetic_controls(replace(request, model=generator))
 
 
-def test_a_stored_library_without_its_texts_lengths_is_refused_in_one_line(tmp_path):
-    """A library of the first format holds no text lengths, so which texts a book may be compared with is unknown:
-    refused with the reason and the way out, never read as if every text qualified."""
+def test_a_stored_library_of_an_earlier_layout_is_refused_in_one_line(tmp_path):
+    """A library of an earlier format laid its passages out over each text's whole length, not one per stretch of
+    --stretch-tokens, so no book's passages lie as its texts' do: refused with the reason and the way out."""
     from docaudit.audit.controls_library import read_library
     from docaudit.config import CONTROLS_NULL
 
     data = json.loads(CONTROLS_NULL.read_text())
-    data["format"] = 1
-    for t in data["texts"]:
-        del t["tokens"]
+    data["format"] = 2
     old = tmp_path / "library.json"
     old.write_text(json.dumps(data))
-    with pytest.raises(DocauditError, match="format 1, not 2: it lacks its texts' lengths") as refused:
+    with pytest.raises(
+        DocauditError, match="format 2, not 3: its passages were not laid out one per stretch"
+    ) as refused:
         read_library(old, data["key"], 2)
     assert "\n" not in str(refused.value)
     books = read_library(CONTROLS_NULL, data["key"], 2)
@@ -520,11 +370,15 @@ def test_the_shipped_library_is_for_the_embedded_model_at_the_fast_preset():
     assert data["provenance"]["generator_and_target"]["id"] is None  # the embedded model
     assert {"docaudit", "torch", "transformers"} <= set(data["provenance"]["versions"]) and data["provenance"]["date"]
     assert len(data["texts"]) >= nonmembers_needed(ControlsConfig().alpha)  # a p-value below --alpha is reachable
-    assert all(len(t["contrasts"]) == t["passages"] == 16 for t in data["texts"])
-    length = ControlsConfig.preset("fast").passage_tokens
-    assert all(t["tokens"] >= t["passages"] * length for t in data["texts"])  # room for every passage
-    # excerpts: a whole book of 20,000 generator tokens or more is compared with every text (as dense as it or more)
-    assert max(t["tokens"] for t in data["texts"]) <= 20000
+    fast = ControlsConfig.preset("fast")
+    # one passage per stretch of 704 tokens, up to 16: a text's count follows from its length alone
+    assert all(len(t["contrasts"]) == t["passages"] == min(16, t["tokens"] // 704) for t in data["texts"])
+    # a book of 16 passages is compared at 15 consecutive ones, which 20 texts hold (18 hold 16): p down to 1/21
+    from docaudit.inference.matched import compared_at
+
+    counts = [t["passages"] for t in data["texts"]]
+    needed = nonmembers_needed(ControlsConfig().alpha)
+    assert compared_at(fast.passages, counts, needed, 2 * fast.block) == 15 and sum(c >= 15 for c in counts) >= needed
     if CORPUS.present():
         for t in data["texts"]:
             assert sha256_untrusted(CORPUS / "nonmembers" / t["file"], "document") == t["file_sha256"]

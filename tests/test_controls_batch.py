@@ -17,7 +17,9 @@ from docaudit.config import ControlsConfig, ModelConfig
 from docaudit.config.rules import LOAD_SECONDS, OTHER_SECONDS_PER_TOKEN
 from docaudit.query import rates
 
-SMALL = ControlsConfig(passages=4, context_tokens=6, prefix_tokens=6, suffix_tokens=8, samples=2, block=2)
+SMALL = ControlsConfig(
+    passages=4, stretch_tokens=40, context_tokens=6, prefix_tokens=6, suffix_tokens=8, samples=2, block=2
+)
 
 
 @pytest.fixture(scope="module")

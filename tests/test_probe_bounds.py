@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import tracemalloc
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from test_cli import assert_clean_error, run
 
 from docaudit.audit import probes
 from docaudit.config import PARAPHRASE_LINE_BYTES, PARAPHRASE_MAX_LINES, READ_LIMITS, ProbeConfig
-from docaudit.corpus.segments import spread_starts
+from docaudit.corpus.segments import stretch_starts
 from docaudit.errors import BAD_INPUT, DocauditError
 from docaudit.seeds import stream
 
@@ -53,11 +54,11 @@ def test_a_paraphrase_file_at_its_line_bound_is_read(tmp_path):
     assert len(read) == PARAPHRASE_MAX_LINES and read["a7 b"] == ["c", "d", "e"]
 
 
-def reference_windows(text: str, length: int, count: int, rng) -> list:
+def reference_windows(text: str, length: int, config: ProbeConfig, rng) -> list:
     """The list of every word's offsets, as windows were found before (the independent reference)."""
     spans = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
     out = []
-    for s in spread_starts(len(spans), length, count, rng):
+    for s in stretch_starts(len(spans), length, config.stretch_words, config.passages, rng):
         run_ = spans[s : s + length]
         out.append((s, [a for a, _ in run_] + [run_[-1][1]]))
     return out
@@ -72,8 +73,9 @@ def test_windows_are_those_of_every_word_listed():
         text = "".join(rng.choice(words) + rng.choice(spaces) for _ in range(n))
         text = rng.choice(["", " ", "\n"]) + text
         length, count = int(rng.integers(1, 40)), int(rng.integers(1, 12))
-        got = probes.windows(text, length, count, np.random.default_rng(trial))
-        assert got == reference_windows(text, length, count, np.random.default_rng(trial))
+        config = SimpleNamespace(passages=count, stretch_words=length + int(rng.integers(0, 30)))  # what windows reads
+        got = probes.windows(text, length, config, np.random.default_rng(trial))
+        assert got == reference_windows(text, length, config, np.random.default_rng(trial))
 
 
 def test_normalized_is_the_words_joined_by_one_space(monkeypatch):
@@ -103,7 +105,7 @@ def test_a_long_texts_passages_take_memory_of_the_passages_not_of_its_words():
     ngram = peak_bytes(probes.ngram_passages, text, sha, config, 0)
     assert ngram < 64_000, ngram  # two passages of 100 words: far below one byte per character
     rng = stream(0, "probe_passages", 0)
-    assert peak_bytes(reference_windows, text, 100, 2, rng) > 10 * len(text)  # the check can fail
+    assert peak_bytes(reference_windows, text, 100, config, rng) > 10 * len(text)  # the check can fail
     decop = ProbeConfig(probe="decop", passages=2)
     passage = " ".join(text.split()[1000:1064])
     sources = {"file": {passage: ["x y", "y z", "z x"]}}

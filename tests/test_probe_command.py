@@ -84,8 +84,10 @@ def test_ngram_probe_gives_each_book_a_verdict_over_the_chat_endpoint(chat_serve
     assert out["smallest_p"] == pytest.approx(1 / 21)
     null = np.array([np.mean(t["values"]) for t in out["library"]])
     for book in out["books"]:
-        assert book["verdict"] in ("evidence of membership", "no evidence of membership")
-        assert book["compared_at"] == book["passages"] == 2
+        # two books against 20 texts: beside a book at p >= 0.05, not even 1/21 reaches q < 0.05 over the run
+        reached = book["verdict"] in ("evidence of membership", "no evidence of membership")
+        assert reached or book["reason_codes"] == ["unreachable_in_run"], book["reason"]
+        assert book["compared_at"] == book["passages"] == 2 and book["library_texts"] == 20
         expected = (1 + np.sum(null >= book["statistic"] - 1e-12)) / (len(null) + 1)
         assert book["p_value"] == pytest.approx(expected)
         assert book["requests"] + book["cached"] == 2 * 2

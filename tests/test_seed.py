@@ -64,8 +64,8 @@ def test_controls_cache_key_of_a_seed_is_the_one_written_before():
     from docaudit.audit.synthetic_controls import passages_key
 
     generator = SimpleNamespace(identity="gid", tokenizer_hash="th", config=SimpleNamespace(backend="transformers"))
-    key = passages_key("ab" * 32, generator, ControlsConfig(), 3)
-    assert key == "65dd470db423bf144ebd9abc0617c447dbbebbf3901dead7d0d878faeccb863b"
+    key = passages_key("ab" * 32, generator, ControlsConfig(), 3)  # with the layout's stretch since matched geometry
+    assert key == "fb10d010c3a73f4128cbd486b9a0f32c959f4d2a49c0a6263d699364e7703cdc"
     assert passages_key("ab" * 32, generator, ControlsConfig(), 4) != key
 
 
@@ -76,8 +76,8 @@ def test_controls_cache_key_of_a_seed_is_the_one_written_before():
         (DetectorConfig(), "35e9a3fbb605ab14"),  # "detector" of evaluate, report and sequence outputs
         (TrapConfig(), "0fdf83a1a4d91714"),  # a trap registry's "config" (with context_tokens)
         (TargetConfig(), "7bb781fd3bb75f8d"),  # a lab target's checkpoint identity and metadata
-        # "settings" of synthetic controls (--min-library 3, the interval, the generator's rows per decoding loop)
-        (ControlsConfig(), "916e2405d12a9a38"),
+        # "settings" of synthetic controls (--min-library 3, the interval, the generator's rows, the stretch)
+        (ControlsConfig(), "d7869d8dcf9e5c9a"),
     ],
 )
 def test_settings_written_with_the_run_seed_are_those_written_before(config, expected):

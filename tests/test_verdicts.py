@@ -204,3 +204,38 @@ def test_reasons_shared_by_every_document_are_printed_once_with_their_next_step(
     assert "  inconclusive: too few tokens queried: 9 (and the reasons above)" in text
     assert text.count(NEXT_STEPS["too_few_tokens"]) == 1
     assert [r["reason_codes"] for r in rows] == [["classifier_at_chance"], ["classifier_at_chance", "too_few_tokens"]]
+
+
+def _slow_bh(p):
+    """Benjamini-Hochberg q-values written out: p_(j) m / j, the running minimum from the largest down."""
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    q = [0.0] * len(p)
+    running = 1.0
+    for rank in range(len(p), 0, -1):
+        i = order[rank - 1]
+        running = min(running, p[i] * len(p) / rank)
+        q[i] = running
+    return q
+
+
+def test_evidence_out_of_reach_in_a_run_is_inconclusive_with_the_library_size_that_would_reach_it():
+    """Two books against 20 library texts: one at the smallest p-value, 1/21, one at 0.5. Over the run BH gives the
+    first 2/21 = 0.095: no library of 20 could give it evidence beside the other, so it is "inconclusive"
+    (``unreachable_in_run``) naming the size a linear search over a written-out BH finds (40); the second could
+    have got evidence (at 1/21 beside the first: q = 1/21), so it is "no evidence"; alone, the first gets it; against 40
+    texts, two books at 1/41 get it and one at 0.5 is "no evidence" (it could have)."""
+    from docaudit.inference.verdicts import reachable_size
+
+    verdicts = run_verdicts([1 / 21, 0.5], [[], []], None, 0.05, smallest=[1 / 21, 1 / 21])
+    assert [v.verdict for v in verdicts] == [INCONCLUSIVE, NO_EVIDENCE]
+    assert verdicts[0].reason_codes == ("unreachable_in_run",)
+    need = next(n for n in range(1, 10**4) if _slow_bh([1 / (n + 1), 0.5])[0] < 0.05)
+    assert need == 40 and reachable_size([0.5], 0.05) == need and "40 would reach it" in verdicts[0].reason
+    rng = np.random.default_rng(2)
+    for _ in range(30):
+        others = list(rng.uniform(0, 1, int(rng.integers(1, 6))))
+        need = next((n for n in range(1, 10**4) if _slow_bh([1 / (n + 1), *others])[0] < 0.05), None)
+        assert reachable_size(others, 0.05, limit=10**4) == need
+    assert run_verdicts([1 / 21], [[]], None, 0.05, smallest=[1 / 21])[0].verdict == EVIDENCE
+    three = run_verdicts([1 / 41, 1 / 41, 0.5], [[], [], []], None, 0.05, smallest=[1 / 41] * 3)
+    assert [v.verdict for v in three] == [EVIDENCE, EVIDENCE, NO_EVIDENCE]

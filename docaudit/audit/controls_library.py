@@ -17,7 +17,7 @@ from docaudit.errors import DocauditError
 from docaudit.inference.controls import block_mean
 from docaudit.untrusted import load_untrusted_json
 
-FORMAT = 2  # 2: each text's length in generator tokens (how close together its passages lie)
+FORMAT = 3  # 2: each text's length in generator tokens; 3: passages one per stretch of --stretch-tokens
 KIND = "controls_null"
 
 
@@ -85,8 +85,9 @@ def read_library(path: Path, key: dict, block: int) -> list[BookControls]:
             raise ValueError("not a controls null library")
         if data.get("format") != FORMAT:
             raise ValueError(
-                f"format {data.get('format')}, not {FORMAT}: it lacks its texts' lengths in generator tokens, "
-                "which decide the texts a book is compared with; compute it again (scripts/controls_library.py)"
+                f"format {data.get('format')}, not {FORMAT}: its passages were not laid out one per stretch of "
+                "--stretch-tokens, so no book's passages lie as its texts' do; compute it again "
+                "(scripts/controls_library.py)"
             )
         texts = data["texts"]
         tokens = [int(t["tokens"]) for t in texts]

@@ -10,14 +10,17 @@ docs/methods.md, "Which chapters: the map along a book").
    tokens and as near the same relative place in its book as its chapters allow (a chapter at the start of a
    book is compared with the starts of the calibration books). The calibration books are cut by the same rules
    as the judged one, and a window lies inside one of their chapter bodies: never across a chapter boundary, and
-   never over a heading, the front matter or a table of contents (:func:`calibration_windows`). One window per
+   never over a heading, the front matter or a table of contents (:func:`calibration_windows`); where the segments
+   are chapters, a window starts where a chapter body starts, so it holds a chapter's opening as the segment does
+   (an opening can read otherwise than the rest: a window inside a chapter would miss it). One window per
    calibration book, so the calibration scores are independent of one another whatever the dependence between
    the parts of one book.
 4. The p-value of a segment: ``(1 + #calibration windows scoring at least as high) / (B + 1)`` with ``B`` the
    calibration books with a chapter body at least as long as the segment. It is valid (``P(p <= a) <= a``) when the
-   judged book and the calibration books are exchangeable draws from one distribution of never-trained books and a
-   window inside a never-trained chapter scores like a never-trained chapter of its length (an assumption: the
-   judged segment is a whole chapter, a window a stretch of one). Benjamini–Hochberg over the segments of the book.
+   judged book and the calibration books are exchangeable draws from one distribution of never-trained books and
+   the opening stretch of a never-trained chapter scores like a never-trained chapter of its length (an
+   assumption: the judged segment is a whole chapter, a window a chapter's opening without its ending).
+   Benjamini–Hochberg over the segments of the book.
    No theorem gives its guarantee here (each segment has its own calibration windows, and a book's segments share
    its level); its false discovery rate was measured with that dependence (``scripts/null_map.py``,
    docs/methods.md): below 2.5% where 5% was allowed.
@@ -105,13 +108,17 @@ def window_score(book: BookPass, lo: int, hi: int, method: str, tokenizer, detec
     return segment_score(method, s.logp[lo:hi], s.mu[lo:hi], s.sigma[lo:hi], text, detector)
 
 
-def calibration_windows(length: int, place: float, calibration: list[BookPass]) -> list[tuple[BookPass, int]]:
+def calibration_windows(
+    length: int, place: float, calibration: list[BookPass], opening: bool = False
+) -> list[tuple[BookPass, int]]:
     """For a segment of ``length`` scored tokens at relative place ``place`` (0 = the start of its book, 1 = the
     end), at most one window per calibration book: the book and the window's first scored position. The window
     lies inside one of the book's ``usable_bodies`` (no heading, front matter or contents in it, never across two
     chapters, as the judged segment): of the bodies at least ``length`` long, the one nearest the place ``place``
-    of the book, the window as near that place as the body allows. A book with no body that long gives none. The
-    choice reads positions only, never scores."""
+    of the book, the window as near that place as the body allows; with ``opening`` (the segment is a whole
+    chapter, so it holds its chapter's opening) the window starts where its body starts, the body the one whose
+    start is nearest that place, so that the window holds a chapter's opening as the segment does. A book with no
+    body that long gives none. The choice reads positions only, never scores."""
     out = []
     for book in calibration:
         n = book.stats.n_scored
@@ -119,6 +126,9 @@ def calibration_windows(length: int, place: float, calibration: list[BookPass]) 
         if not bodies:
             continue
         start = place * (n - length)
+        if opening:
+            out.append((book, min(bodies, key=lambda b: abs(b[0] - start))[0]))
+            continue
         lo, hi = min(bodies, key=lambda b: abs(min(max(start, b[0]), b[1] - length) - start))
         out.append((book, int(round(min(max(start, lo), hi - length)))))
     return out
@@ -155,7 +165,7 @@ def book_map(book: BookPass, calibration: list[BookPass], tokenizer, spec: MapSp
         p, band = None, (None, None)
         if why is None:
             place = lo / (n - length) if n > length else 0.0
-            windows = calibration_windows(length, place, calibration)
+            windows = calibration_windows(length, place, calibration, opening=book.how == "chapters")
             null = np.array([window_score(c, s, s + length, method, tokenizer, spec.detector) for c, s in windows])
             row["calibration_books"] = len(null)
             if 1 / (len(null) + 1) >= spec.alpha:

@@ -2,17 +2,20 @@
 about passages of the book against what it writes about texts it never saw (docs/methods.md, "Generation-only
 probes").
 
-Per text, ``passages`` passages across it (one at random in each of as many equal stretches, in words):
+Per text, up to ``passages`` passages across it (one at random in each of as many consecutive stretches of
+``stretch_words`` words from a random offset, the same layout in every text):
 
 - ``ngram``: the model continues each passage's opening ``samples`` times; each continuation's creativity index
   (or coverage) against the passage's real continuation (``methods.probes.ngram``), aggregated over the samples;
 - ``decop``: the passage and three paraphrases (from the user's file, or written by a paraphrasing model) asked
   as a multiple-choice question in all 24 orders; the passage's share of right answers (``methods.probes.decop``).
 
-The text's statistic is the mean over its passages. Its p-value ranks it against the same statistic of the null
-library's texts, each text compared at the judged one's passage count (``k`` passages drawn without replacement
-from every compared text, ``inference.snippet_rates``): ``(1 + #{library texts at least as high}) / (n + 1)``, valid
-when the book's passages and the library texts' are exchangeable under this probe. Benjamini–Hochberg over the
+The text's statistic is the mean over its passages. Its p-value ranks it against the null library's texts at
+matched geometry (``inference.matched``): each library text that holds at least the book's ``k`` passages gives
+the mean of ``k`` consecutive passages of its own, ``(1 + #{library texts at least as high}) / (n + 1)``, valid
+when the book is a text like the library's under this probe, however its passages correlate along it (with a
+paraphrase file, DE-COP's passages are the user's, in the file's order, and that holds only as far as the file's
+passages are chosen alike in every text). Benjamini–Hochberg over the
 run's books; without a library, the statistic and "inconclusive"."""
 
 from __future__ import annotations
@@ -27,10 +30,9 @@ import numpy as np
 
 from docaudit.config import PARAPHRASE_LINE_BYTES, PARAPHRASE_MAX_LINES, ProbeConfig
 from docaudit.config.rules import TOKENS_PER_WORD
-from docaudit.corpus.segments import spread_starts
+from docaudit.corpus.segments import stretch_starts
 from docaudit.errors import DocauditError
-from docaudit.inference.conformal import conformal_p
-from docaudit.inference.snippet_rates import compared_count, subsample
+from docaudit.inference.matched import matched_rank
 from docaudit.inference.verdicts import Reason, nonmembers_needed, run_verdicts, smallest_p
 from docaudit.methods.probes import decop, ngram
 from docaudit.query.chat import Ask, Writer
@@ -64,7 +66,8 @@ WHAT_EVIDENCE_MEANS = (
 @dataclass
 class ProbedText:
     """One text's probe: its per-passage values, their mean (``statistic``), DE-COP's share of unreadable answers,
-    the passage count it was compared at, its p-value, why it is inconclusive, and what it cost."""
+    the passage count it was compared at and the library texts long enough to hold its layout, its p-value, why it is
+    inconclusive, and what it cost."""
 
     id: str
     path: str
@@ -74,6 +77,7 @@ class ProbedText:
     statistic: float | None = None
     unreadable: float | None = None
     compared_at: int | None = None
+    library_texts: int | None = None
     p_value: float | None = None
     reasons: list = field(default_factory=list)
     cost: dict = field(default_factory=dict)
@@ -84,13 +88,14 @@ class ProbedText:
         return out
 
 
-def windows(text: str, length: int, count: int, rng: np.random.Generator) -> list[tuple[int, list[int]]]:
-    """Up to ``count`` runs of ``length`` words spread across ``text``: each as its first word's index and the
+def windows(text: str, length: int, config: ProbeConfig, rng: np.random.Generator) -> list[tuple[int, list[int]]]:
+    """Up to ``config.passages`` runs of ``length`` words across ``text``, one in each consecutive stretch of
+    ``config.stretch_words`` words (``corpus.segments.stretch_starts``): each as its first word's index and the
     character offsets of its words' starts, with the end of its last word appended. Two passes over the words, the
     first counting them, the second keeping the offsets of the chosen runs only: memory is that of the runs, not of
     the text's words (a list of every word's offsets took 20 bytes per character)."""
     n = sum(1 for _ in _WORD.finditer(text))
-    starts = spread_starts(n, length, count, rng)
+    starts = stretch_starts(n, length, config.stretch_words, config.passages, rng)
     if not starts:
         return []
     wanted = {i for s in starts for i in range(s, s + length)}
@@ -108,7 +113,7 @@ def ngram_passages(text: str, sha256: str, config: ProbeConfig, seed: int) -> li
     """(opening, real continuation) of each passage, drawn from the run's ``seed`` and the text."""
     rng = stream(seed, "probe_passages", int(sha256[:12], 16))
     p = config.prompt_words
-    found = windows(text, config.passage_words, config.passages, rng)
+    found = windows(text, config.passage_words, config, rng)
     return [(text[o[0] : o[p]].rstrip(), text[o[p] : o[-1]]) for _, o in found]
 
 
@@ -196,7 +201,7 @@ def decop_passages(text: str, sha256: str, config: ProbeConfig, sources: dict, s
         found = [(p, g) for p, g in sources["file"].items() if p in flat]
         return found[: config.passages]
     rng = stream(seed, "probe_passages", int(sha256[:12], 16))
-    passages = [_normalized(text[o[0] : o[-1]]) for _, o in windows(text, config.decop_words, config.passages, rng)]
+    passages = [_normalized(text[o[0] : o[-1]]) for _, o in windows(text, config.decop_words, config, rng)]
     paraphraser: Writer = sources["paraphraser"]
     tokens = int(np.ceil(config.decop_words * PARAPHRASE_TOKENS_PER_WORD))
     asks = [Ask(PARAPHRASE_PROMPT.format(passage=p), 3, tokens, PARAPHRASE_TEMPERATURE, seed) for p in passages]
@@ -281,9 +286,29 @@ _EMPTY_WHY = {
 }
 
 
+def _too_few_compared(book: ProbedText, usable: int, config: ProbeConfig) -> Reason | None:
+    """Why the book's rank cannot reach ``alpha``: too few library texts, or too few of them long enough to hold
+    its layout; None when it can."""
+    if book.library_texts is None or smallest_p(book.library_texts) < config.alpha:
+        return None
+    if book.library_texts < usable:
+        return Reason(
+            "library_too_short",
+            f"only {book.library_texts} of the library's {usable} texts are long enough to hold the book's layout "
+            f"({len(book.values)} passages, one in each of as many consecutive stretches of {config.stretch_words} "
+            f"words), too few for a p-value below {config.alpha:g}; {nonmembers_needed(config.alpha)} would be "
+            'needed (docs/methods.md, "Matched geometry")',
+        )
+    return Reason(
+        "too_small_library",
+        f"too few library texts: with {usable} the smallest p-value is 1/{usable + 1} = "
+        f"{smallest_p(usable):.3g}, not below {config.alpha:g}; {nonmembers_needed(config.alpha)} would be needed",
+    )
+
+
 def judge(books: list[ProbedText], library: list[ProbedText] | None, config: ProbeConfig, seed: int) -> list:
-    """p-values against the library at each book's passage count, the gates' reasons, and the verdicts
-    (Benjamini–Hochberg over the books that pass every gate)."""
+    """p-values against the library at matched geometry (``inference.matched``), the gates' reasons, and the
+    verdicts (Benjamini–Hochberg over the books that pass every gate)."""
     usable = [t for t in library or [] if t.statistic is not None and not t.reasons]
     if library is not None and len(usable) < config.min_library:
         empty = sum(1 for t in library if not t.values)
@@ -296,28 +321,19 @@ def judge(books: list[ProbedText], library: list[ProbedText] | None, config: Pro
             )
         )
     floor = _floor_reason(usable, config)
-    small = None
-    if library is not None and smallest_p(len(usable)) >= config.alpha:
-        small = Reason(
-            "too_small_library",
-            f"too few library texts: with {len(usable)} the smallest p-value is 1/{len(usable) + 1} = "
-            f"{smallest_p(len(usable)):.3g}, not below {config.alpha:g}; {nonmembers_needed(config.alpha)} would "
-            "be needed",
-        )
-    counts = [len(t.values) for t in usable]
     for b in books:
         if b.statistic is None:
             continue
         if library is None:
             b.reasons.append(Reason("no_library", "no null library: the statistic alone says nothing about membership"))
             continue
-        b.reasons += [r for r in (floor, small) if r is not None]
-        k, compared, _ = compared_count(len(b.values), counts, 1)
         rng = stream(seed, "probe_null", int(b.sha256[:12], 16))
-        b.compared_at = k
-        null = [subsample(usable[i].values, k, rng).mean() for i in compared]
-        b.p_value = conformal_p(subsample(b.values, k, rng).mean(), null)
-    return run_verdicts([b.p_value for b in books], [b.reasons for b in books], None, config.alpha)
+        rank = matched_rank(b.values, [t.values for t in usable], rng, nonmembers_needed(config.alpha))
+        b.p_value, b.library_texts = rank.p_value, rank.texts
+        b.compared_at = rank.passages if rank.p_value is not None else None
+        b.reasons += [r for r in (floor, _too_few_compared(b, len(usable), config)) if r is not None]
+    smallest = [smallest_p(b.library_texts) if b.p_value is not None else None for b in books]
+    return run_verdicts([b.p_value for b in books], [b.reasons for b in books], None, config.alpha, smallest=smallest)
 
 
 def probe_audit(docs, library_docs, writer: Writer, config: ProbeConfig, sources: dict, seed: int, progress=False):

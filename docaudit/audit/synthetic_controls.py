@@ -7,8 +7,9 @@ prefix from the generator (cached by book, generator and settings, reused across
 suffix after the same context in bits per byte; the per-passage contrast real − mean synthetic (minus the same
 contrast under a reference model that cannot have seen the book, when one is given); the book's mean contrast with
 an interval that holds when neighbouring passages depend on each other. The p-value is the book's rank among a
-null library of never-seen texts treated the same way whose passages lie at least as close together as the
-book's, every text compared at the same number of passages; with a
+null library of never-seen texts treated the same way, at matched geometry: every text's passages lie one in each
+consecutive stretch of ``stretch_tokens``, and each library text long enough to hold the book's layout is compared
+through as many consecutive passages as the book has (``inference.matched``); with a
 reference model alone the book is "inconclusive" (measured: that null is not valid).
 A placebo (a synthetic suffix in the real one's
 place) and, with both a reference and a library, the reference's own contrast outside the library's range turn the
@@ -26,17 +27,10 @@ from pathlib import Path
 import numpy as np
 
 from docaudit.config import ControlsConfig
-from docaudit.corpus.segments import spread_starts
+from docaudit.corpus.segments import stretch_starts
 from docaudit.errors import DocauditError
-from docaudit.inference.controls import (
-    BlockMean,
-    at_least_as_dense,
-    block_mean,
-    contrasts,
-    dependent_interval,
-    library_rank,
-    mean_gap,
-)
+from docaudit.inference.controls import BlockMean, block_mean, contrasts, dependent_interval
+from docaudit.inference.matched import matched_rank
 from docaudit.inference.verdicts import Reason, nonmembers_needed, run_verdicts
 from docaudit.io import atomic_write_text
 from docaudit.query import rates
@@ -76,12 +70,12 @@ class Passage:
 
 @dataclass
 class BookControls:
-    """One text's test: its length in generator tokens (``tokens``, which with ``passages`` sets how close together
-    its passages lie), its statistic (``contrast``), the placebo's, the target's and the reference's own mean
-    contrasts, its per-passage contrasts in book order (``deltas``, the statistic's, net of the reference when one
-    is given) and the 95% interval of its expected contrast, its p-value with the passages and library texts it
-    was ranked at (``library_texts``, of the ``library_eligible`` whose passages lie at least as close together as
-    its own), the reasons that make it inconclusive, and its cost."""
+    """One text's test: its length in generator tokens (``tokens``), its passage count (one per stretch of
+    ``stretch_tokens`` it holds, up to ``passages``), its statistic (``contrast``), the placebo's, the target's and the
+    reference's own mean contrasts, its per-passage contrasts in book order (``deltas``, the statistic's, net of the
+    reference when one is given) and the 95% interval of its expected contrast, its p-value with the passages and
+    library texts it was ranked at (``library_texts``, the library texts long enough to hold its layout, of the
+    ``library_eligible`` other than itself), the reasons that make it inconclusive, and its cost."""
 
     id: str
     path: str
@@ -112,9 +106,9 @@ class BookControls:
 
 
 def passage_starts(n_tokens: int, config: ControlsConfig, rng: np.random.Generator) -> list[int]:
-    """Starts of non-overlapping passages, one at random in each of up to ``config.passages`` equal stretches of
-    the book (fewer when the book is short)."""
-    return spread_starts(n_tokens, config.passage_tokens, config.passages, rng)
+    """Starts of non-overlapping passages, one at random in each of up to ``config.passages`` consecutive stretches
+    of ``config.stretch_tokens`` from a random offset (fewer when the text is short): the layout of every text."""
+    return stretch_starts(n_tokens, config.passage_tokens, config.stretch_tokens, config.passages, rng)
 
 
 def _book_seed(seed: int, sha256: str) -> int:
@@ -276,8 +270,11 @@ def score_book(doc, written: tuple, models: dict, config: ControlsConfig) -> Boo
     out = BookControls(doc.id, str(doc.path), doc.sha256, len(passages), tokens)
     if len(passages) < 2 * config.block:
         out.reasons.append(
-            f"too short: {len(passages)} passages of {config.passage_tokens} generator tokens, "
-            f"fewer than two blocks of {config.block}"
+            Reason(
+                "too_short_for_layout",
+                f"too short: {len(passages)} passages (one per stretch of {config.stretch_tokens} generator tokens), "
+                f"fewer than two blocks of {config.block}",
+            )
         )
         return out
     scored = 0
@@ -309,61 +306,34 @@ def score_book(doc, written: tuple, models: dict, config: ControlsConfig) -> Boo
     return out
 
 
-def gap(book: BookControls, config: ControlsConfig) -> float:
-    """The mean gap between the text's neighbouring passages in generator tokens (``inference.controls.mean_gap``);
-    infinite when its length is unknown, so that such a text is never taken as dense enough."""
-    if book.tokens is None or book.passages < 1:
-        return float("inf")
-    return mean_gap(book.tokens, book.passages, config.passage_tokens)
-
-
-def dense_enough(book: BookControls, library: list[BookControls], config: ControlsConfig) -> list[BookControls]:
-    """The library texts, in order, whose passages lie at least as close together as the book's (a mean gap no
-    larger): the only texts the book is ranked among."""
-    keep = at_least_as_dense(gap(book, config), [gap(b, config) for b in library])
-    return [b for b, k in zip(library, keep) if k]
-
-
 def _rank_against(book: BookControls, usable: list[BookControls], config: ControlsConfig, seed: int) -> None:
     """The book's rank p-value among the library texts other than itself (a text with the book's SHA-256 is left
-    out of its own comparison) whose passages lie at least as close together as the book's, every text at one
-    passage count, the subsets drawn from ``seed`` and the book."""
+    out of its own comparison) at matched geometry (``inference.matched``: every text through as many consecutive
+    passages, the book's count or, where too few library texts hold it for a p-value below ``alpha``, the largest
+    count that enough of them hold, down to two blocks; the first passages drawn from ``seed`` and the book)."""
     others = [b for b in usable if b.sha256 != book.sha256]
-    dense = dense_enough(book, others, config)
-    deltas = [np.asarray(b.deltas) for b in dense]
-    rank = library_rank(book.deltas, deltas, 2 * config.block, stream(_book_seed(seed, book.sha256), "library_rank"))
-    book.library_texts, book.smallest_p, book.library_eligible = rank.texts, rank.smallest_p, len(dense)
-    typical = float(np.median([len(b.deltas) for b in others])) if others else 0.0
-    if len(book.deltas) < typical:
+    rng = stream(_book_seed(seed, book.sha256), "library_rank")
+    needed = nonmembers_needed(config.alpha)
+    rank = matched_rank(book.deltas, [b.deltas for b in others], rng, needed, 2 * config.block)
+    book.library_texts, book.smallest_p, book.library_eligible = rank.texts, rank.smallest_p, len(others)
+    book.p_value = rank.p_value
+    book.compared_passages = rank.passages if rank.p_value is not None else None
+    if rank.smallest_p < config.alpha:
+        return
+    layout = (
+        f"{rank.passages} passages, one in each of {rank.passages} consecutive stretches of {config.stretch_tokens} "
+        "generator tokens"
+    )
+    if rank.texts < len(others):
         book.reasons.append(
             Reason(
-                "shorter_than_library",
-                f"the book gives {len(book.deltas)} passages, fewer than the library's texts (median "
-                f"{typical:g}): its passages lie closer together than theirs, so its contrast is not shown to be "
-                "exchangeable with theirs (docs/methods.md)",
+                "library_too_short",
+                f"only {rank.texts} of the library's {len(others)} texts are long enough to hold the book's layout "
+                f"({layout}), too few for a p-value below --alpha {config.alpha:g}: a book is compared only with "
+                'texts whose passages lie as its own do (docs/methods.md, "Matched geometry")',
             )
         )
-    if len(dense) < len(others) and (rank.p_value is None or rank.smallest_p >= config.alpha):
-        book.reasons.append(
-            Reason(
-                "denser_than_library",
-                f"only {len(dense)} of the library's {len(others)} texts have passages at least as close together "
-                f"as the book's (a mean gap of {gap(book, config):.0f} generator tokens or less between neighbouring "
-                f"passages), too few for a p-value below --alpha {config.alpha:g}: a denser book's mean contrast "
-                "varies more than a sparser text's, so it is ranked only among texts at least as dense "
-                "(docs/methods.md)",
-            )
-        )
-        if rank.p_value is not None:
-            book.p_value, book.compared_passages = rank.p_value, rank.passages
-        return
-    if rank.p_value is None:
-        book.reasons.append(
-            Reason("too_small_library", f"no library text gave at least {2 * config.block} passages to compare")
-        )
-        return
-    book.p_value, book.compared_passages = rank.p_value, rank.passages
-    if rank.smallest_p >= config.alpha:
+    else:
         book.reasons.append(
             Reason(
                 "too_small_library",
@@ -402,7 +372,8 @@ def judge(books: list[BookControls], library: list[BookControls] | None, config:
                 f"outside the range seen on the never-seen library texts ({min(ref_null):+.4f} to "
                 f"{max(ref_null):+.4f})"
             )
-    return run_verdicts([b.p_value for b in books], [b.reasons for b in books], None, config.alpha)
+    smallest = [b.smallest_p if b.p_value is not None else None for b in books]
+    return run_verdicts([b.p_value for b in books], [b.reasons for b in books], None, config.alpha, smallest=smallest)
 
 
 def controls_audit(docs, library_docs, models: dict, config: ControlsConfig, run: RunContext = RunContext()) -> dict:

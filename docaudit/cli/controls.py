@@ -26,6 +26,7 @@ from docaudit.run import DocumentSpec
 
 SETTINGS = (
     "passages",
+    "stretch_tokens",
     "context_tokens",
     "prefix_tokens",
     "suffix_tokens",
@@ -61,8 +62,8 @@ SETTINGS = (
     "--preset",
     type=click.Choice(sorted(CONTROLS_PRESETS)),
     default=None,
-    help="Named settings (fast: 16 passages of 32+32+32 tokens, 3 suffixes; default: fast with the stored library, "
-    "else default); options given explicitly win.",
+    help="Named settings (fast: 16 passages of 32+32+32 tokens, one per 704 tokens, 3 suffixes; default: fast "
+    "with the stored library, else default); options given explicitly win.",
     section="method",
 )
 @field_options(ControlsConfig, *SETTINGS)

@@ -28,6 +28,7 @@ SETTINGS = (
     "statistic",
     "aggregate",
     "passages",
+    "stretch_words",
     "prompt_words",
     "continuation_words",
     "samples",

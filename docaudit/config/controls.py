@@ -22,19 +22,24 @@ MAX_TEMPERATURE = 100.0  # far above any useful sampling temperature (at 100, sa
 
 @dataclass(frozen=True)
 class ControlsConfig:
-    """Per book, ``passages`` passages are drawn across the whole book (one at random in each of as many equal
-    stretches), each a context of ``context_tokens``, a prefix of ``prefix_tokens`` and the real suffix of
-    ``suffix_tokens`` generator tokens. The generator writes ``samples`` suffixes for each context and prefix (pure
-    sampling at ``temperature``); the target scores the real and synthetic suffixes after the same context, in
-    bits per byte. The book's statistic is the mean per-passage contrast (its interval allows neighbouring passages
-    to correlate); the placebo's t-test takes its standard error from the means of ``block`` consecutive passages,
-    and a book needs two blocks. A null library
-    needs at least ``min_library`` texts (a library too small for its smallest p-value to reach ``alpha`` makes
-    the verdict "inconclusive" instead); the placebo (a synthetic suffix in place of the real one) turns the
-    verdict "inconclusive" when its contrast differs from 0 at level ``placebo_alpha``; ``alpha`` is the level of
-    the verdict after Benjamini–Hochberg over the run."""
+    """Per text (the book and every library text alike), up to ``passages`` passages, one at random in each of as many
+    consecutive stretches of ``stretch_tokens`` generator tokens from a random offset (the same layout in every text, so
+    a book is compared with library texts at matched geometry), each a context of ``context_tokens``, a prefix of
+    ``prefix_tokens`` and the real suffix of ``suffix_tokens`` generator tokens. The generator writes ``samples``
+    suffixes for each context and prefix (pure sampling at ``temperature``); the target scores the real and synthetic
+    suffixes after the same context, in bits per byte. The book's statistic is the mean per-passage contrast (its
+    interval allows neighbouring passages to correlate); the placebo's t-test takes its standard error from the means of
+    ``block`` consecutive passages, and a book needs two blocks. A null library needs at least ``min_library`` texts (a
+    library too small for its smallest p-value to reach ``alpha`` makes the verdict "inconclusive" instead); the placebo
+    (a synthetic suffix in place of the real one) turns the verdict "inconclusive" when its contrast differs from 0 at
+    level ``placebo_alpha``; ``alpha`` is the level of the verdict after Benjamini–Hochberg over the run."""
 
-    passages: int = setting(32, "Passages sampled per book, one per equal stretch of it.", "method")
+    passages: int = setting(32, "Most passages per text, one in each stretch of --stretch-tokens.", "method")
+    stretch_tokens: int = setting(
+        352,
+        "Stretch of text holding one passage, in generator tokens (the same in the book and the library).",
+        "method",
+    )
     context_tokens: int = setting(48, "Context before each prefix, in generator tokens.", "method")
     prefix_tokens: int = setting(48, "Prefix the generator continues, in generator tokens.", "method")
     suffix_tokens: int = setting(48, "Suffix length (real and synthetic), in generator tokens.", "method")
@@ -77,6 +82,12 @@ class ControlsConfig:
                 f"--passages x --samples x --suffix-tokens asks for {generated:,} generated tokens per book, more "
                 f"than the {MAX_GENERATED_TOKENS:,} allowed (about a day of generation on a GPU)"
             )
+        check_count("--stretch-tokens", self.stretch_tokens, 1, MAX_PASSAGE_TOKENS * MAX_SNIPPETS)
+        if self.stretch_tokens < self.passage_tokens:
+            raise DocauditError(
+                f"--stretch-tokens {self.stretch_tokens} must hold a passage of {self.passage_tokens} tokens "
+                "(--context-tokens + --prefix-tokens + --suffix-tokens)"
+            )
         if self.passages < 2 * self.block:
             raise DocauditError(f"--passages {self.passages} must give at least two blocks of --block {self.block}")
 
@@ -101,6 +112,7 @@ class ControlsConfig:
         they key its cache; the same seed gives the same key as when the seed was a setting here)."""
         key = {
             "passages": self.passages,
+            "stretch_tokens": self.stretch_tokens,
             "context_tokens": self.context_tokens,
             "prefix_tokens": self.prefix_tokens,
             "suffix_tokens": self.suffix_tokens,
@@ -117,8 +129,17 @@ class ControlsConfig:
 #: Named settings of ``controls --preset``. ``fast``: 16 passages of 32 + 32 + 32 generator tokens and 3 synthetic
 #: suffixes (one serves the placebo), 1,536 generated and about 6,200 scored tokens per book and scoring model
 #: instead of 6,144 and 23,200: sized so that one book with the embedded Gemma as generator and target stays within
-#: about 15 CPU minutes on 2 cores (measured in docs/benchmarks.md); 16 passages still give 4 blocks of 4.
+#: about 15 CPU minutes on 2 cores (measured in docs/benchmarks.md); 16 passages still give 4 blocks of 4. Stretches
+#: of 352 (default) and 704 (fast) tokens lay the passages across about 11,300 generator tokens, the length of the
+#: 8,000-word excerpts of the shipped library, so a book at least that long gets every passage.
 CONTROLS_PRESETS: dict[str, dict] = {
     "default": {},
-    "fast": {"passages": 16, "context_tokens": 32, "prefix_tokens": 32, "suffix_tokens": 32, "samples": 3},
+    "fast": {
+        "passages": 16,
+        "stretch_tokens": 704,
+        "context_tokens": 32,
+        "prefix_tokens": 32,
+        "suffix_tokens": 32,
+        "samples": 3,
+    },
 }

@@ -19,18 +19,18 @@ MAX_SAMPLES = 1_000
 
 @dataclass(frozen=True)
 class ProbeConfig:
-    """Per text, ``passages`` passages are drawn across it (one at random in each of as many equal stretches,
-    counted in words). ``ngram``: the model continues a passage's first ``prompt_words`` words ``samples`` times
-    (at most ``new_tokens`` tokens each, at ``temperature``), each continuation compared with the real next
-    ``continuation_words`` words by the authors' ``statistic`` (creativity index over n = 2..12, or coverage),
-    ``aggregate`` over the samples. ``decop``: a passage of ``decop_words`` words and three paraphrases of it asked
-    in all 24 orders, answers of at most ``answer_tokens`` tokens at temperature 0; a text whose share of unreadable
-    answers exceeds ``max_unreadable`` is inconclusive, and every text is when the library's accuracy is within
-    ``floor_margin`` of 1/4 (the position-bias floor: the model does not read the options). The text's statistic is
-    the mean over its passages, ranked against the same of a null library of at least ``min_library`` texts at the
-    text's own passage count; ``alpha`` is the level after Benjamini–Hochberg over the run. ``endpoint``: the
-    server's chat or completions endpoint. ``price_prompt`` and ``price_completion`` (per token) give ``--dry-run``'s
-    cost."""
+    """Per text, up to ``passages`` passages are drawn across it, one at random in each of as many consecutive stretches
+    of ``stretch_words`` words from a random offset (the same layout in every text: matched geometry). ``ngram``: the
+    model continues a passage's first ``prompt_words`` words ``samples`` times (at most ``new_tokens`` tokens each, at
+    ``temperature``), each continuation compared with the real next ``continuation_words`` words by the authors'
+    ``statistic`` (creativity index over n = 2..12, or coverage), ``aggregate`` over the samples. ``decop``: a passage
+    of ``decop_words`` words and three paraphrases of it asked in all 24 orders, answers of at most ``answer_tokens``
+    tokens at temperature 0; a text whose share of unreadable answers exceeds ``max_unreadable`` is inconclusive, and
+    every text is when the library's accuracy is within ``floor_margin`` of 1/4 (the position-bias floor: the model does
+    not read the options). The text's statistic is the mean over its passages, ranked against a null library of at least
+    ``min_library`` texts, each long enough to hold the text's layout taken through as many consecutive passages;
+    ``alpha`` is the level after Benjamini–Hochberg over the run. ``endpoint``: the server's chat or completions
+    endpoint. ``price_prompt`` and ``price_completion`` (per token) give ``--dry-run``'s cost."""
 
     probe: str = setting(
         "ngram",
@@ -42,7 +42,10 @@ class ProbeConfig:
     endpoint: str = setting(
         "chat", "The server's endpoint: chat (/chat/completions) or completions.", "openai", choices=ENDPOINTS
     )
-    passages: int = setting(16, "Passages per text, one at random in each equal stretch of it.", "method")
+    passages: int = setting(16, "Most passages per text, one in each stretch of --stretch-words.", "method")
+    stretch_words: int = setting(
+        500, "Stretch of text holding one passage, in words (the same in the book and the library).", "method"
+    )
     prompt_words: int = setting(50, "ngram: words of a passage's opening the model continues.", "method")
     continuation_words: int = setting(50, "ngram: words of the real continuation compared with.", "method")
     samples: int = setting(4, "ngram: continuations sampled per passage.", "method")
@@ -81,6 +84,11 @@ class ProbeConfig:
         check_count("--passages", self.passages, 1, MAX_PASSAGES)
         for name in ("prompt_words", "continuation_words", "decop_words"):
             check_count(f"--{name.replace('_', '-')}", getattr(self, name), 1, MAX_WORDS)
+        check_count("--stretch-words", self.stretch_words, 1, MAX_WORDS * MAX_PASSAGES)
+        if self.stretch_words < self.passage_words:
+            raise DocauditError(
+                f"--stretch-words {self.stretch_words} must hold a passage of {self.passage_words} words"
+            )
         check_count("--samples", self.samples, 1, MAX_SAMPLES)
         check_count("--new-tokens", self.new_tokens, 1, MAX_TOKENS)
         check_count("answer_tokens", self.answer_tokens, 1, MAX_TOKENS)

@@ -127,11 +127,16 @@ def _joined(parts: list[Segment], text: str, min_words: int) -> list[Segment]:
     return out
 
 
-def spread_starts(n_units: int, length: int, count: int, rng) -> list[int]:
-    """Starts of up to ``count`` non-overlapping runs of ``length`` units across ``n_units``, one at random (from
-    the NumPy generator ``rng``) in each of as many equal stretches (fewer runs when the text is short)."""
-    n = min(count, n_units // length)
+def stretch_starts(n_units: int, length: int, width: int, count: int, rng) -> list[int]:
+    """Starts of up to ``count`` non-overlapping runs of ``length`` units, one at random (from the NumPy generator
+    ``rng``) in each of as many consecutive stretches of ``width`` units, the first stretch at a random offset in
+    the text (fewer runs when the text holds fewer whole stretches). Every text gets the same layout, the same
+    spacing whatever its length: ``k`` consecutive runs of one text lie as ``k`` runs of any other text do, which
+    is what makes a book's passages comparable with a library text's (docs/methods.md, "Matched geometry")."""
+    if width < length:
+        raise ValueError("a stretch must hold a run")
+    n = min(count, n_units // width)
     if n == 0:
         return []
-    width = n_units // n
-    return [k * width + int(rng.integers(0, width - length + 1)) for k in range(n)]
+    offset = int(rng.integers(0, n_units - n * width + 1))
+    return [offset + k * width + int(rng.integers(0, width - length + 1)) for k in range(n)]

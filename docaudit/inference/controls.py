@@ -1,6 +1,6 @@
 """The statistics of the paired synthetic-control test: per-passage contrasts, their mean with a batch-means
-standard error (the placebo's t-test) and an interval that allows neighbouring passages to correlate, and the rank
-p-value against a library of never-seen texts.
+standard error (the placebo's t-test) and an interval that allows neighbouring passages to correlate (the rank
+p-value against a library of never-seen texts is ``inference.matched``).
 
 Scores are oriented so that higher means more likely under the model (minus bits per byte). The contrast of a
 passage is the score of its real suffix minus the mean score of its synthetic suffixes; the placebo contrast puts
@@ -53,56 +53,6 @@ def block_mean(values, block: int) -> BlockMean:
     means = np.array([g.mean() for g in np.array_split(values, n_blocks)])
     se = float(means.std(ddof=1) / np.sqrt(n_blocks)) if n_blocks > 1 else float("nan")
     return BlockMean(float(values.mean()), se, n_blocks - 1)
-
-
-@dataclass(frozen=True)
-class LibraryRank:
-    """A book's rank p-value against the library: the number ``passages`` of passages every compared text gave
-    (a uniform subset, drawn without replacement), the book's mean contrast over its subset (``statistic``), the
-    number of library texts compared (``texts``) and the smallest p-value that number allows, 1/(texts + 1)."""
-
-    p_value: float | None
-    passages: int | None
-    statistic: float | None
-    texts: int
-
-    @property
-    def smallest_p(self) -> float:
-        return 1 / (self.texts + 1)
-
-
-def library_rank(book, library, min_passages: int, rng: np.random.Generator) -> LibraryRank:
-    """The conformal (rank) p-value of a book's per-passage contrasts ``book`` against each never-seen library
-    text's (``library``: one array per text), compared at one passage count as ``report`` compares snippet rates
-    (``snippet_rates.compared_count``, ``subsample``): the library texts with at least ``min_passages`` passages,
-    ``k`` the fewest passages among them and the book, and every text's statistic the mean contrast of ``k`` of its
-    passages drawn uniformly without replacement. ``p = (1 + #{library statistics ≥ the book's}) / (n + 1)``: under
-    H0 "the book's passages are exchangeable with a library text's" the ``n + 1`` statistics are exchangeable, so
-    ``P(p ≤ a) ≤ a`` for every ``a`` whatever their distribution (ties count against the book)."""
-    from docaudit.inference.snippet_rates import compared_count, subsample
-
-    book = np.asarray(book, dtype=float)
-    k, compared, _ = compared_count(len(book), [len(x) for x in library], min_passages)
-    if k is None:
-        return LibraryRank(None, None, None, int(compared.size))
-    statistic = float(subsample(book, k, rng).mean())
-    null = np.array([subsample(library[i], k, rng).mean() for i in compared])
-    return LibraryRank(float((1 + np.sum(null >= statistic)) / (len(null) + 1)), k, statistic, len(null))
-
-
-def mean_gap(tokens: int, passages: int, passage_tokens: int) -> float:
-    """The mean stretch of text, in generator tokens, between neighbouring passages of a text of ``tokens`` tokens
-    cut into ``passages`` passages of ``passage_tokens``: ``(tokens − passages · passage_tokens) / passages`` (one
-    passage at random in each of ``passages`` equal stretches leaves on average this much text after each)."""
-    return (tokens - passages * passage_tokens) / passages
-
-
-def at_least_as_dense(book_gap: float, gaps) -> np.ndarray:
-    """Which library texts (their mean gaps ``gaps``) have passages at least as close together as the book's.
-    Contrasts of passages correlate non-negatively and less the further apart they lie, so the mean of a denser
-    text varies at least as much as a sparser one's: ranking the book among texts at least as dense as itself
-    cannot make it look more extreme than it is (docs/methods.md)."""
-    return np.asarray(gaps, dtype=float) <= book_gap
 
 
 RHO_GRID = np.round(np.arange(0.0, 0.801, 0.05), 2)  # the lag-1 correlations the interval allows for

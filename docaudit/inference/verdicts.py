@@ -58,10 +58,13 @@ NEXT_STEPS = {
     "; for DE-COP with a paraphrase file, passages of this text in the file",
     "too_small_library": "give a null library of at least the number named of never-seen texts, each at least as "
     "long as the book (docaudit controls BOOK --null-library DIR, or docaudit probe BOOK --null-library DIR)",
-    "shorter_than_library": "judge it against a library of texts as short as the book (docaudit controls BOOK "
-    "--null-library DIR), or fewer --passages for the book and the library alike",
-    "denser_than_library": "give a library of texts as long as the book or shorter, so that their passages lie at "
-    "least as close together as the book's (docaudit controls BOOK --null-library DIR), or more never-seen texts",
+    "library_too_short": "give never-seen texts long enough to hold the book's layout (as many stretches as the "
+    "book's passages: --stretch-tokens for controls, --stretch-words for probe), or more of them (docaudit controls "
+    "BOOK --null-library DIR, or docaudit probe BOOK --null-library DIR)",
+    "too_short_for_layout": "give a longer text, or shorter stretches (--stretch-tokens for controls, --stretch-words "
+    "for probe) with a null library computed at them",
+    "unreachable_in_run": "give a null library of at least the number named of never-seen texts (each long enough to "
+    "hold the book's layout), or judge fewer books in one run (Benjamini-Hochberg over fewer books asks less of each)",
     "too_few_snippets": "give a longer book, or shorter snippets (--snippet-words) or fewer (--min-snippets) for every "
     "book",
 }
@@ -166,15 +169,59 @@ def too_few_nonmembers(n_nonmembers: int, alpha: float = DEFAULT_ALPHA) -> Reaso
     )
 
 
+def _q_at(p: float, others: list[float], method: str) -> float:
+    """The q-value a document would get at the p-value ``p``, the run's other p-values ``others`` unchanged."""
+    return bh_adjust([p, *others], method)[0]
+
+
+def reachable_size(others: list[float], alpha: float, method: str = "bh", limit: int = 10**7) -> int | None:
+    """The fewest null texts ``n`` whose smallest p-value 1/(n + 1) gives a q-value below ``alpha`` among the run's
+    other p-values ``others`` (the q-value grows with the p-value, so a search over ``n`` halves); None past
+    ``limit``."""
+    if _q_at(1 / (limit + 1), others, method) >= alpha:
+        return None
+    lo, hi = 0, limit  # q at 1/(lo + 1) >= alpha (or lo = 0), q at 1/(hi + 1) < alpha
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _q_at(1 / (mid + 1), others, method) < alpha:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def _unreachable(i: int, p_values, smallest, alpha: float, method: str) -> Reason | None:
+    """The reason document ``i`` (no evidence at ``alpha``) could not have got evidence in this run: even at its
+    smallest attainable p-value ``smallest[i]`` its q-value over the run's other p-values would not be below
+    ``alpha``; None where it could."""
+    others = [p for j, p in enumerate(p_values) if j != i and p is not None]
+    if smallest[i] is None or _q_at(smallest[i], others, method) < alpha:
+        return None
+    texts = int(round(1 / smallest[i])) - 1
+    needed = reachable_size(others, alpha, method)
+    more = "no library size would reach it" if needed is None else f"{needed} would reach it"
+    return Reason(
+        "unreachable_in_run",
+        f"evidence was out of reach in this run: ranked among {texts} never-seen texts the smallest p-value is "
+        f"1/{texts + 1} = {smallest[i]:.3g}, and {ADJUSTMENTS[method]} over the run's {len(others) + 1} documents "
+        f"would not bring even that below {alpha:g}; {more}",
+    )
+
+
 def run_verdicts(
-    p_values, reasons, n_nonmembers: int | None, alpha: float = DEFAULT_ALPHA, method: str = "bh"
+    p_values, reasons, n_nonmembers: int | None, alpha: float = DEFAULT_ALPHA, method: str = "bh", smallest=None
 ) -> list[Verdict]:
     """The verdicts of a run's documents. Gates first: a document is "inconclusive" when ``reasons[i]`` (a list of
     :class:`Reason` or sentences) is not empty, when it has no p-value, or when too few known non-members make
     evidence unreachable (``n_nonmembers``: the size of the null reference set, None when there is none). Then
     q-values (:func:`bh_adjust` with ``method``) over the documents that passed every gate, and :func:`decide` for
     each of them; a gated document has no q-value. (Gating after the adjustment can raise the false discovery rate:
-    removing rejected documents leaves the false ones in a smaller set of discoveries, docs/methods.md.)"""
+    removing rejected documents leaves the false ones in a smaller set of discoveries, docs/methods.md.) Last, with
+    ``smallest`` (per document its smallest attainable p-value, or None), a document without evidence that could
+    not have got it even at that p-value, the run's other q-values' inputs unchanged, is "inconclusive"
+    (``unreachable_in_run``, naming the null size that would reach it): "no evidence" says the test could have
+    found evidence and did not. This only renames verdicts that are not evidence, so the evidence found, and the
+    false discovery rate, are unchanged."""
     p_values = list(p_values)
     why = [[as_reason(r) for r in reasons[i]] for i in range(len(p_values))]
     few = None if n_nonmembers is None else too_few_nonmembers(n_nonmembers, alpha)
@@ -185,6 +232,9 @@ def run_verdicts(
     q_values = bh_adjust(passed, method)
     out = []
     for i, (p, q) in enumerate(zip(p_values, q_values)):
+        if smallest is not None and passed[i] is not None and decide(p, q, alpha).verdict == NO_EVIDENCE:
+            if (out_of_reach := _unreachable(i, passed, smallest, alpha, method)) is not None:
+                why[i].append(out_of_reach)
         v = decide(p, q, alpha, inconclusive_reason="; ".join(r.text for r in why[i]) or None)
         found = tuple(why[i]) or ((Reason("no_p_value", v.reason),) if v.verdict == INCONCLUSIVE else ())
         out.append(Verdict(v.verdict, v.reason, v.p_value, v.q_value, tuple(r.code for r in found), found))

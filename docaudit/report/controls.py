@@ -12,8 +12,9 @@ from docaudit.report.verdicts import _num, own_reasons, shared_reasons
 def controls_rows(result: dict) -> list[dict]:
     """One flat row per judged book: verdict (with its reasons' codes and next steps), p and q with the smallest p
     the library allows and what the book was ranked at, the contrast (bits per byte) with its 95% interval, the
-    placebo's, the target's and the reference's own contrasts, passages and cost (``library_eligible``: the library
-    texts whose passages lie at least as close together as the book's, the only ones it is ranked among)."""
+    placebo's, the target's and the reference's own contrasts, passages and cost (``library_texts``: the library
+    texts long enough to hold the book's layout, the ones it is ranked among; ``library_eligible``: the library's
+    texts other than the book)."""
     rows = []
     for book, verdict in zip(result["books"], result["verdicts"]):
         low, high = book.interval or (None, None)
@@ -89,8 +90,8 @@ def format_controls(result: dict) -> str:
         if row["smallest_p"] is not None:
             lines.append(
                 f"  ranked among {row['library_texts']} never-seen texts at {_num(row['compared_passages'])} "
-                f"passages ({_num(row['library_eligible'])} of the library's texts have passages at least as close "
-                f"together as the book's): smallest attainable p-value {row['smallest_p']:.3g}"
+                f"passages laid out as the book's (of the library's {_num(row['library_eligible'])}, those long "
+                f"enough to hold them): smallest attainable p-value {row['smallest_p']:.3g}"
             )
         lines.append("")
     return "\n".join(lines).rstrip()

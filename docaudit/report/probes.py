@@ -30,6 +30,7 @@ def probe_rows(result: dict) -> list[dict]:
                 "values": list(book.values),
                 "passages": len(book.values),
                 "compared_at": book.compared_at,
+                "library_texts": book.library_texts,
                 "unreadable": book.unreadable,
                 "requests": book.cost.get("requests"),
                 "cached": book.cost.get("cached"),
@@ -72,7 +73,8 @@ def format_probe(result: dict) -> str:
         lines += [f"{row['name']} ({row['file']})", f"  {verdict_line(row)}"]
         compared = row["compared_at"] or "n/a"
         lines.append(
-            f"  statistic {_num(row['statistic'])}  passages {row['passages']}  compared at {compared}  "
+            f"  statistic {_num(row['statistic'])}  passages {row['passages']}  compared at {compared} with "
+            f"{row['library_texts'] if row['library_texts'] is not None else 'n/a'} library texts  "
             f"p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  requests {row['requests']} "
             f"(cached {row['cached']})"
         )
