@@ -1,0 +1,137 @@
+"""p_z of a book's examples: the probability that a model writes an example's suffix given its prefix, under greedy
+decoding and under top-k sampling at a temperature, as Cooper et al. (2025) define it
+(``pasta41/book-extraction-science``, ``script/memorization/pz.py``, ``compute_logprob_batch``; checked against it
+in tests/test_extract.py).
+
+Their definition, exactly: at each suffix position the logits are divided by the temperature, every logit below
+the k-th largest is dropped (so logits tied with the k-th are all kept) and the rest renormalized; log p_z is the
+sum over the suffix of the true token's log-probability under that distribution, −inf (p_z = 0) as soon as one
+true token was dropped. Greedy is k = 1: the tokens tied for the largest logit share the probability, so greedy
+p_z is 1 when every suffix token is the only argmax, 1/m per position where it ties with m − 1 others, and 0 when
+one is not an argmax.
+
+A transformers model runs here: the examples' trunk ``batch_size`` at a time, the LM head only on the positions that
+predict a suffix token, and each row reduced to what p_z needs (the target's logit, the top-k values, the count
+tied with the k-th and the largest), so no [positions, vocabulary] probability table is kept."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from docaudit.errors import ModelError
+from docaudit.query.lazy import inference_mode, torch
+from docaudit.query.loaded import LoadedModel
+from docaudit.query.stats import bos_per_window
+
+
+@dataclass
+class Pz:
+    """Per example, the natural log of p_z under greedy decoding and under top-k sampling (−inf where p_z is 0),
+    float64."""
+
+    greedy: np.ndarray
+    sampled: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> Pz:
+        return cls(np.full(n, -np.inf), np.full(n, -np.inf))
+
+
+def example_starts(n_tokens: int, example_tokens: int, stride: int) -> np.ndarray:
+    """The first token of each example of ``example_tokens`` tokens every ``stride`` tokens of a text of
+    ``n_tokens`` (none when the text is shorter than one example)."""
+    return np.arange(0, max(0, n_tokens - example_tokens + 1), stride, dtype=np.int64)
+
+
+def require_logits(lm) -> None:
+    """Refuse, in one line, a model whose logits over the whole vocabulary cannot be read here (p_z needs the
+    k largest logits of every suffix position): a server, or llama.cpp."""
+    config = getattr(lm, "config", lm)
+    if config.backend == "openai":
+        raise ModelError(
+            "extract needs the model's logits over the whole vocabulary at every suffix position; a server gives at "
+            "most the top-n log-probabilities of its own tokens, so greedy and top-k p_z cannot be computed exactly: "
+            "run the model in this process (--model with a local folder, hub id or .gguf)"
+        )
+    if config.backend != "transformers":
+        raise ModelError(
+            f"extract runs a model through transformers in this process, not {config.backend}: use --backend "
+            "transformers (a .gguf is converted once)"
+        )
+
+
+def kept_logp(z, zt, k: int):
+    """The log-probability of the logits ``zt`` (one per row of ``z`` [rows, vocabulary]) under top-``k``
+    sampling: −inf where ``zt`` is below the row's k-th largest logit, else ``zt`` less the log-sum-exp of the
+    logits kept (the k largest and any tied with the k-th beyond them), in float64."""
+    top = torch.topk(z, min(k, z.shape[1]), dim=1).values
+    kth = top[:, -1]
+    ties = ((z == kth[:, None]).sum(1) - (top == kth[:, None]).sum(1)).double()
+    lse = torch.logsumexp(top.double(), dim=1)
+    lse = torch.where(ties > 0, torch.logaddexp(lse, kth.double() + torch.log(ties.clamp(min=1))), lse)
+    return torch.where(zt >= kth, zt.double() - lse, -math.inf)
+
+
+def position_logp(z, targets, top_k: int, temperature: float) -> tuple:
+    """For float32 logits ``z`` [rows, vocabulary] and the true ``targets`` [rows]: the true token's log-probability
+    under greedy decoding (k = 1) and under top-``top_k`` sampling of ``z / temperature``, each float64 [rows]."""
+    zt = z.gather(1, targets[:, None])[:, 0]
+    greedy = kept_logp(z, zt, 1)
+    if temperature != 1.0:
+        z, zt = z / temperature, zt / temperature
+    return greedy, kept_logp(z, zt, top_k)
+
+
+def pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix: int, settings: tuple) -> Pz:
+    """:class:`Pz` of the examples of ``ids`` (the book's token ids) beginning at ``starts``, each ``prefix`` then
+    ``suffix`` tokens after the model's BOS when its tokenizer uses one; ``settings`` is ``(top_k, temperature,
+    batch_size)``."""
+    require_logits(lm)
+    if not isinstance(lm.model, torch.nn.Module):
+        raise ModelError("extract needs a torch model run in this process (--backend transformers)")
+    if lm.max_positions is not None and prefix + suffix + 1 > lm.max_positions:
+        raise ModelError(
+            f"an example of {prefix} + {suffix} tokens is longer than the model's {lm.max_positions} positions: "
+            "lower --prefix-tokens or --suffix-tokens"
+        )
+    return _trunk_pz(lm, ids, starts, prefix, suffix, settings)
+
+
+@inference_mode
+def _trunk_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix: int, settings) -> Pz:
+    from docaudit.query.decode import shared_head
+
+    top_k, temperature, batch_size = settings
+    model = lm.model
+    model.eval()
+    trunk, head, rows = shared_head(model, lm.device)
+    bos = bos_per_window(lm.tokenizer)
+    head_ids = [] if bos is None else [bos]
+    width = len(head_ids) + prefix + suffix
+    # the positions that predict a suffix token (the one before each suffix token)
+    predict = np.arange(width - suffix - 1, width - 1)
+    out = Pz.empty(len(starts))
+    buffer = torch.empty(rows, lm.vocab_size, dtype=torch.float32, device=lm.device)
+    book = np.asarray(ids, dtype=np.int64)
+    for lo in range(0, len(starts), batch_size):
+        batch = starts[lo : lo + batch_size]
+        tokens = np.empty((len(batch), width), dtype=np.int64)
+        tokens[:, : len(head_ids)] = head_ids
+        tokens[:, len(head_ids) :] = book[batch[:, None] + np.arange(prefix + suffix)]
+        flat = torch.as_tensor(tokens, device=lm.device)
+        index = torch.as_tensor((np.arange(len(batch))[:, None] * width + predict).reshape(-1), device=lm.device)
+        hidden = trunk(flat).reshape(len(batch) * width, -1)[index]
+        targets = flat.reshape(-1)[index + 1]
+        greedy = torch.empty(len(index), dtype=torch.float64)
+        sampled = torch.empty(len(index), dtype=torch.float64)
+        for at in range(0, len(index), rows):
+            part = hidden[at : at + rows]
+            z = head(part, buffer[: len(part)])
+            g, s = position_logp(z, targets[at : at + rows], top_k, temperature)
+            greedy[at : at + len(part)], sampled[at : at + len(part)] = g.cpu(), s.cpu()
+        out.greedy[lo : lo + len(batch)] = greedy.view(len(batch), suffix).sum(1).numpy()
+        out.sampled[lo : lo + len(batch)] = sampled.view(len(batch), suffix).sum(1).numpy()
+    return out
