@@ -41,6 +41,7 @@ from docaudit.api.data import (
     data_check,
     dataset_test,
 )
+from docaudit.api.extract import BookExtraction, ExtractRequest, ExtractResult, extract_books
 from docaudit.api.lab import (
     LabOutcome,
     LabRequest,
@@ -69,6 +70,10 @@ from docaudit.api.scores import (
 from docaudit.run import DetectorSpec, DocumentSpec, ModelSpec, RunContext
 
 __all__ = [
+    "BookExtraction",
+    "ExtractRequest",
+    "ExtractResult",
+    "extract_books",
     "ProbeRequest",
     "ProbeResult",
     "probe",
