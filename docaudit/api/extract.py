@@ -102,7 +102,8 @@ def extract_books(request: ExtractRequest) -> ExtractResult:
         "books": books,
         "library": [library_record(t) for t in found["library"]],
         "skipped": reading.skips.as_json(),
-        "inputs": document_records(docs, "judged") + document_records([t.document for t in found["library"]], "library"),
+        "inputs": document_records(docs, "judged")
+        + document_records([t.document for t in found["library"]], "library"),
         "model": model_record(lm),
     }
     rows = [row for t in texts for row in example_rows(t, settings)]

@@ -111,7 +111,7 @@ def format_extract(body: dict) -> str:
         for passage in book["passages"][:3]:
             quoted = " ".join(passage["text"].split())
             quoted = quoted if len(quoted) <= 160 else quoted[:157] + "..."
-            lines.append(f"  [{passage['char_start']:,}-{passage['char_end']:,}] \"{quoted}\"")
+            lines.append(f'  [{passage["char_start"]:,}-{passage["char_end"]:,}] "{quoted}"')
         lines.append("")
     return "\n".join(lines).rstrip()
 
