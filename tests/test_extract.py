@@ -114,3 +114,124 @@ def test_the_reference_masks_as_documented():
     assert math.isclose(
         float(torch.log_softmax(kept, -1)[0, 0, 1]), 1.0 - math.log(math.exp(3) + 2 * math.e), rel_tol=1e-6
     )
+
+
+def _slow_share(starts, log_pz, offset, length, n_tokens, n, p) -> tuple[float, int]:
+    """The extractable share and the longest run, token by token: whether each token lies in the suffix of an
+    example whose 1 - (1 - p_z)^n reaches p."""
+    inside = [False] * n_tokens
+    for start, value in zip(starts, log_pz):
+        if value != -math.inf and 1 - (1 - math.exp(value)) ** n >= p:
+            for t in range(start + offset, start + offset + length):
+                inside[t] = True
+    longest = run = 0
+    for flag in inside:
+        run = run + 1 if flag else 0
+        longest = max(longest, run)
+    return sum(inside) / n_tokens, longest
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_the_shares_and_the_longest_run_agree_with_a_token_by_token_count(n):
+    from docaudit.audit.extraction import TextExtraction, summarize
+    from docaudit.config import ExtractConfig
+    from docaudit.corpus.base import Document
+    from docaudit.query.extraction import Pz
+
+    rng = np.random.default_rng(n)
+    n_tokens = 1000
+    config = ExtractConfig(prefix_tokens=20, suffix_tokens=15, stride=4, n=n, p=0.01)
+    starts = example_starts(n_tokens, config.example_tokens, config.stride)
+    sampled = np.where(rng.random(len(starts)) < 0.2, np.log(rng.uniform(0.001, 0.05, len(starts))), -np.inf)
+    greedy = np.where(rng.random(len(starts)) < 0.1, 0.0, -np.inf)
+    offsets = np.stack([np.arange(n_tokens) * 3, np.arange(n_tokens) * 3 + 2], axis=1)
+    doc = Document("b", "b.txt", "x" * 3000, "0" * 64)
+    text = TextExtraction(doc, "judged", starts, Pz(greedy, sampled), offsets, n_tokens)
+    summarize(text, config)
+    share, longest = _slow_share(starts, sampled, 20, 15, n_tokens, n, config.p)
+    assert 0 < share < 1
+    assert text.summary["extractable_share"] == pytest.approx(share, abs=1e-12)
+    assert text.summary["longest_run_tokens"] == longest
+    assert text.summary["greedy_share"] == pytest.approx(_slow_share(starts, greedy, 20, 15, n_tokens, 1, 1.0)[0])
+    assert text.passages[0]["token_end"] - text.passages[0]["token_start"] == longest
+    assert text.summary["max_pz"] == pytest.approx(float(np.exp(sampled.max())))
+
+
+@pytest.fixture(scope="module")
+def texts(tmp_path_factory):
+    """A book (a real text's slice) and three never-seen texts."""
+    root = tmp_path_factory.mktemp("extract_texts")
+    (root / "book.txt").write_text(corpus_text("members", corpus_ids("members", 1)[0], n_chars=2500), "utf-8")
+    (root / "library").mkdir()
+    for i, book in enumerate(corpus_ids("nonmembers", 3)):
+        (root / "library" / f"{i}.txt").write_text(corpus_text("nonmembers", book, n_chars=2000), "utf-8")
+    return root
+
+
+def test_extract_prints_and_writes_valid_outputs(texts, tiny_gpt2, tmp_path):
+    import json
+
+    import pandas as pd
+    from click.testing import CliRunner
+    from test_schemas import validate
+
+    from docaudit.cli import main
+
+    args = ["extract", str(texts / "book.txt"), "--null-library", str(texts / "library"), "--model", str(tiny_gpt2)]
+    args += ["--raw", "--stride", "25"]
+    shown = CliRunner().invoke(main, args)
+    assert shown.exit_code == 0, shown.output
+    assert "never-seen texts: median" in shown.stdout and "member" not in shown.stdout.replace("members", "")
+    printed = CliRunner().invoke(main, [*args, "--format", "json"])
+    output = json.loads(printed.stdout)
+    validate(output, "extract")
+    [book] = output["books"]
+    assert book["baseline"]["texts"] == 3 and len(output["library"]) == 3
+    assert [i["role"] for i in output["inputs"]] == ["judged", "library", "library", "library"]
+    written = CliRunner().invoke(main, [*args, "--out", str(tmp_path / "out")])
+    assert written.exit_code == 0, written.output
+    assert {p.name for p in (tmp_path / "out").iterdir()} >= {
+        "extract.json",
+        "extract.csv",
+        "extract.png",
+        "extract.html",
+    }
+    validate(json.loads((tmp_path / "out" / "extract.json").read_text("utf-8")), "extract")
+    rows = pd.read_csv(tmp_path / "out" / "extract.csv")
+    assert len(rows) == book["examples"] + sum(t["examples"] for t in output["library"])
+    # p_z = 0 is a null log p_z beside its flag, never -inf in the output
+    assert rows.pz_zero.any() and rows.log_pz[rows.pz_zero].isna().all() and rows.log_pz[~rows.pz_zero].notna().all()
+    assert "Infinity" not in (tmp_path / "out" / "extract.json").read_text("utf-8")
+    assert "never-seen texts" in (tmp_path / "out" / "extract.html").read_text("utf-8")
+
+
+def test_extract_refuses_bad_input_in_one_line(texts, tiny_gpt2, tmp_path):
+    from click.testing import CliRunner
+
+    from docaudit.cli import main
+    from docaudit.errors import BAD_INPUT, MODEL_UNAVAILABLE
+
+    (tmp_path / "tiny.txt").write_text("Only a few words here.", "utf-8")
+    book, model = str(texts / "book.txt"), ["--model", str(tiny_gpt2), "--raw"]
+    cases = [
+        ([str(tmp_path / "tiny.txt"), *model], BAD_INPUT, "fewer than one example"),
+        ([book, *model, "--stride", "0"], BAD_INPUT, "--stride 0"),
+        ([book, *model, "--stride", "-3"], BAD_INPUT, "--stride -3"),
+        ([book, *model, "--prefix-tokens", "300"], BAD_INPUT, "longer than the model's 256 positions"),
+        ([book, *model, "--max-tokens", "100"], BAD_INPUT, "more than --max-tokens 100"),
+        ([book, "--backend", "openai", "--model", "http://127.0.0.1:9/v1#m"], MODEL_UNAVAILABLE, "top-n"),
+    ]
+    for args, status, words in cases:
+        result = CliRunner().invoke(main, ["extract", *args])
+        assert result.exit_code == status, (args, result.output)
+        assert words in result.output and len(result.output.strip().splitlines()) == 1, result.output
+
+
+def test_dry_run_counts_the_examples_before_any_model_loads(texts, tmp_path):
+    from click.testing import CliRunner
+
+    from docaudit.cli import main
+
+    result = CliRunner().invoke(main, ["extract", str(texts / "book.txt"), "--model", str(tmp_path), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "examples" in result.output and "nothing was loaded" in result.output

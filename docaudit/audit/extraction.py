@@ -18,7 +18,7 @@ import numpy as np
 from docaudit.config import ExtractConfig
 from docaudit.corpus.base import Document, shown
 from docaudit.errors import DocauditError
-from docaudit.query.extraction import Pz, example_starts, pz
+from docaudit.query.extraction import Pz, check_fits, example_starts, pz
 from docaudit.query.loaded import LoadedModel
 from docaudit.query.tokens import encode_long
 
@@ -156,6 +156,7 @@ def baseline(book: TextExtraction, library: list[TextExtraction]) -> dict | None
 def extract_audit(books: list[Document], library: list[Document], lm: LoadedModel, config: ExtractConfig) -> dict:
     """Every book's and library text's extraction, each book beside the library. Every text is tokenized and
     checked (size, at least one example) before the model runs."""
+    check_fits(lm, config.prefix_tokens, config.suffix_tokens)
     texts = [(d, "judged", tokenize(d, lm, config)) for d in books]
     texts += [(d, "library", tokenize(d, lm, config)) for d in library if d.sha256 not in {b.sha256 for b in books}]
     done = [extract_text(d, role, lm, config, tokens) for d, role, tokens in texts]

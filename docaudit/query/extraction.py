@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from docaudit.errors import ModelError
+from docaudit.errors import DocauditError, ModelError
 from docaudit.query.lazy import inference_mode, torch
 from docaudit.query.loaded import LoadedModel
 from docaudit.query.stats import bos_per_window
@@ -85,6 +85,16 @@ def position_logp(z, targets, top_k: int, temperature: float) -> tuple:
     return greedy, kept_logp(z, zt, top_k)
 
 
+def check_fits(lm: LoadedModel, prefix: int, suffix: int) -> None:
+    """Refuse, in one line and before any weight loads, examples longer (with the BOS) than the model's positions."""
+    width = prefix + suffix + int(bos_per_window(lm.tokenizer) is not None)
+    if lm.max_positions is not None and width > lm.max_positions:
+        raise DocauditError(
+            f"an example of {prefix} + {suffix} tokens (--prefix-tokens, --suffix-tokens) is longer than the "
+            f"model's {lm.max_positions} positions"
+        )
+
+
 def pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix: int, settings: tuple) -> Pz:
     """:class:`Pz` of the examples of ``ids`` (the book's token ids) beginning at ``starts``, each ``prefix`` then
     ``suffix`` tokens after the model's BOS when its tokenizer uses one; ``settings`` is ``(top_k, temperature,
@@ -92,11 +102,7 @@ def pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix
     require_logits(lm)
     if not isinstance(lm.model, torch.nn.Module):
         raise ModelError("extract needs a torch model run in this process (--backend transformers)")
-    if lm.max_positions is not None and prefix + suffix + 1 > lm.max_positions:
-        raise ModelError(
-            f"an example of {prefix} + {suffix} tokens is longer than the model's {lm.max_positions} positions: "
-            "lower --prefix-tokens or --suffix-tokens"
-        )
+    check_fits(lm, prefix, suffix)
     return _trunk_pz(lm, ids, starts, prefix, suffix, settings)
 
 
