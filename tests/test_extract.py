@@ -235,3 +235,25 @@ def test_dry_run_counts_the_examples_before_any_model_loads(texts, tmp_path):
     result = CliRunner().invoke(main, ["extract", str(texts / "book.txt"), "--model", str(tmp_path), "--dry-run"])
     assert result.exit_code == 0, result.output
     assert "examples" in result.output and "nothing was loaded" in result.output
+
+
+def test_llamacpp_gives_the_p_z_of_transformers_on_the_same_weights(tmp_path, tiny_llama):
+    """A float32 GGUF of the tiny Llama through llama.cpp: the same examples, the same p_z up to the two
+    libraries' float32 kernels (the backends' tolerance)."""
+    pytest.importorskip("llama_cpp")
+    from test_gguf import write_gguf
+
+    hf = load_model(ModelConfig(model=str(tiny_llama), device="cpu"))
+    cpp = load_model(ModelConfig(model=str(write_gguf(tiny_llama, tmp_path / "tiny.gguf")), backend="llamacpp"))
+    ids = _book(hf)
+    assert (
+        cpp.tokenizer(" a b", add_special_tokens=False).input_ids
+        == hf.tokenizer(" a b", add_special_tokens=False).input_ids
+    )
+    starts = example_starts(len(ids), PREFIX + SUFFIX, 20)
+    ours = pz(cpp, ids, starts, PREFIX, SUFFIX, (40, 1.0, 4))
+    theirs = pz(hf, ids, starts, PREFIX, SUFFIX, (40, 1.0, 4))
+    for a, b in ((ours.greedy, theirs.greedy), (ours.sampled, theirs.sampled)):
+        assert np.array_equal(np.isneginf(a), np.isneginf(b))
+        np.testing.assert_allclose(a[np.isfinite(b)], b[np.isfinite(b)], atol=1e-3)
+    assert ours.greedy[0] == 0.0 and np.isfinite(ours.sampled[10])

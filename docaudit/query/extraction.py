@@ -12,7 +12,9 @@ one is not an argmax.
 
 A transformers model runs here: the examples' trunk ``batch_size`` at a time, the LM head only on the positions that
 predict a suffix token, and each row reduced to what p_z needs (the target's logit, the top-k values, the count
-tied with the k-th and the largest), so no [positions, vocabulary] probability table is kept."""
+tied with the k-th and the largest), so no [positions, vocabulary] probability table is kept. A ``.gguf`` through
+llama.cpp runs one example at a time, its suffix-predicting rows reduced the same way. A server is refused: it gives
+at most the top-n log-probabilities of a position, not the k-th largest logit and the kept set's sum."""
 
 from __future__ import annotations
 
@@ -56,10 +58,9 @@ def require_logits(lm) -> None:
             "most the top-n log-probabilities of its own tokens, so greedy and top-k p_z cannot be computed exactly: "
             "run the model in this process (--model with a local folder, hub id or .gguf)"
         )
-    if config.backend != "transformers":
+    if config.backend not in ("transformers", "llamacpp"):
         raise ModelError(
-            f"extract runs a model through transformers in this process, not {config.backend}: use --backend "
-            "transformers (a .gguf is converted once)"
+            f"extract runs a model in this process (--backend transformers or llamacpp), not {config.backend}"
         )
 
 
@@ -100,10 +101,40 @@ def pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix
     ``suffix`` tokens after the model's BOS when its tokenizer uses one; ``settings`` is ``(top_k, temperature,
     batch_size)``."""
     require_logits(lm)
+    check_fits(lm, prefix, suffix)
+    if lm.config.backend == "llamacpp":
+        return _llamacpp_pz(lm, ids, starts, prefix, suffix, settings)
     if not isinstance(lm.model, torch.nn.Module):
         raise ModelError("extract needs a torch model run in this process (--backend transformers)")
-    check_fits(lm, prefix, suffix)
     return _trunk_pz(lm, ids, starts, prefix, suffix, settings)
+
+
+def _examples(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, width: int) -> np.ndarray:
+    """The examples' ids as the model reads them, after the BOS when its tokenizer uses one: [examples, columns]."""
+    bos = bos_per_window(lm.tokenizer)
+    head = [] if bos is None else [bos]
+    tokens = np.empty((len(starts), len(head) + width), dtype=np.int64)
+    tokens[:, : len(head)] = head
+    tokens[:, len(head) :] = np.asarray(ids, dtype=np.int64)[starts[:, None] + np.arange(width)]
+    return tokens
+
+
+@inference_mode
+def _llamacpp_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix: int, settings) -> Pz:
+    """:func:`pz` through llama.cpp in process: one example at a time (its backend decodes one sequence), the
+    logits of the suffix-predicting rows reduced as for transformers."""
+    from docaudit.query.models import opened_backend
+
+    top_k, temperature, _ = settings
+    tokens = _examples(lm, ids, starts, prefix + suffix)
+    backend = opened_backend(lm, tokens.shape[1])
+    rows = slice(tokens.shape[1] - suffix - 1, tokens.shape[1] - 1)
+    out = Pz.empty(len(starts))
+    for i, window in enumerate(tokens):
+        z = torch.from_numpy(backend.logits(window.tolist(), rows))
+        greedy, sampled = position_logp(z, torch.from_numpy(window[rows.start + 1 :]), top_k, temperature)
+        out.greedy[i], out.sampled[i] = float(greedy.sum()), float(sampled.sum())
+    return out
 
 
 @inference_mode
@@ -114,20 +145,15 @@ def _trunk_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int,
     model = lm.model
     model.eval()
     trunk, head, rows = shared_head(model, lm.device)
-    bos = bos_per_window(lm.tokenizer)
-    head_ids = [] if bos is None else [bos]
-    width = len(head_ids) + prefix + suffix
+    examples = _examples(lm, ids, starts, prefix + suffix)
+    width = examples.shape[1]
     # the positions that predict a suffix token (the one before each suffix token)
     predict = np.arange(width - suffix - 1, width - 1)
     out = Pz.empty(len(starts))
     buffer = torch.empty(rows, lm.vocab_size, dtype=torch.float32, device=lm.device)
-    book = np.asarray(ids, dtype=np.int64)
     for lo in range(0, len(starts), batch_size):
         batch = starts[lo : lo + batch_size]
-        tokens = np.empty((len(batch), width), dtype=np.int64)
-        tokens[:, : len(head_ids)] = head_ids
-        tokens[:, len(head_ids) :] = book[batch[:, None] + np.arange(prefix + suffix)]
-        flat = torch.as_tensor(tokens, device=lm.device)
+        flat = torch.as_tensor(examples[lo : lo + batch_size], device=lm.device)
         index = torch.as_tensor((np.arange(len(batch))[:, None] * width + predict).reshape(-1), device=lm.device)
         hidden = trunk(flat).reshape(len(batch) * width, -1)[index]
         targets = flat.reshape(-1)[index + 1]
