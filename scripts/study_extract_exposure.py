@@ -1,10 +1,10 @@
 #!/usr/bin/env python
-"""What ``extract`` sees, measured: the extractable share of texts a tiny model was trained on 1, 4, 16 or 64
-times, against texts it never saw.
+"""What ``extract`` sees, measured: the extractable share of texts a tiny model saw more or fewer times in
+training, against texts it never saw.
 
 Real book excerpts (the shared corpus' members, ``--words`` words from the middle of each) are split at random
-into five groups of ``--per-group``: never trained on, and trained on 1, 4, 16 or 64 times (the text repeated in
-the training set; one epoch, the lab's trainer, ``docaudit.lab.target.train_target``, on a GPT-2 of the given
+into five groups of ``--per-group``: never trained on, and in the training set 1, 4, 16 or 64 times, for
+``--epochs`` epochs (exposures: copies times epochs; the lab's trainer, ``docaudit.lab.target.train_target``, on a GPT-2 of the given
 width). Every text then goes through ``extract``'s examples (50-token prefix, 50-token suffix, stride 10) and its
 shares at the default (n, p) = (1, 0.001) and greedy are reported per group, for each of ``--seeds`` trainings.
 
@@ -35,7 +35,7 @@ from docaudit.lab.target import train_target  # noqa: E402
 from docaudit.query.models import load_model  # noqa: E402
 from docaudit.run import RunContext  # noqa: E402
 
-EXPOSURES = (0, 1, 4, 16, 64)
+COPIES = (0, 1, 4, 16, 64)  # times a text is in the training set; each epoch sees every copy once
 
 
 def excerpts(n: int, words: int) -> list[str]:
@@ -48,11 +48,15 @@ def excerpts(n: int, words: int) -> list[str]:
     return out
 
 
-def one_seed(texts: list[str], per_group: int, seed: int, width: int) -> dict:
+def one_seed(texts: list[str], per_group: int, seed: int, args) -> dict:
     order = np.random.default_rng(seed).permutation(len(texts))
-    groups = {e: [texts[i] for i in order[g * per_group : (g + 1) * per_group]] for g, e in enumerate(EXPOSURES)}
-    members = [t for e, group in groups.items() for t in group for _ in range(e)]
-    config = TargetConfig(layers=2, width=width, heads=4, positions=128, vocab_size=1024, epochs=1, batch_size=16)
+    groups = {
+        c * args.epochs: [texts[i] for i in order[g * per_group : (g + 1) * per_group]] for g, c in enumerate(COPIES)
+    }
+    members = [t for e, group in groups.items() for t in group for _ in range(e // args.epochs)]
+    config = TargetConfig(
+        layers=2, width=args.width, heads=4, positions=128, vocab_size=1024, epochs=args.epochs, batch_size=args.batch
+    )
     with tempfile.TemporaryDirectory() as tmp:
         began = time.monotonic()
         model_dir = train_target(members, texts, tmp, config, context=RunContext(seed=seed, progress=False))
@@ -64,7 +68,7 @@ def one_seed(texts: list[str], per_group: int, seed: int, width: int) -> dict:
         }
         found = extract_audit([d for group in docs.values() for d in group], [], lm, ExtractConfig())
     summary = {}
-    for e in EXPOSURES:
+    for e in groups:
         rows = [t.summary for t in found["books"] if t.document.id.startswith(f"{e}-")]
         summary[e] = {
             "extractable_share": float(np.mean([r["extractable_share"] for r in rows])),
@@ -81,13 +85,15 @@ def main() -> None:
     parser.add_argument("--words", type=int, default=250)
     parser.add_argument("--width", type=int, default=128)
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=4, help="training batch (blocks of 128 tokens)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     torch.set_num_threads(1)
-    texts = excerpts(args.per_group * len(EXPOSURES), args.words)
-    results = [one_seed(texts, args.per_group, seed, args.width) for seed in range(args.seeds)]
+    texts = excerpts(args.per_group * len(COPIES), args.words)
+    results = [one_seed(texts, args.per_group, seed, args) for seed in range(args.seeds)]
     print(f"{'exposures':>9}  " + "  ".join(f"seed {r['seed']}: share / greedy / texts with any" for r in results))
-    for e in EXPOSURES:
+    for e in results[0]["groups"]:
         cells = [r["groups"][e] for r in results]
         print(
             f"{e:>9}  "
