@@ -127,19 +127,24 @@ def along(text: TextExtraction, settings: dict) -> tuple[np.ndarray, np.ndarray]
 
 
 def plot_extract(texts: list[TextExtraction], settings: dict, path: Path) -> None:
-    """One panel per book: the largest log10 p_z along it (top-k sampling; p_z = 0 drawn at the panel's floor), the
-    discoverability threshold, and the chapters ``map`` finds marked."""
+    """One panel per book: the largest log10 p_z along it (top-k sampling; stretches where every p_z is 0 as ticks
+    on the panel's floor), the discoverability threshold (dashed), and the chapters ``map`` finds marked."""
     from docaudit.corpus.segments import chapter_segments
     from docaudit.report.plots import _pyplot
 
     plt = _pyplot()
     fig, axes = plt.subplots(len(texts), 1, figsize=(9, 2.4 * len(texts)), squeeze=False, layout="constrained")
-    threshold = np.log10(1 - (1 - settings["p"]) ** (1 / settings["n"]))
+    threshold = np.log10(-np.expm1(np.log1p(-settings["p"]) / settings["n"]))  # the smallest discoverable p_z
     for ax, text in zip(axes[:, 0], texts):
         x, y = along(text, settings)
         floor = min(threshold, np.min(y[np.isfinite(y)], initial=threshold)) - 1
-        ax.plot(x, np.where(np.isfinite(y), y, floor), color="black", lw=0.9)
+        seen = np.isfinite(y)
+        ax.plot(x, np.where(seen, y, np.nan), color="black", lw=0.9, marker=".", ms=2)
+        ax.plot(x[~seen], np.full((~seen).sum(), floor), "|", color="0.6", ms=4)
         ax.axhline(threshold, color="#c44e52", lw=1, ls="--")
+        ax.set_ylim(floor - 0.5, max(threshold, np.max(y[seen], initial=threshold)) + 0.5)
+        ticks = [t for t in ax.get_yticks() if floor < t <= 0]
+        ax.set_yticks([floor, *ticks], ["p_z = 0", *(f"{t:g}" for t in ticks)])
         for segment in chapter_segments(text.document.text, LocalizeConfig().min_segment_words) or []:
             ax.axvline(segment.start, color="0.8", lw=0.6, zorder=0)
         ax.set_title(str(text.document.title or Path(text.document.path).name)[:80], fontsize=9, loc="left")
