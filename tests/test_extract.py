@@ -168,6 +168,7 @@ def texts(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_extract_prints_and_writes_valid_outputs(texts, tiny_gpt2, tmp_path):
     import json
 
@@ -237,6 +238,7 @@ def test_dry_run_counts_the_examples_before_any_model_loads(texts, tmp_path):
     assert "examples" in result.output and "nothing was loaded" in result.output
 
 
+@pytest.mark.slow
 def test_llamacpp_gives_the_p_z_of_transformers_on_the_same_weights(tmp_path, tiny_llama):
     """A float32 GGUF of the tiny Llama through llama.cpp: the same examples, the same p_z up to the two
     libraries' float32 kernels (the backends' tolerance)."""
@@ -257,3 +259,29 @@ def test_llamacpp_gives_the_p_z_of_transformers_on_the_same_weights(tmp_path, ti
         assert np.array_equal(np.isneginf(a), np.isneginf(b))
         np.testing.assert_allclose(a[np.isfinite(b)], b[np.isfinite(b)], atol=1e-3)
     assert ours.greedy[0] == 0.0 and np.isfinite(ours.sampled[10])
+
+
+@pytest.mark.slow
+def test_a_second_run_reads_the_cache_and_a_damaged_entry_is_a_miss(texts, tiny_gpt2, tmp_path, monkeypatch):
+    import docaudit.query.extraction as extraction
+    from docaudit import api
+    from docaudit.config import ExtractConfig
+    from docaudit.query.cache_entries import entries
+    from docaudit.run import DocumentSpec
+
+    monkeypatch.setattr(extraction, "CHUNK_EXAMPLES", 16)
+    request = api.ExtractRequest(
+        [texts / "book.txt"], ModelConfig(model=str(tiny_gpt2), device="cpu"), config=ExtractConfig(stride=7),
+        reading=DocumentSpec(raw=True),
+    )  # fmt: skip
+    first = api.extract_books(request)
+    found = entries("extraction")
+    assert len(found) == -(-first.books[0].examples // 16) > 1
+    (found[0]).write_text('{"format": 1, "key": "x", "greedy": [1.0], "sampled": []}', "utf-8")
+    (found[1]).write_text("not json", "utf-8")
+    runs = []
+    real = extraction.pz
+    monkeypatch.setattr(extraction, "pz", lambda *a: runs.append(len(a[2])) or real(*a))
+    second = api.extract_books(request)
+    assert runs == [16, 16]  # only the two damaged chunks ran again
+    assert second.rows == first.rows and second.books == first.books

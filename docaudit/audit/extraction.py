@@ -18,7 +18,7 @@ import numpy as np
 from docaudit.config import ExtractConfig
 from docaudit.corpus.base import Document, shown
 from docaudit.errors import DocauditError
-from docaudit.query.extraction import Pz, check_fits, example_starts, pz
+from docaudit.query.extraction import Pz, cached_pz, check_fits, example_starts
 from docaudit.query.loaded import LoadedModel
 from docaudit.query.tokens import encode_long
 
@@ -85,7 +85,7 @@ def extract_text(doc: Document, role: str, lm: LoadedModel, config: ExtractConfi
     starts = example_starts(len(ids), config.example_tokens, config.stride)
     began = time.monotonic()
     settings = (config.top_k, config.temperature, config.batch_size)
-    values = pz(lm, ids, starts, config.prefix_tokens, config.suffix_tokens, settings)
+    values = cached_pz(lm, ids, starts, config.prefix_tokens, config.suffix_tokens, settings)
     text = TextExtraction(doc, role, starts, values, offsets, len(ids), seconds=time.monotonic() - began)
     summarize(text, config)
     return text

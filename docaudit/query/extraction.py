@@ -18,6 +18,8 @@ at most the top-n log-probabilities of a position, not the k-th largest logit an
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from dataclasses import dataclass
 
@@ -94,6 +96,76 @@ def check_fits(lm: LoadedModel, prefix: int, suffix: int) -> None:
             f"an example of {prefix} + {suffix} tokens (--prefix-tokens, --suffix-tokens) is longer than the "
             f"model's {lm.max_positions} positions"
         )
+
+
+CACHE_FORMAT = 1
+CHUNK_EXAMPLES = 256  # examples per cache entry: a stopped run resumes from its last finished chunk
+
+
+def _entry(lm: LoadedModel, examples: np.ndarray, suffix: int, settings: tuple):
+    """The cache file of a chunk of examples (their ids as read, BOS included) under ``lm`` and ``settings``."""
+    from docaudit.query.cache import cache_root
+    from docaudit.query.cache_entries import FOLDERS
+
+    key = {
+        "format": CACHE_FORMAT,
+        "model": lm.identity,
+        "backend": lm.config.backend,
+        "precision": lm.precision,
+        "tokenizer": lm.tokenizer_hash,
+        "examples": hashlib.sha256(np.ascontiguousarray(examples, dtype=np.int64).tobytes()).hexdigest(),
+        "shape": list(examples.shape),
+        "suffix": suffix,
+        "top_k": settings[0],
+        "temperature": settings[1],
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+    return cache_root() / FOLDERS["extraction"] / f"{digest}.json", digest
+
+
+def _cached(path, digest: str, n: int) -> Pz | None:
+    """A chunk's p_z from its entry, or None when it is missing or damaged (a miss): another key, another length,
+    a log-probability above 0."""
+    from docaudit.untrusted import load_untrusted_json
+
+    try:
+        data = load_untrusted_json(path, "extraction entry")
+        if data.get("format") != CACHE_FORMAT or data.get("key") != digest:
+            return None
+        values = [np.array([-np.inf if v is None else float(v) for v in data[k]]) for k in ("greedy", "sampled")]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+    if any(len(v) != n or np.isnan(v).any() or (v > 1e-6).any() for v in values):
+        return None
+    return Pz(*values)
+
+
+def _store(path, digest: str, values: Pz) -> None:
+    from docaudit.io import atomic_write_text
+
+    def listed(v: np.ndarray) -> list:
+        return [float(x) if np.isfinite(x) else None for x in v]
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"format": CACHE_FORMAT, "key": digest, "greedy": listed(values.greedy), "sampled": listed(values.sampled)}
+    atomic_write_text(path, json.dumps(body))
+
+
+def cached_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix: int, settings: tuple) -> Pz:
+    """:func:`pz`, a chunk of ``CHUNK_EXAMPLES`` examples at a time, each chunk kept as an ``extraction`` cache entry
+    (keyed by the model, its backend and precision, the tokenizer, the chunk's ids and the decoding settings) and
+    read back instead of run when present."""
+    out = Pz.empty(len(starts))
+    examples = _examples(lm, ids, starts, prefix + suffix)
+    for lo in range(0, len(starts), CHUNK_EXAMPLES):
+        part = slice(lo, lo + CHUNK_EXAMPLES)
+        path, digest = _entry(lm, examples[part], suffix, settings)
+        found = _cached(path, digest, len(starts[part]))
+        if found is None:
+            found = pz(lm, ids, starts[part], prefix, suffix, settings)
+            _store(path, digest, found)
+        out.greedy[part], out.sampled[part] = found.greedy, found.sampled
+    return out
 
 
 def pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix: int, settings: tuple) -> Pz:
