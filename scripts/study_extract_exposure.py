@@ -6,7 +6,8 @@ Real book excerpts (the shared corpus' members, ``--words`` words from the middl
 into five groups of ``--per-group``: never trained on, and in the training set 1, 4, 16 or 64 times, for
 ``--epochs`` epochs (exposures: copies times epochs; the lab's trainer, ``docaudit.lab.target.train_target``, on
 a GPT-2 of the given width). Every text then goes through ``extract``'s examples (50-token prefix, 50-token
-suffix, stride 10) and its shares at the default (n, p) = (1, 0.001) and greedy are reported per group, for each of ``--seeds`` trainings.
+suffix, stride 10) and its shares at the default (n, p) = (1, 0.001) and greedy are reported per group, for
+each of ``--seeds`` trainings.
 
     python scripts/study_extract_exposure.py --seeds 2 --json study-extract.json
 """
