@@ -26,7 +26,8 @@ from docaudit.query.tokens import encode_long
 @dataclass
 class TextExtraction:
     """One text's examples and what they show: ``starts`` (each example's first token), ``pz`` (log p_z per
-    example), the tokens and character offsets, the figures and the passages (:func:`summarize`)."""
+        example), the tokens and character offsets, the figures and the passages (:func:`summarize`), the seconds its
+    p_z took and the examples run (not read from the cache)."""
 
     document: Document
     role: str
@@ -37,6 +38,7 @@ class TextExtraction:
     summary: dict = field(default_factory=dict)
     passages: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+    ran: int = 0  # examples run through the model (the others read from the cache)
 
 
 def discoverable(log_pz: np.ndarray, n: int, p: float) -> np.ndarray:
@@ -85,8 +87,8 @@ def extract_text(doc: Document, role: str, lm: LoadedModel, config: ExtractConfi
     starts = example_starts(len(ids), config.example_tokens, config.stride)
     began = time.monotonic()
     settings = (config.top_k, config.temperature, config.batch_size)
-    values = cached_pz(lm, ids, starts, config.prefix_tokens, config.suffix_tokens, settings)
-    text = TextExtraction(doc, role, starts, values, offsets, len(ids), seconds=time.monotonic() - began)
+    values, ran = cached_pz(lm, ids, starts, config.prefix_tokens, config.suffix_tokens, settings)
+    text = TextExtraction(doc, role, starts, values, offsets, len(ids), seconds=time.monotonic() - began, ran=ran)
     summarize(text, config)
     return text
 

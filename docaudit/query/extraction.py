@@ -151,11 +151,13 @@ def _store(path, digest: str, values: Pz) -> None:
     atomic_write_text(path, json.dumps(body))
 
 
-def cached_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix: int, settings: tuple) -> Pz:
+def cached_pz(
+    lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix: int, settings: tuple
+) -> tuple[Pz, int]:
     """:func:`pz`, a chunk of ``CHUNK_EXAMPLES`` examples at a time, each chunk kept as an ``extraction`` cache entry
     (keyed by the model, its backend and precision, the tokenizer, the chunk's ids and the decoding settings) and
-    read back instead of run when present."""
-    out = Pz.empty(len(starts))
+    read back instead of run when present; with the number of examples run (not read back)."""
+    out, ran = Pz.empty(len(starts)), 0
     examples = _examples(lm, ids, starts, prefix + suffix)
     for lo in range(0, len(starts), CHUNK_EXAMPLES):
         part = slice(lo, lo + CHUNK_EXAMPLES)
@@ -164,8 +166,9 @@ def cached_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int,
         if found is None:
             found = pz(lm, ids, starts[part], prefix, suffix, settings)
             _store(path, digest, found)
+            ran += len(starts[part])
         out.greedy[part], out.sampled[part] = found.greedy, found.sampled
-    return out
+    return out, ran
 
 
 def pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix: int, settings: tuple) -> Pz:
