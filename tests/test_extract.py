@@ -19,6 +19,11 @@ from docaudit.query.stats import bos_per_window
 PREFIX, SUFFIX = 50, 50
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread(one_thread):
+    """Tiny models: one torch thread (far faster on a shared, busy machine)."""
+
+
 def _continue(model, context: list[int], k: int, generator: torch.Generator) -> list[int]:
     """``SUFFIX`` tokens after ``context``, each the argmax (k = 1) or drawn from the top-k softmax."""
     ids = list(context)
