@@ -57,8 +57,11 @@ def main() -> None:
     parser.add_argument("--examples", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     config = ExtractConfig(batch_size=args.batch_size)
     if args.tiny:
         from conftest import make_model
@@ -83,6 +86,7 @@ def main() -> None:
             began = time.perf_counter()
             run[name]()
             times[name].append(time.perf_counter() - began)
+            print(f"round {r}: {name} {times[name][-1]:.1f} s", file=sys.stderr, flush=True)
     rates = {name: tokens / statistics.median(t) for name, t in times.items()}
     result = {
         "model": "tiny GPT-2" if args.tiny else "embedded Gemma-3-270M",
