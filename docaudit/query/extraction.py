@@ -52,13 +52,15 @@ def example_starts(n_tokens: int, example_tokens: int, stride: int) -> np.ndarra
 
 def require_logits(lm) -> None:
     """Refuse, in one line, a model whose logits over the whole vocabulary cannot be read here (p_z needs the
-    k largest logits of every suffix position): a server, or llama.cpp."""
+    k largest logits of every suffix position): a server (prompt log-probabilities or chat alike), or a backend
+    other than transformers and llama.cpp."""
     config = getattr(lm, "config", lm)
     if config.backend == "openai":
         raise ModelError(
             "extract needs the model's logits over the whole vocabulary at every suffix position; a server gives at "
             "most the top-n log-probabilities of its own tokens, so greedy and top-k p_z cannot be computed exactly: "
-            "run the model in this process (--model with a local folder, hub id or .gguf)"
+            "run the model in this process (--model with a local folder, hub id or .gguf; a model that only chats: "
+            "docaudit probe)"
         )
     if config.backend not in ("transformers", "llamacpp"):
         raise ModelError(
