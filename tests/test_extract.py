@@ -173,7 +173,6 @@ def texts(tmp_path_factory):
     return root
 
 
-@pytest.mark.slow
 def test_extract_prints_and_writes_valid_outputs(texts, tiny_gpt2, tmp_path):
     import json
 
@@ -243,7 +242,6 @@ def test_dry_run_counts_the_examples_before_any_model_loads(texts, tmp_path):
     assert "examples" in result.output and "nothing was loaded" in result.output
 
 
-@pytest.mark.slow
 def test_llamacpp_gives_the_p_z_of_transformers_on_the_same_weights(tmp_path, tiny_llama):
     """A float32 GGUF of the tiny Llama through llama.cpp: the same examples, the same p_z up to the two
     libraries' float32 kernels (the backends' tolerance)."""
@@ -266,7 +264,6 @@ def test_llamacpp_gives_the_p_z_of_transformers_on_the_same_weights(tmp_path, ti
     assert ours.greedy[0] == 0.0 and np.isfinite(ours.sampled[10])
 
 
-@pytest.mark.slow
 def test_a_second_run_reads_the_cache_and_a_damaged_entry_is_a_miss(texts, tiny_gpt2, tmp_path, monkeypatch):
     import docaudit.query.extraction as extraction
     from docaudit import api
