@@ -69,7 +69,6 @@ def extract(books, library, raw, normalize_chars, out, overwrite, strict, fmt, *
     inside a discoverable suffix, the longest run and the passages, beside what --null-library's never-seen texts
     reach the same way."""
     from docaudit import api
-    from docaudit.api.extract import planned
     from docaudit.report.extraction import format_extract
 
     request = api.ExtractRequest(
@@ -83,8 +82,10 @@ def extract(books, library, raw, normalize_chars, out, overwrite, strict, fmt, *
         overwrite,
     )
     if dry_run():
-        _print_plan(planned(request))
+        [estimate] = api.estimate(request)
+        _print_plan(estimate.cost)
         return
+    api.check(request)
     result = api.extract_books(request)
     warn_skipped(result.body["skipped"])
     if fmt == "table":
