@@ -46,6 +46,7 @@ COMMAND_SCHEMAS = {
     "traps-detect": "traps-detect",
     "controls": "controls",
     "probe": "probe",
+    "extract": "extract",
     "evaluate": "evaluation",
     "score": "score",
     "sequence": "sequence",

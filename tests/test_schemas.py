@@ -230,9 +230,9 @@ def test_every_command_prints_and_writes_valid_outputs(sets, tiny_gpt2, tmp_path
 
     check(run_json("dataset-test", mem, "--nonmembers", non, "--model", tiny_gpt2, "--context", "32",
                    "--methods", "loss,zlib", "--splits", "2", "--format", "json"), "dataset-test")  # fmt: skip
-    # traps, lab, map and controls train their own targets, probe asks a server it starts, audit runs those:
+    # traps, lab, map and controls train their own targets, probe asks a server it starts, audit runs those, extract:
     # validated in their tests
-    assert seen >= set(KINDS) - {"traps-make", "traps-detect", "lab", "map", "controls", "probe", "audit"}
+    assert seen >= set(KINDS) - {"traps-make", "traps-detect", "lab", "map", "controls", "probe", "audit", "extract"}
 
 
 def run_inputs(files, model) -> list[dict]:

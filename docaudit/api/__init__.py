@@ -43,6 +43,7 @@ from docaudit.api.data import (
     data_check,
     dataset_test,
 )
+from docaudit.api.extract import BookExtraction, ExtractRequest, ExtractResult, extract_books
 from docaudit.api.lab import (
     LabOutcome,
     LabRequest,
@@ -76,6 +77,10 @@ __all__ = [
     "AuditResult",
     "audit",
     "plan_audit",
+    "BookExtraction",
+    "ExtractRequest",
+    "ExtractResult",
+    "extract_books",
     "ProbeRequest",
     "ProbeResult",
     "probe",

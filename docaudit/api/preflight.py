@@ -16,6 +16,7 @@ from docaudit.api.books import ControlsRequest, MapRequest
 from docaudit.api.classifier import GridRequest, PredictRequest, TrainRequest
 from docaudit.api.common import recorded
 from docaudit.api.data import DataCheckRequest, DatasetTestRequest
+from docaudit.api.extract import ExtractRequest
 from docaudit.api.lab import TrapsMakeRequest, check_traps_outputs
 from docaudit.api.probes import ProbeRequest
 from docaudit.api.report import ReportRequest
@@ -44,6 +45,7 @@ Checked = (
     | TrapsMakeRequest
     | ControlsRequest
     | ProbeRequest
+    | ExtractRequest
 )
 """The requests whose commands check their inputs before a model loads."""
 
@@ -346,6 +348,13 @@ def _probe(r: ProbeRequest) -> list[Checks]:
     return [Checks("probe", list(r.books), library, names=names, output=output, reading=r.reading, no_model=True)]
 
 
+def _extract(r: ExtractRequest) -> list[Checks]:
+    names = ("books", "null library")
+    library = list(r.library) if r.library else None
+    output = (r.out, "extract", r.overwrite, r.inputs())
+    return [Checks("extract", list(r.books), library, names=names, output=output, reading=r.reading, no_model=True)]
+
+
 CHECKS: dict[type, Callable[[object], list[Checks]]] = {
     TrainRequest: _train,
     GridRequest: _grid,
@@ -360,6 +369,7 @@ CHECKS: dict[type, Callable[[object], list[Checks]]] = {
     TrapsMakeRequest: _traps_make,
     ControlsRequest: _controls,
     ProbeRequest: _probe,
+    ExtractRequest: _extract,
 }
 
 
@@ -427,7 +437,7 @@ def estimate(request: Checked) -> list[Estimate]:
     """What ``request`` would take, nothing loaded or written (``--dry-run``): :func:`check`, then the documents
     read as the run reads them (every check it makes on them: unreadable files, documents in both sets, the folds
     after skips), with the plan of each run (:meth:`Estimate.plan`); for ``traps make`` what it would plant, for
-    ``controls`` what it would generate and score."""
+    ``controls`` what it would generate and score, for ``extract`` its examples and time."""
     estimates = check(request)
     for e in estimates:
         if isinstance(request, TrapsMakeRequest):
@@ -452,4 +462,8 @@ def estimate(request: Checked) -> list[Estimate]:
                 d.text for given in (request.books, request.library) if given for d in load_documents(given, *read)
             ]
             e.cost = planned(request, texts)
+        elif isinstance(request, ExtractRequest):
+            from docaudit.api.extract import planned as extract_planned
+
+            e.cost = extract_planned(request)
     return estimates

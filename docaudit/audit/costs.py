@@ -325,3 +325,22 @@ def command_plan(shape: Shape, sizes: Sequence[int], query: QueryConfig, model: 
     if shape.meta is not None:
         add_meta(plan, shape.meta, shape.folds, final_fit=shape.command == "train", beyond=shape.beyond)
     return plan
+
+
+def extract_plan(sizes: Sequence[int], example_tokens: int, stride: int, model: ModelConfig) -> Plan:
+    """``extract`` over texts of ``sizes`` bytes each: loading the model, then every example of ``example_tokens``
+    tokens (a BOS counted before each) every ``stride`` tokens, at this machine's measured extraction rate for the
+    model, else the documented one (``config.rules.EXTRACT_TOKENS_PER_SECOND``)."""
+    from docaudit.config.rules import EXTRACT_TOKENS_PER_SECOND
+
+    measured = rates.measured(rates.model_key(model), "extract_per_s")
+    here = rates_for(model)
+    known = tuple(m for m in here.measured if m != "query") + (("query",) if measured else ())
+    here = replace(here, tokens_per_s=measured or EXTRACT_TOKENS_PER_SECOND.get(model.backend), measured=known)
+    tokens = [math.ceil(b / here.bytes_per_token) for b in sizes]
+    examples = sum(max(0, (n - example_tokens) // stride + 1) for n in tokens)
+    plan = Plan(len(tokens), sum(tokens), examples, example_tokens + 1, here, doc_tokens=tokens)
+    add_conversion(plan, [model])
+    plan.steps.append(Step("loading the model", "once", here.load_s))
+    plan.add_passes("model passes: every example", examples * (example_tokens + 1))
+    return plan

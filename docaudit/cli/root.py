@@ -11,6 +11,7 @@ from docaudit.cli.controls import controls
 from docaudit.cli.data import data, dataset_test
 from docaudit.cli.echo import escape_unencodable
 from docaudit.cli.evaluate import evaluate, score
+from docaudit.cli.extract import extract
 from docaudit.cli.lab import lab
 from docaudit.cli.localize import localize
 from docaudit.cli.probe import probe
@@ -48,6 +49,7 @@ COMMANDS = (
     (localize, "Which chapters of a book score like trained text."),
     (controls, "Test one book against synthetic controls written from its own text."),
     (probe, "Test books in a model that only writes text (chat APIs, servers)."),
+    (extract, "How much of a book the model writes back verbatim (p_z along the book)."),
     (sequence, "Sequence-level evaluation, as benchmark papers report it."),
     (score, "Raw membership scores per document."),
     (dataset_test, "Test whether a set of suspect documents was trained on."),

@@ -40,6 +40,7 @@ from docaudit.config.base import (
     setting,
 )
 from docaudit.config.controls import CONTROLS_PRESETS, ControlsConfig
+from docaudit.config.extract import ExtractConfig
 from docaudit.config.inputs import (
     GROUP_SEPARATOR,
     HUB_PROBE_SECONDS,
@@ -58,6 +59,7 @@ from docaudit.config.query import ModelConfig, QueryConfig, RayConfig
 from docaudit.config.seed import MAX_SEED, SEED, SEED_HELP
 
 __all__ = [
+    "ExtractConfig",
     "ControlsConfig",
     "ENDPOINTS",
     "PROBES",

@@ -75,6 +75,7 @@ READ_LIMITS = {
     "plot": 64 << 20,  # a PNG docaudit drew, embedded in a page
     "kernel value": 1 << 12,  # a number the kernel shows as a file (a cgroup's memory limit)
     "generations entry": 64 << 20,  # a cached answer of a server (`probe`): one text
+    "extraction entry": 16 << 20,  # `extract`'s log p_z of 256 examples (a few KB)
     "paraphrases": 32 << 20,  # a user's DE-COP paraphrases (JSON lines; also PARAPHRASE_MAX_LINES, _LINE_BYTES)
     "controls library": 64 << 20,  # a stored null library of `controls`: per-passage contrasts of a few dozen texts
     "cpu list": 16 << 20,  # /proc/cpuinfo: a few hundred KB on the largest machines

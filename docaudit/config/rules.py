@@ -39,6 +39,11 @@ OTHER_SECONDS_PER_TOKEN = {
 # and the rest of controls and the main job").
 CONTROLS_GENERATED_PER_SECOND = {"transformers": 44.0}
 CONTROLS_SCORED_PER_SECOND = {"transformers": 114.0}
+# ``extract``'s tokens per second (examples of 100 tokens and a BOS, every one run through the model) for a machine
+# that measured none: the embedded Gemma's, float32, one torch thread on the shared 2-core CPU at load average
+# 10-12, 84 tokens per second (docs/benchmarks.md, "Extraction"; ``scripts/bench_extract.py``); llama.cpp's not
+# measured here: the same, so that a first estimate errs long.
+EXTRACT_TOKENS_PER_SECOND = {"transformers": 84.0, "llamacpp": 84.0}
 # A measurement in the cache older than this many days is not used (the machine or its load may have changed).
 RATE_MAX_AGE_DAYS = 30
 # Bytes of a UTF-8 file per token of the embedded model's tokenizer, for a token count estimated from file sizes

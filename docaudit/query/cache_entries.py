@@ -10,7 +10,9 @@ weights hash, ``weights-hash/<64 hex>.txt``), ``bench`` (the benchmark scripts' 
 ``--dry-run``, ``rates/<16 hex>.json``) and ``controls`` (the synthetic suffixes a generator wrote for a book,
 ``controls/<64 hex>.json``, keyed by the book, the generator and the settings) and ``generations`` (what a probed
 model wrote for ``probe``, one answer a file, ``generations/<64 hex>.json``, keyed by the model, the endpoint, the
-prompt and the sampling settings). Anything else under the folder is
+prompt and the sampling settings) and ``extraction`` (``extract``'s greedy and top-k log p_z of a chunk of a
+book's examples, ``extraction/<64 hex>.json``, keyed by the model, its backend and precision, the tokenizer, the
+examples' ids and the decoding settings). Anything else under the folder is
 someone else's: counted as ``other``, never removed."""
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ FOLDERS = {
     "rates": RATES_FOLDER,
     "controls": "controls",
     "generations": "generations",
+    "extraction": "extraction",
 }
 KINDS: dict[str, tuple[str, Callable[[Path], list[Path]]]] = {
     "stats": ("token statistics", lambda root: StatsCache(root).entries()),
@@ -90,6 +93,7 @@ KINDS: dict[str, tuple[str, Callable[[Path], list[Path]]]] = {
     "rates": ("throughput measured on this machine (for estimates)", _named_files(RATES_FOLDER, _RATE)),
     "controls": ("synthetic suffixes written for books", _named_files("controls", CONTROLS_FILE)),
     "generations": ("what probed models wrote (probe)", _named_files("generations", CONTROLS_FILE)),
+    "extraction": ("p_z of books' examples (extract)", _named_files("extraction", CONTROLS_FILE)),
 }
 
 

@@ -201,6 +201,11 @@ class LlamaCppBackend(Backend):
         llm._ctx.decode(llm._batch)
         return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(len(window), self.vocab_size))
 
+    def logits(self, window: list[int], rows: slice) -> np.ndarray:
+        """A copy of the float32 logits of ``rows`` of ``window`` (ids as the model reads them, BOS included),
+        decoded from an empty cache: what a caller reduces itself (``extract``'s p_z)."""
+        return np.array(self._decode(window)[rows])
+
     def _step(self, token: int, position: int) -> np.ndarray:
         """The float32 logits after ``token`` decoded at ``position`` onto the cache (a view of llama.cpp's buffer)."""
         llm = self.llm

@@ -1,0 +1,109 @@
+#!/usr/bin/env python
+"""Throughput of ``extract``'s p_z against the raw model forward over the same examples.
+
+Two variants run in one process on the same model and the same examples (a real book's ids cut as ``extract``
+cuts them: 50-token prefix, 50-token suffix, stride 10, the BOS before each), with the same batching, interleaved
+over ``--repeats`` rounds (medians reported):
+
+- ``forward``: ``model(input_ids).logits`` over each batch of examples, returning the logits and nothing else --
+  the limit for anything that needs the model's output distribution (what the authors' code runs before their
+  ``compute_logprob_batch``);
+- ``extract``: ``docaudit.query.extraction.pz``: the trunk, the LM head on the 50 suffix-predicting positions only,
+  each row reduced to greedy and top-40 log p_z.
+
+Examples::
+
+    python scripts/bench_extract.py                         # embedded Gemma-3-270M, a book from the shared corpus
+    python scripts/bench_extract.py --tiny --examples 400   # a tiny random GPT-2 (the tests' kind)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from bench.common import cpu_name, default_documents, read_documents  # noqa: E402
+
+from docaudit.config import ExtractConfig, ModelConfig  # noqa: E402
+from docaudit.query.extraction import example_starts, pz  # noqa: E402
+from docaudit.query.models import load_model  # noqa: E402
+from docaudit.query.stats import bos_per_window  # noqa: E402
+
+
+def forward(lm, ids: np.ndarray, starts: np.ndarray, width: int, batch_size: int) -> None:
+    bos = bos_per_window(lm.tokenizer)
+    head = [] if bos is None else [bos]
+    with torch.inference_mode():
+        for lo in range(0, len(starts), batch_size):
+            rows = [head + ids[s : s + width].tolist() for s in starts[lo : lo + batch_size]]
+            lm.model(input_ids=torch.tensor(rows, device=lm.device)).logits.float()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tiny", action="store_true", help="a tiny random GPT-2 instead of the embedded Gemma")
+    parser.add_argument("--examples", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    config = ExtractConfig(batch_size=args.batch_size)
+    if args.tiny:
+        from conftest import make_model
+
+        model = ModelConfig(model=str(make_model(Path(tempfile.mkdtemp()), "gpt2", width=64)), device="cpu")
+    else:
+        model = ModelConfig(device="cpu")
+    lm = load_model(model)
+    text = " ".join(read_documents(default_documents(), 60 * (args.examples * config.stride + 200)))
+    ids = np.asarray(lm.tokenizer(text, add_special_tokens=False).input_ids, dtype=np.int64)
+    starts = example_starts(len(ids), config.example_tokens, config.stride)[: args.examples]
+    width = config.example_tokens
+    tokens = len(starts) * (width + int(bos_per_window(lm.tokenizer) is not None))
+    run = {
+        "forward": lambda: forward(lm, ids, starts, width, args.batch_size),
+        "extract": lambda: pz(lm, ids, starts, config.prefix_tokens, config.suffix_tokens, (40, 1.0, args.batch_size)),
+    }
+    run["extract"]()  # warm: the prepared head, the first allocations
+    times = {name: [] for name in run}
+    for r in range(args.repeats):
+        for name in list(run)[r % 2 :] + list(run)[: r % 2]:
+            began = time.perf_counter()
+            run[name]()
+            times[name].append(time.perf_counter() - began)
+            print(f"round {r}: {name} {times[name][-1]:.1f} s", file=sys.stderr, flush=True)
+    rates = {name: tokens / statistics.median(t) for name, t in times.items()}
+    result = {
+        "model": "tiny GPT-2" if args.tiny else "embedded Gemma-3-270M",
+        "cpu": cpu_name(),
+        "threads": torch.get_num_threads(),
+        "load_average": os.getloadavg(),
+        "examples": len(starts),
+        "tokens": tokens,
+        "batch_size": args.batch_size,
+        "tokens_per_s": rates,
+        "ratio_extract_to_forward": rates["extract"] / rates["forward"],
+        "seconds": times,
+    }
+    print(json.dumps(result, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
