@@ -46,6 +46,7 @@ def test_a_target_no_test_supports_is_refused_in_one_line(tmp_path):
     result = run("audit", BOOK, "--model", model, "--out", tmp_path / "case")
     assert result.exit_code == 3
     assert_clean_error(result, "no test can run on this weights target")
+    assert "figures only: docaudit extract BOOK gives them alone" in result.stderr
     for what in ("--classifier DIR", "--null-library DIR", "--nonmembers DIR", "--traps REGISTRY"):
         assert what in result.stderr
     assert not (tmp_path / "case").exists()
@@ -293,3 +294,34 @@ def test_traps_run_only_for_a_book_the_registry_names(tmp_path):
     assert "traps: runs, ~" in named.stdout
     other = run("audit", BOOK, "--traps", registry(tmp_path / "other.json", "74346"), "--dry-run")
     assert "traps: skipped, the trap registry holds none of these books" in other.stdout
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_extraction_is_shown_beside_the_statement_and_not_counted(tiny_gpt2, tmp_path, monkeypatch):
+    """The registered extraction reads the book's first --extract-tokens tokens, gives the extract command's own
+    figures for them, and leaves the statement to the tests with p-values; the case file quotes what it found."""
+    from docaudit.api.audit_tests import TESTS
+    from docaudit.api.extract import ExtractRequest, extract_books
+    from docaudit.config import ExtractConfig
+
+    book = tmp_path / "book.txt"
+    book.write_text(corpus_text("members", corpus_ids("members", 1)[0], n_chars=4000), encoding="utf-8")
+    fakes = {"first": fake_test("first", {book: 0.02}), "extract": TESTS["extract"]}
+    monkeypatch.setattr(audit_api, "TESTS", fakes)
+    model = ModelConfig(model=str(tiny_gpt2), device="cpu")
+    request = AuditRequest([book], model, config=AuditConfig(extract_tokens=300), out=tmp_path / "case")
+    [planned] = [t for t in plan_audit(request).tests if t.name == "extract"]
+    assert planned.runs and planned.seconds > 0
+    [said] = audit(request).body["books"]
+    assert said["tests_counted"] == 1 and [t["test"] for t in said["tests"]] == ["first"]
+    assert said["p_value"] == pytest.approx(0.02) and said["verdict"] == EVIDENCE
+    figures = said["figures"]["extract"]
+    [alone] = extract_books(ExtractRequest([book], model, config=ExtractConfig(first_tokens=300))).books
+    assert figures["first_tokens"] == alone.tokens == 300
+    assert figures["extractable_share"] == alone.extractable_share and figures["max_pz"] == alone.max_pz
+    assert figures["baseline"] is None
+    written = json.loads((tmp_path / "case" / "audit.json").read_text(encoding="utf-8"))
+    validate(written, "audit")
+    html = (tmp_path / "case" / "audit.html").read_text(encoding="utf-8")
+    assert "What the model writes back" in html and "of the first 300 tokens" in html
+    assert "no never-seen texts to compare with" in html

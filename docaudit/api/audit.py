@@ -83,9 +83,11 @@ def plan_audit(request: AuditRequest) -> AuditPlan:
             planned.request = test.request(r)
             planned.seconds = test.seconds(planned.request)
         tests.append(planned)
-    if not any(t.runs for t in tests):
-        needs = "; ".join(f"{t.name} {t.why}" for t in tests)
-        raise DocauditError(f"no test can run on this {kind} target: {needs}")
+    if not any(t.runs and TESTS[t.name].counted for t in tests):
+        needs = "; ".join(f"{t.name} {t.why}" for t in tests if t.why is not None)
+        alone = [t.name for t in tests if t.runs]
+        also = f" (figures only: docaudit {' and '.join(alone)} BOOK gives them alone)" if alone else ""
+        raise DocauditError(f"no test can run on this {kind} target: {needs}{also}")
     _fit_budget(tests, r.config.budget)
     return AuditPlan(kind, tests)
 
@@ -168,7 +170,7 @@ def audit(
     model = next((o["model"] for o in outputs.values() if o.get("model")), None)
     envelope = envelope_of("audit", body, r.run)
     envelope.update(inputs=document_records(docs, "judged"), model=model, seed=r.run.seed)
-    rows = [_row(b, t) for b in books for t in b["tests"]]
+    rows = [_row(b, t) for b in books for t in b["tests"]]  # the figures beside the statement are in the JSON only
     result = AuditResult(body, rows, envelope)
     if r.out is not None:
         result.write(r.out, r.overwrite)
@@ -180,11 +182,11 @@ def _book(doc, found: dict[str, dict[str, Outcome]], r: AuditRequest) -> dict:
     from docaudit.config.power import NOT_MEASURED, power_of
     from docaudit.inference.combine import statement
 
-    outcomes = {}
+    outcomes, figures = {}, {}
     for name, per_book in found.items():
         got = per_book.get(key(doc.path)) or per_book.get(doc.id)
         if got is not None:
-            outcomes[name] = got
+            (outcomes if TESTS[name].counted else figures)[name] = got
     said = statement({n: o.p_value for n, o in outcomes.items()}, r.config.alpha) if outcomes else None
     tests = []
     for name, o in outcomes.items():
@@ -208,6 +210,7 @@ def _book(doc, found: dict[str, dict[str, Outcome]], r: AuditRequest) -> dict:
         "p_value": None if said is None else said.p_value,
         "tests_counted": 0 if said is None else said.m,
         "tests": tests,
+        "figures": {name: {"reason": o.reason, **o.numbers} for name, o in figures.items()},
     }
 
 

@@ -32,7 +32,8 @@ class AuditTest:
     """One plannable test: ``name``; ``what`` it asks in words; ``blocked`` (why it cannot give a valid answer
     here, naming what would let it run; None: it can); ``request`` (its command's request); ``seconds`` (the
     estimate of that request, None when unknown); ``run`` (the request run, an :class:`Outcome` per book path, plus
-    the command's JSON body); ``setting`` (what decides its published power, ``config.power``)."""
+    the command's JSON body); ``setting`` (what decides its published power, ``config.power``); ``counted``: whether
+    its p-value enters the statement per book (False: figures shown beside the statement, no p-value, no verdict)."""
 
     name: str
     what: str
@@ -41,6 +42,7 @@ class AuditTest:
     seconds: Callable[[object], float | None]
     run: Callable[[object], tuple[dict[str, Outcome], dict]]
     setting: Callable[[AuditRequest], dict[str, str]] = lambda r: {}
+    counted: bool = True
 
 
 TESTS: dict[str, AuditTest] = {}
@@ -378,5 +380,65 @@ register_test(
         _traps_request,
         _traps_seconds,
         _traps_run,
+    )
+)
+
+
+# ---- extract: how much of the book the model writes back (figures beside the statement, not counted) -------------
+
+
+def _extract_blocked(r: AuditRequest) -> str | None:
+    if target_kind(r) in ("chat", "server"):
+        return "needs the model's logits in this process (weights, a .gguf or the embedded model); a server gives none"
+    return None
+
+
+def _extract_request(r: AuditRequest):
+    from docaudit.api.extract import ExtractRequest
+    from docaudit.config import ExtractConfig
+
+    library = None if r.library is None else list(r.library)
+    config = ExtractConfig(first_tokens=r.config.extract_tokens)
+    return ExtractRequest(list(r.books), r.model, library, config, r.reading, r.run)
+
+
+def _extract_seconds(request) -> float | None:
+    from docaudit.api.extract import planned
+
+    return planned(request)["seconds"]
+
+
+def _extract_run(request) -> tuple[dict[str, Outcome], dict]:
+    """Per book the extractable shares beside the never-seen texts' (descriptive: no p-value, no verdict of its
+    own), and up to three of its passages."""
+    from docaudit.api.extract import extract_books
+
+    result = extract_books(request)
+    found = {}
+    for b in result.books:
+        numbers = {
+            "first_tokens": b.tokens,
+            "n": request.config.n,
+            "p": request.config.p,
+            "extractable_share": b.extractable_share,
+            "greedy_share": b.greedy_share,
+            "longest_run_tokens": b.longest_run_tokens,
+            "max_pz": b.max_pz,
+            "baseline": b.baseline,
+            "passages": b.passages[:3],
+        }
+        found[key(b.file)] = Outcome(INCONCLUSIVE, None, None, numbers)
+    return found, {"settings": request.config.used(), "model": result.envelope.get("model")}
+
+
+register_test(
+    AuditTest(
+        "extract",
+        "how much of the book's opening the model writes back verbatim (Cooper et al. 2025), beside never-seen texts",
+        _extract_blocked,
+        _extract_request,
+        _extract_seconds,
+        _extract_run,
+        counted=False,
     )
 )

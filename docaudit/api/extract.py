@@ -133,7 +133,8 @@ def planned(request: ExtractRequest) -> dict:
     reading = recorded(r.reading)
     read = (reading.raw, False, reading.skips, reading.normalize_chars)
     docs = load_documents(r.books, *read) + ([] if r.library is None else load_documents(r.library, *read))
-    plan = extract_plan([len(d.text.encode("utf-8")) for d in docs], r.config.example_tokens, r.config.stride, model)
+    plan = extract_plan([len(d.text.encode("utf-8")) for d in docs], r.config.example_tokens, r.config.stride, model,
+                        r.config.first_tokens)  # fmt: skip
     return {
         "texts": plan.documents,
         "tokens": plan.tokens,

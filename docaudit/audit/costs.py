@@ -327,17 +327,20 @@ def command_plan(shape: Shape, sizes: Sequence[int], query: QueryConfig, model: 
     return plan
 
 
-def extract_plan(sizes: Sequence[int], example_tokens: int, stride: int, model: ModelConfig) -> Plan:
+def extract_plan(
+    sizes: Sequence[int], example_tokens: int, stride: int, model: ModelConfig, first: int | None = None
+) -> Plan:
     """``extract`` over texts of ``sizes`` bytes each: loading the model, then every example of ``example_tokens``
     tokens (a BOS counted before each) every ``stride`` tokens, at this machine's measured extraction rate for the
-    model, else the documented one (``config.rules.EXTRACT_TOKENS_PER_SECOND``)."""
+    model, else the documented one (``config.rules.EXTRACT_TOKENS_PER_SECOND``); ``first``: only the first that many
+    tokens of each text."""
     from docaudit.config.rules import EXTRACT_TOKENS_PER_SECOND
 
     measured = rates.measured(rates.model_key(model), "extract_per_s")
     here = rates_for(model)
     known = tuple(m for m in here.measured if m != "query") + (("query",) if measured else ())
     here = replace(here, tokens_per_s=measured or EXTRACT_TOKENS_PER_SECOND.get(model.backend), measured=known)
-    tokens = [math.ceil(b / here.bytes_per_token) for b in sizes]
+    tokens = [min(math.ceil(b / here.bytes_per_token), first or math.inf) for b in sizes]
     examples = sum(max(0, (n - example_tokens) // stride + 1) for n in tokens)
     plan = Plan(len(tokens), sum(tokens), examples, example_tokens + 1, here, doc_tokens=tokens)
     add_conversion(plan, [model])

@@ -65,9 +65,11 @@ def runs(mask: np.ndarray) -> list[tuple[int, int]]:
 
 
 def tokenize(doc: Document, lm: LoadedModel, config: ExtractConfig) -> tuple[np.ndarray, np.ndarray]:
-    """A text's token ids and character offsets; one line for a text of more tokens than ``config.max_tokens`` or
-    fewer than one example."""
+    """A text's token ids and character offsets (its first ``config.first_tokens`` when set); one line for a text
+    of more tokens than ``config.max_tokens`` or fewer than one example."""
     ids, offsets = encode_long(lm.tokenizer, doc.text)
+    if config.first_tokens is not None:
+        ids, offsets = ids[: config.first_tokens], offsets[: config.first_tokens]
     if len(ids) > config.max_tokens:
         raise DocauditError(
             f"{shown(doc.path)}: {len(ids):,} tokens, more than --max-tokens {config.max_tokens:,} (raise it to "

@@ -47,7 +47,7 @@ from docaudit.run import DocumentSpec
     help="The server only writes text (no prompt log-probabilities): only probe can run.",
     section="model",
 )
-@field_options(AuditConfig, "alpha", "budget")
+@field_options(AuditConfig, "alpha", "budget", "extract_tokens")
 @seed_option("run")
 @cleaning_options
 @out_option("Write the case file (audit.html) and audit.json here.")

@@ -30,6 +30,7 @@ SETTINGS = (
     "n",
     "p",
     "max_tokens",
+    "first_tokens",
     "batch_size",
     "passages",
 )

@@ -19,7 +19,8 @@ class ExtractConfig:
     top-``top_k`` sampling at ``temperature`` (the authors' ``compute_logprob_batch``). A suffix is
     (``n``, ``p``)-discoverable when 1 − (1 − p_z)^n ≥ p under top-k sampling; with the defaults n = 1, p = 0.001 that
     is p_z ≥ 0.001, one chance in a thousand of writing all 50 tokens verbatim in one try. ``max_tokens`` bounds the
-    tokens of a book (refused before any model runs); ``batch_size`` examples run through the model at once;
+    tokens of a book (refused before any model runs), ``first_tokens`` (when set) keeps only a text's
+    first tokens, bounding the work per book; ``batch_size`` examples run through the model at once;
     ``passages`` is the most extractable passages quoted per book."""
 
     prefix_tokens: int = setting(50, "Tokens of an example's prefix (the prompt).", "method")
@@ -30,6 +31,9 @@ class ExtractConfig:
     n: int = setting(1, "Tries of (n, p)-discoverability: 1 - (1 - p_z)^n >= p.", "method")
     p: float = setting(0.001, "Probability of (n, p)-discoverability.", "method")
     max_tokens: int = setting(2_000_000, "Most tokens of one book (a longer one is refused before any work).", "query")
+    first_tokens: int | None = setting(
+        None, "Extract from the first this many tokens of each text only (default: the whole text).", "query"
+    )
     batch_size: int = setting(16, "Examples per forward pass.", "query")
     passages: int = setting(20, "Most extractable passages quoted per book (longest first).", "output")
 
@@ -45,6 +49,8 @@ class ExtractConfig:
         if not 0.0 < self.p <= 1.0 or self.p != self.p:
             raise DocauditError(f"--p {self.p} is out of range: allowed above 0 and at most 1")
         check_count("--max-tokens", self.max_tokens, 1, MAX_TOKENS)
+        if self.first_tokens is not None:
+            check_count("--first-tokens", self.first_tokens, self.example_tokens, MAX_TOKENS)
         check_count("--batch-size", self.batch_size, 1, MAX_BATCH)
         check_count("--passages", self.passages, 0, MAX_PASSAGES_SHOWN)
 

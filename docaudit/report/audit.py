@@ -54,6 +54,25 @@ def numbers_text(numbers: dict) -> str:
     return ", ".join(shown)
 
 
+def extraction_words(figures: dict) -> str:
+    """What the model writes back of the book's opening, beside the never-seen texts put through the same way."""
+    if figures.get("reason"):
+        return figures["reason"]
+    tries = "in one try" if figures["n"] == 1 else f"in {figures['n']} tries"
+    said = (
+        f"{100 * figures['extractable_share']:.1f}% of the first {figures['first_tokens']:,} tokens lie in a suffix "
+        f"the model writes verbatim {tries} with probability at least {figures['p']:g} (greedy: "
+        f"{100 * figures['greedy_share']:.1f}%), longest run {figures['longest_run_tokens']} tokens"
+    )
+    base = figures.get("baseline")
+    if base is None:
+        return said + "; no never-seen texts to compare with (--null-library DIR)"
+    return (
+        f"{said}; never-seen texts: median {100 * base['median_share']:.1f}%, max {100 * base['max_share']:.1f}%, "
+        f"{base['at_or_above']} of {base['texts']} at or above the book"
+    )
+
+
 def format_audit(body: dict) -> str:
     """The terminal text: per book the statement first, then each test."""
     lines = []
@@ -69,6 +88,9 @@ def format_audit(body: dict) -> str:
             if t["numbers"]:
                 lines.append(f"    {numbers_text(t['numbers'])}")
             lines.append(f"    what it finds on this model: {t['power_words']}")
+        extract = book.get("figures", {}).get("extract")
+        if extract is not None:
+            lines.append(f"  extract (figures, not in the statement): {extraction_words(extract)}")
     lines.append(f"the statement: {body['combination']}")
     return "\n".join(lines)
 
@@ -81,7 +103,9 @@ def page_values(envelope: dict) -> dict:
         skipped = ", ".join(t["test"] for t in envelope["plan"] if not t["runs"])
         plain = PLAIN[book["verdict"]].format(alpha=envelope["alpha"]) + f" Tests run: {ran}."
         plain += f" Not run: {skipped} (see the plan for why)." if skipped else ""
-        books.append({**book, "plain": plain, "css": book["verdict"].split()[0]})
+        extract = book.get("figures", {}).get("extract")
+        written = None if extract is None else {"words": extraction_words(extract), **extract}
+        books.append({**book, "plain": plain, "css": book["verdict"].split()[0], "extract": written})
     segments = [
         row
         for row in (envelope["tests"].get("map") or {}).get("segments", [])
