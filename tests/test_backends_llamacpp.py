@@ -283,7 +283,7 @@ def test_llama_cpp_log_lines_go_to_the_debug_log(llama_pair, capfd, caplog):
     """llama.cpp's own lines at context creation (the K/V cache's) reach the debug log, not the terminal."""
     import logging
 
-    from docaudit.query.backends.llamacpp import ENGINE_LOG
+    from docaudit.query.progress import ENGINE_LOG
 
     _, cpp, _ = llama_pair
     capfd.readouterr()

@@ -32,7 +32,7 @@ from docaudit.query.backends.reduce import WorkBuffers, position_stats_
 from docaudit.query.cpus import engine_threads
 from docaudit.query.lazy import inference_mode, torch
 from docaudit.query.loaded import LoadedModel, tokenizer_hash
-from docaudit.query.progress import scored
+from docaudit.query.progress import ENGINE_LOG, scored
 from docaudit.query.sources import check_identity, gguf_tokenizer, resolve_source
 from docaudit.query.stats import TokenStats, scored_spans
 from docaudit.untrusted import read_untrusted
@@ -47,7 +47,6 @@ AMX_FLAGS = frozenset({"amx_tile", "amx_int8", "amx_bf16"})
 _params_lock = threading.Lock()
 
 
-ENGINE_LOG = "docaudit.llama_cpp"  # llama.cpp's own log lines, at DEBUG (shown by --debug)
 _engine_log: list = []  # the installed callback, kept alive while llama.cpp may call it
 
 
