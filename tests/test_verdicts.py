@@ -204,3 +204,12 @@ def test_reasons_shared_by_every_document_are_printed_once_with_their_next_step(
     assert "  inconclusive: too few tokens queried: 9 (and the reasons above)" in text
     assert text.count(NEXT_STEPS["too_few_tokens"]) == 1
     assert [r["reason_codes"] for r in rows] == [["classifier_at_chance"], ["classifier_at_chance", "too_few_tokens"]]
+
+
+def test_training_next_steps_name_their_bound():
+    """A next step that trains on whole books names the excerpt that keeps it to minutes, and its dry run."""
+    from docaudit.inference.verdicts import NEXT_STEPS
+
+    training = [step for step in NEXT_STEPS.values() if "docaudit train --members" in step]
+    assert len(training) >= 3
+    assert all("--max-tokens 512" in step and "--dry-run" in step for step in training)
