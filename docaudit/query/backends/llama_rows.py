@@ -23,12 +23,14 @@ UBATCH = 512  # tokens llama.cpp computes at once within a call
 
 class SideBySide:
     """A llama.cpp context over a loaded model (``llm``, a ``llama_cpp.Llama``) with room for ``cells`` tokens of
-    up to ``seqs`` sequences, its K/V cache of ``kv_type``, run on ``threads`` threads."""
+    up to ``seqs`` sequences, its K/V cache of ``kv_type``, run on ``threads`` threads, otherwise as ``llm``'s."""
 
     def __init__(self, llama_cpp, llm, cells: int, seqs: int, kv_type: int, threads: int):
         from llama_cpp import _internals
 
-        params = llama_cpp.llama_context_default_params()
+        # the window context's own parameters (flash attention off, the K/V type ...), so that a row's arithmetic
+        # is the window's; only the room and the sequences differ
+        params = type(llm.context_params).from_buffer_copy(llm.context_params)
         params.n_ctx, params.n_batch, params.n_ubatch = cells, cells, min(cells, UBATCH)
         params.n_seq_max, params.kv_unified = seqs, True
         params.type_k = params.type_v = kv_type
