@@ -83,6 +83,7 @@ def main(argv=None) -> int:
     ap.add_argument("--before", required=True, help="the commit whose llama.cpp sampling to compare")
     ap.add_argument("--preset", default="fast", help="a preset of ControlsConfig (default: fast)")
     ap.add_argument("--ways", default="llamacpp,llamacpp_before,transformers", help="the ways to run, in order")
+    ap.add_argument("--threads", type=int, help="torch threads, and so llama.cpp's (default: torch's)")
     ap.add_argument("--json", type=Path, help="write the rows here too")
     args = ap.parse_args(argv)
     import torch
@@ -95,6 +96,8 @@ def main(argv=None) -> int:
     from docaudit.query.generate import continuations
     from docaudit.query.models import load_model
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
     config = ControlsConfig.preset(args.preset)
     [doc] = load_documents([args.book])
     ways = [(way, way.split("_")[0]) for way in args.ways.split(",")]

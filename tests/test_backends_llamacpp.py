@@ -305,6 +305,9 @@ def test_engine_threads_follow_affinity_and_quota(tmp_path, monkeypatch):
     quota.write_text("max 100000\n")
     assert cpus.available_cpus(quota) == 4
     quota.write_text("150000 100000\n")  # one and a half CPUs: two threads
-    assert cpus.available_cpus(quota) == 2 and cpus.engine_threads(8, quota) == 2 and cpus.engine_threads(1, quota) == 1
+    assert cpus.available_cpus(quota) == 2
+    assert cpus.engine_threads(8, quota, load=0.0) == 2 and cpus.engine_threads(1, quota, load=0.0) == 1
     quota.write_text("garbage")
-    assert cpus.available_cpus(quota) == 4 and cpus.engine_threads(None, quota) == 4
+    assert cpus.available_cpus(quota) == 4 and cpus.engine_threads(None, quota, load=0.2) == 4
+    # other work's load leaves fewer idle CPUs: one thread at least
+    assert [cpus.engine_threads(None, quota, load=x) for x in (1.2, 2.6, 3.9, 12.0)] == [3, 1, 1, 1]

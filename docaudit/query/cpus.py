@@ -35,8 +35,17 @@ def available_cpus(cpu_max: Path = CGROUP_CPU_MAX) -> int:
     return max(1, min(cpus, quota) if quota is not None else cpus)
 
 
-def engine_threads(asked: int | None = None, cpu_max: Path = CGROUP_CPU_MAX) -> int:
-    """The threads an engine runs on: one per available CPU (:func:`available_cpus`), fewer when ``asked`` (e.g.
-    torch's thread count, which a user or a test may have lowered), never more than the CPUs available."""
+def engine_threads(asked: int | None = None, cpu_max: Path = CGROUP_CPU_MAX, load: float | None = None) -> int:
+    """The threads an engine runs on: one per available CPU (:func:`available_cpus`) that other work leaves idle
+    (the CPUs less the 1-minute load average, ``load`` or the system's, rounded; at least one), fewer when
+    ``asked`` (e.g. torch's thread count, which a user or a test may have lowered). On a machine busier than its
+    cores a spinning thread pool waits on descheduled threads: one thread then did a book's ``controls`` in 0.56x
+    the CPU time of two (docs/benchmarks.md, "llama.cpp rows side by side")."""
     cpus = available_cpus(cpu_max)
-    return max(1, min(cpus, asked) if asked else cpus)
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = 0.0
+    idle = max(1, min(cpus, round(cpus - load)))
+    return max(1, min(idle, asked) if asked else idle)

@@ -137,8 +137,9 @@ class GGUFModel:
         with its K/V cache in ``kv_cache`` precision (llama.cpp's own default is f16, whose rounding of keys and
         values moves log-probabilities by about 2e-3 nats on a trained model; f32 keeps them within 1e-4 of the
         transformers backend). Its weights are repacked for this CPU only where ``repack`` allows it. It runs one
-        thread per CPU this process may use (``cpus.engine_threads``: affinity and cgroup quota, no more than
-        torch's threads), since llama.cpp's threads spin while they wait and lose most of their speed beyond."""
+        thread per CPU this process may use that other work leaves idle (``cpus.engine_threads``: affinity, cgroup
+        quota, less the load average; no more than torch's threads), since llama.cpp's threads spin while they wait
+        and lose most of their speed beyond."""
         llama_cpp = _llama_cpp()
         kv = KV_TYPES[self.kv_cache]
         threads = engine_threads(torch.get_num_threads())
