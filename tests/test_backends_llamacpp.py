@@ -227,3 +227,87 @@ def test_repack_off_same_statistics_own_cache_key(llama_pair, tmp_path):
     assert (ours.key("x") != theirs.key("x")) is cpp.model.repack
     a, b = ours.stats(text), theirs.stats(text)
     assert np.abs(a.logp - b.logp).max() < TOLERANCE  # float32 weights: no repacked kernel either way
+
+
+def _book_prompts(lm, n: int, length: int) -> list[list[int]]:
+    ids = list(lm.tokenizer(corpus_text("members", corpus_ids("members", 1)[0]), add_special_tokens=False).input_ids)
+    return [ids[k * 37 : k * 37 + length] for k in range(n)]
+
+
+def test_rows_side_by_side_sample_what_each_prompt_samples_alone(llama_pair, monkeypatch):
+    """A prompt's continuations through llama.cpp are the same alone, beside other prompts in one decoding loop,
+    and split over several loops: each row draws from its own uniforms, whatever rows share its decode calls."""
+    from docaudit.query.backends import llama_rows
+    from docaudit.query.generate import continuations
+
+    hf, cpp, _ = llama_pair
+    prompts = _book_prompts(hf, 5, 14)
+    streams = [(7, 100 + i) for i in range(5)]
+    together = continuations(cpp, prompts, 3, 10, {"temperature": 1.0, "batch_size": 5, "streams": streams})
+    alone = [
+        continuations(cpp, [p], 3, 10, {"temperature": 1.0, "batch_size": 1, "streams": [s]})[0]
+        for p, s in zip(prompts, streams)
+    ]
+    monkeypatch.setattr(llama_rows, "ROWS", 4)  # one prompt (3 rows) per loop
+    split = continuations(cpp, prompts, 3, 10, {"temperature": 1.0, "batch_size": 5, "streams": streams})
+    assert together == alone == split
+    assert continuations(hf, prompts, 3, 10, {"temperature": 1.0, "batch_size": 2, "streams": streams}) == together
+
+
+def test_suffixes_scored_side_by_side_match_whole_windows(llama_pair, monkeypatch):
+    """Suffix log-probabilities from the logits of the suffix's positions, several sequences per decode call (and
+    one per call), against each sequence scored as one whole window (``Backend.suffix_logprob``, every position's
+    statistics) and against transformers."""
+    from docaudit.query.backends import llama_rows
+    from docaudit.query.backends.base import Backend
+    from docaudit.query.conditional import suffix_logprob
+    from docaudit.query.models import opened_backend
+
+    hf, cpp, _ = llama_pair
+    bos = hf.tokenizer.bos_token_id
+    sequences = [([bos, *p], n) for p, n in zip(_book_prompts(hf, 6, 20), (1, 5, 19, 8, 12, 3))]
+    sequences.append(([bos, *_book_prompts(hf, 1, 7)[0]], 6))  # a shorter one among them
+    ours = suffix_logprob(cpp, sequences)
+    monkeypatch.setattr(llama_rows, "SCORED_TOKENS", 1)  # one sequence per call
+    one_by_one = suffix_logprob(cpp, sequences)
+    windows = Backend.suffix_logprob(opened_backend(cpp, 32), sequences, bos)
+    reference = suffix_logprob(hf, sequences)
+    assert np.isfinite(ours).all() and (ours < 0).all()
+    np.testing.assert_allclose(ours, one_by_one, atol=TOLERANCE)
+    np.testing.assert_allclose(ours, windows, atol=TOLERANCE)
+    np.testing.assert_allclose(ours, reference, atol=TOLERANCE * 20)
+    assert np.isnan(suffix_logprob(cpp, [([bos, 5, 6], 2), ([bos, 5], 0)])).all()  # nothing before it, nothing asked
+
+
+def test_llama_cpp_log_lines_go_to_the_debug_log(llama_pair, capfd, caplog):
+    """llama.cpp's own lines at context creation (the K/V cache's) reach the debug log, not the terminal."""
+    import logging
+
+    from docaudit.query.progress import ENGINE_LOG
+
+    _, cpp, _ = llama_pair
+    capfd.readouterr()
+    with caplog.at_level(logging.DEBUG, logger=ENGINE_LOG):
+        LlamaCppBackend(cpp.model, 16)._side_by_side(64, 4)
+    out, err = capfd.readouterr()
+    assert out == err == ""
+    assert any(r.name == ENGINE_LOG for r in caplog.records)
+
+
+def test_engine_threads_follow_affinity_and_quota(tmp_path, monkeypatch):
+    import os
+
+    from docaudit.query import cpus
+
+    quota = tmp_path / "cpu.max"
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert cpus.available_cpus(tmp_path / "absent") == 4
+    quota.write_text("max 100000\n")
+    assert cpus.available_cpus(quota) == 4
+    quota.write_text("150000 100000\n")  # one and a half CPUs: two threads
+    assert cpus.available_cpus(quota) == 2
+    assert cpus.engine_threads(8, quota, load=0.0) == 2 and cpus.engine_threads(1, quota, load=0.0) == 1
+    quota.write_text("garbage")
+    assert cpus.available_cpus(quota) == 4 and cpus.engine_threads(None, quota, load=0.2) == 4
+    # other work's load leaves fewer idle CPUs: one thread at least
+    assert [cpus.engine_threads(None, quota, load=x) for x in (1.2, 2.6, 3.9, 12.0)] == [3, 1, 1, 1]

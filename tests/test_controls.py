@@ -454,3 +454,19 @@ def test_batched_rows_do_not_change_what_is_sampled(tiny_gpt2):
     single = continuations(lm, prompts, 2, 6, {"temperature": 1e-4, "seed": 1, "batch_size": 1})
     batched = continuations(lm, prompts, 2, 6, {"temperature": 1e-4, "seed": 2, "batch_size": 4})
     assert single == batched
+
+
+@pytest.mark.parametrize("dry", [["--dry-run"], []])
+def test_stored_library_of_another_backend_refused_before_loading(shelf, dry, monkeypatch):
+    """The shipped library holds float32 transformers contrasts: through llama.cpp, the dry run and the run refuse
+    in one line naming --null-library before any model loads (loading would fail the test)."""
+    from docaudit.query import models
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    monkeypatch.setattr(models, "load_model", no_loading)
+    result = run([shelf / "books", "--backend", "llamacpp", *dry])
+    assert result.exit_code == 3, result.output
+    assert "holds contrasts of a float32 generator, not of this run's (llamacpp)" in result.output
+    assert "--null-library DIR" in result.output and len(result.output.strip().splitlines()) == 1

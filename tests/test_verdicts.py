@@ -239,3 +239,12 @@ def test_evidence_out_of_reach_in_a_run_is_inconclusive_with_the_library_size_th
     assert run_verdicts([1 / 21], [[]], None, 0.05, smallest=[1 / 21])[0].verdict == EVIDENCE
     three = run_verdicts([1 / 41, 1 / 41, 0.5], [[], [], []], None, 0.05, smallest=[1 / 41] * 3)
     assert [v.verdict for v in three] == [EVIDENCE, EVIDENCE, NO_EVIDENCE]
+
+
+def test_training_next_steps_name_their_bound():
+    """A next step that trains on whole books names the excerpt that keeps it to minutes, and its dry run."""
+    from docaudit.inference.verdicts import NEXT_STEPS
+
+    training = [step for step in NEXT_STEPS.values() if "docaudit train --members" in step]
+    assert len(training) >= 3
+    assert all("--max-tokens 512" in step and "--dry-run" in step for step in training)

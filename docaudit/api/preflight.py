@@ -335,6 +335,11 @@ def _traps_make(r: TrapsMakeRequest) -> list[Checks]:
 
 
 def _controls(r: ControlsRequest) -> list[Checks]:
+    if r.uses_stored_library and r.stored_library is not None and Path(r.stored_library).is_file():
+        from docaudit.audit.controls_library import refuse_other_precision
+
+        models = {"generator": r.generator, "target": r.model}
+        refuse_other_precision(r.stored_library, models, r.config.min_library)
     names = ("books", "null library")
     library = list(r.library) if r.library else None
     output = (r.out, "controls", r.overwrite, r.inputs())

@@ -76,6 +76,30 @@ def _difference(stored: dict, wanted: dict) -> str | None:
     return None
 
 
+def refuse_other_precision(path: Path, models: dict, min_library: int) -> None:
+    """Refuse in one line, before any model loads, a stored library computed with the generator or target at
+    another precision or through another backend than the run's (``models``: their ``ModelConfig`` or
+    ``LoadedModel`` by role), naming what to give instead; a library that cannot be read is left to
+    :func:`read_library`."""
+    from docaudit.query.loaded import precision_of
+
+    try:
+        key = load_untrusted_json(Path(path), "controls library")["key"]
+        stored = {role: (key.get(role) or {}).get("precision") for role in ("generator", "target")}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return
+    for role, have in stored.items():
+        m = models[role]
+        wanted = precision_of(getattr(m, "config", m))
+        if have != wanted:
+            raise DocauditError(
+                f"the stored null library {path} holds contrasts of a {have} {role}, not of this run's ({wanted}): "
+                f"give --null-library DIR, a folder of at least {min_library} texts the model cannot have seen "
+                "(e.g. books first published after its training data; scripts/controls_library.py stores a "
+                "library of them for reuse), or --reference MODEL"
+            )
+
+
 def read_library(path: Path, key: dict, block: int) -> list[BookControls]:
     """The texts of a stored library as tested texts (their statistic's blocks of ``block``), refused with one
     line when it cannot be read or was computed otherwise than ``key`` says."""

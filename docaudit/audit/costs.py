@@ -25,13 +25,14 @@ from docaudit.config.rules import (
     CONTROLS_GENERATED_PER_SECOND,
     CONTROLS_SCORED_PER_SECOND,
     CONVERT_SECONDS_PER_GB,
+    GGUF_TOKENIZER_SECONDS,
     LOAD_SECONDS,
     OTHER_SECONDS_PER_TOKEN,
     QUERY_TOKENS_PER_SECOND,
     TREE_SECONDS,
 )
 from docaudit.query import rates
-from docaudit.query.sources import embedded_conversion_pending
+from docaudit.query.sources import embedded_conversion_pending, embedded_tokenizer_pending
 
 
 @dataclass(frozen=True)
@@ -126,13 +127,17 @@ def query_plan(sizes: Sequence[int], query: QueryConfig, model: ModelConfig, loa
 
 
 def add_conversion(plan: Plan, models: Sequence[ModelConfig]) -> None:
-    """The embedded model's conversion on its first use (once), when one of ``models`` is the embedded one and its
-    conversion is not in the cache yet."""
+    """The embedded model's first use (once), when one of ``models`` is the embedded one: its conversion for
+    transformers, or the read of its tokenizer for llama.cpp, while the cache lacks it."""
     embedded = any(m.backend == "transformers" and m.model is None for m in models)
     if embedded and (size := embedded_conversion_pending()):
         per_gb = rates.measured(rates.CONVERSION_KEY, "convert_s_per_gb") or CONVERT_SECONDS_PER_GB
         plan.steps.append(Step("converting the embedded model (its first use, once)", f"{size / 1e6:.0f} MB",
                                per_gb * size / 1e9))  # fmt: skip
+    if any(m.backend == "llamacpp" and m.model is None for m in models) and embedded_tokenizer_pending():
+        plan.steps.append(
+            Step("reading the embedded model's tokenizer (its first use, once)", "once", GGUF_TOKENIZER_SECONDS)
+        )
 
 
 def controls_rate(model: ModelConfig, name: str) -> tuple[float | None, bool]:

@@ -291,16 +291,39 @@ class MapResult:
     info: dict
 
 
+def leading_part(doc: Document, tokenizer, max_tokens: int | None) -> Document:
+    """``doc`` cut to the text of its first ``max_tokens`` tokens (whole when it is shorter, or without a bound), so
+    that a map's work per book is bounded: the cut falls where the decoded first tokens end in the text (in
+    proportion to the tokens where a tokenizer does not decode back to the text); its hash is the cut text's."""
+    from dataclasses import replace
+
+    from docaudit.io import sha256_text
+
+    if max_tokens is None:
+        return doc
+    ids = token_ids(tokenizer, doc.text)
+    if len(ids) <= max_tokens:
+        return doc
+    head = tokenizer.decode(ids[:max_tokens], skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    cut = len(head) if doc.text.startswith(head) else len(doc.text) * max_tokens // len(ids)
+    text = doc.text[:cut]
+    return replace(doc, text=text, sha256=sha256_text(text))
+
+
 def map_documents(
     books: list[Document], calibration: list[Document], lm, spec: MapSpec = MapSpec(), progress: bool = True
 ) -> MapResult:
-    """Query every book and calibration book once (whole, through the cached querier of the loaded model ``lm``),
-    then map each judged book against the calibration books."""
+    """Query every book and calibration book once (whole, or its first ``spec.query.max_tokens`` tokens:
+    :func:`leading_part`; through the cached querier of the loaded model ``lm``), then map each judged book against
+    the calibration books."""
     from dataclasses import replace
 
     from docaudit.query.models import served_query
     from docaudit.query.querier import open_querier, query_documents
 
+    bound = spec.query.max_tokens
+    books = [leading_part(d, lm.tokenizer, bound) for d in books]
+    calibration = [leading_part(d, lm.tokenizer, bound) for d in calibration]
     querier = open_querier(lm, served_query(replace(spec.query, max_tokens=None), lm))  # no GP sums from a server
     stats = query_documents(querier, [*books, *calibration], progress=progress)
     passes = [book_pass(d, s, lm.tokenizer, spec.config) for d, s in zip([*books, *calibration], stats)]

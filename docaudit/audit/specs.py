@@ -58,7 +58,8 @@ class ReportSpec:
 @dataclass(frozen=True)
 class MapSpec:
     """What a map is computed with: its settings, the detector's own settings, the windows every book is queried
-    with (``max_tokens`` is ignored: a map queries whole books) and the significance level."""
+    with (``max_tokens``: only the first that many tokens of each book are mapped, ``localize.leading_part``) and
+    the significance level."""
 
     config: LocalizeConfig = LocalizeConfig()
     detector: DetectorConfig = DetectorConfig()

@@ -11,6 +11,7 @@ from docaudit.cli.options import (
     alpha_option,
     cleaning_options,
     config_from,
+    field_option,
     field_options,
     format_option,
     model_config,
@@ -33,6 +34,12 @@ from docaudit.run import DocumentSpec
 )
 @model_options
 @field_options(QueryConfig, "context", "stride", "batch_size")
+@field_option(
+    QueryConfig,
+    "max_tokens",
+    help="Map only the first this many tokens of each book and calibration book (bounds the work per book; "
+    "--dry-run gives the time).",
+)
 @field_options(LocalizeConfig, "method", "segment_words", "min_segment_words", "min_segment_tokens")
 @field_options(DetectorConfig, "k")
 @alpha_option("Level of the segments' verdicts: evidence when the Benjamini-Hochberg q-value over a book is below it.")
@@ -52,7 +59,7 @@ def localize(books, calibrate_nonmembers, alpha, out, overwrite, strict, fmt, **
     from docaudit.audit.specs import MapSpec
     from docaudit.report.localize import map_text
 
-    query = config_from(QueryConfig, kw, skip=("max_tokens", "excerpt"))
+    query = config_from(QueryConfig, kw, skip=("excerpt",))
     spec = MapSpec(config_from(LocalizeConfig, kw), config_from(DetectorConfig, kw, skip=("pac_copies",)), query, alpha)
     request = api.MapRequest(
         books,

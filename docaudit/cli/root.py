@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import click
 
 from docaudit.cli.audit import audit
@@ -20,7 +22,8 @@ from docaudit.cli.sequence import sequence
 from docaudit.cli.settings import config_group
 from docaudit.cli.train import predict, train
 from docaudit.cli.traps import traps
-from docaudit.errors import remember_debug
+from docaudit.errors import DEBUG_KEY, remember_debug
+from docaudit.query.progress import ENGINE_LOG
 
 
 @group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -30,11 +33,13 @@ from docaudit.errors import remember_debug
     is_flag=True,
     expose_value=False,
     callback=remember_debug,
-    help="Show the traceback of an internal error.",
+    help="Show the traceback of an internal error, and llama.cpp's own log lines.",
 )
 def main():
     """docaudit: was this document in the training data of this language model?"""
     quiet_libraries()
+    if click.get_current_context().meta.get(DEBUG_KEY):
+        logging.getLogger(ENGINE_LOG).setLevel(logging.DEBUG)
     escape_unencodable()
 
 

@@ -20,6 +20,10 @@ LOAD_SECONDS = {"transformers": 10.5, "llamacpp": 3.0, "openai": 0.5}
 # embedded Gemma's (253 MB) first load took 115 s from a fresh clone on a 2-core machine (its file assembled,
 # dequantized and written), kept until this machine has measured its own.
 CONVERT_SECONDS_PER_GB = 455.0
+# Seconds of the first read of the embedded GGUF file's tokenizer (262,144 entries) by transformers, on its first
+# load through llama.cpp (kept in the cache after): 71 s (17 CPU-s) at load average 7 on the shared 2-core machine
+# (docs/benchmarks.md, "llama.cpp rows side by side").
+GGUF_TOKENIZER_SECONDS = 71.0
 # Seconds per tree of the meta-classifier's random forests (fit and scoring, depth 5, a few dozen documents, 2 cores).
 TREE_SECONDS = 0.0017
 # Seconds per token of a command's model passes of its work beside them, the passes, loading and the

@@ -23,15 +23,17 @@ BLIND_GATE_LEVEL = 0.05
 
 # the synthetic-control test as a next step: on the embedded model it runs as written (a null library ships for it)
 CONTROLS_STEP = "(docaudit controls BOOK; with a model other than the embedded one, add --null-library DIR)"
+# training as a next step, bounded: an excerpt of 512 tokens per document keeps training on a corpus of whole books
+# to minutes on a small CPU instead of days (docs/benchmarks.md); its --dry-run gives the time on the machine
+TRAIN_STEP = "docaudit train --members DIR --nonmembers DIR --max-tokens 512; its --dry-run says how long"
 # why a verdict is "inconclusive": a code for machines and the one-line next step printed for people
 NEXT_STEPS = {
-    "classifier_at_chance": "train a classifier on your own known members and non-members (docaudit train "
-    "--members DIR --nonmembers DIR) where it separates them, or test the book against synthetic controls "
-    + CONTROLS_STEP,
-    "too_few_nonmembers": "give at least the number named of known non-members (docaudit train --nonmembers DIR; "
-    "docaudit report --calibrate-nonmembers DIR)",
-    "blind_separates": "compare with known non-members of the same era and kind of text (docaudit train "
-    "--nonmembers DIR), test the book against synthetic controls " + CONTROLS_STEP + ", or plant traps before "
+    "classifier_at_chance": f"train a classifier on your own known members and non-members ({TRAIN_STEP}) where "
+    "it separates them, or test the book against synthetic controls " + CONTROLS_STEP,
+    "too_few_nonmembers": f"give at least the number named of known non-members ({TRAIN_STEP}; docaudit report "
+    "--calibrate-nonmembers DIR)",
+    "blind_separates": f"compare with known non-members of the same era and kind of text ({TRAIN_STEP}), test the "
+    "book against synthetic controls " + CONTROLS_STEP + ", or plant traps before "
     "publishing (docaudit traps make)",
     "distribution_shift": "train on member and non-member sets that differ only by whether the model saw them, not "
     "by era or source, or test the book against synthetic controls " + CONTROLS_STEP,

@@ -50,28 +50,21 @@ def suffix_logprob(lm: LoadedModel, sequences: list[tuple[list[int], int]], batc
     BOS precedes them (a window's first token is never scored), or where a backend cannot be asked for exactly
     these ids.
 
-    A transformers model runs here (:func:`_trunk_logprob`); every other backend scores the ids as one window
-    through its own machinery (``Backend.compute``, what its querier runs: llama.cpp's logits in process, a
-    server's echoed prompt log-probabilities), opened once per model (``models.opened_backend``)."""
+    A transformers model runs here (:func:`_trunk_logprob`); every other backend through its own
+    ``Backend.suffix_logprob``, opened once per model (``models.opened_backend``): llama.cpp several sequences
+    per call with the logits of the suffix's positions only, a server each sequence as one window of its echoed
+    prompt log-probabilities."""
     if lm.config.backend == "transformers":
         return _trunk_logprob(lm, sequences, batch_size)
-    from docaudit.query.backends.base import Unaskable
     from docaudit.query.models import opened_backend
 
     bos = bos_per_window(lm.tokenizer)
     out = np.full(len(sequences), np.nan)
-    if not sequences:
-        return out
-    backend = opened_backend(lm, max(len(ids) for ids, _ in sequences))
-    for i, (ids, n) in enumerate(sequences):
-        body = np.asarray(ids[1:] if bos is not None else ids, dtype=np.int64)
-        if not 0 < n < len(body):  # a window scores every token but its first
-            continue
-        try:
-            stats = backend.compute(body, len(body), len(body) - 1, bos, False, None)
-        except Unaskable:
-            continue
-        out[i] = float(np.sum(stats.logp[-n:], dtype=np.float64))
+    first = int(bos is not None)  # a window scores every token but its first (the one after the BOS)
+    asked = [i for i, (ids, n) in enumerate(sequences) if 0 < n < len(ids) - first]
+    if asked:
+        backend = opened_backend(lm, max(len(sequences[i][0]) for i in asked))
+        out[asked] = backend.suffix_logprob([sequences[i] for i in asked], bos)
     return out
 
 

@@ -241,8 +241,8 @@ def continuations(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
     """Per prompt (generator token ids, all of one length), ``samples`` continuations of exactly ``n_tokens`` new
     ids, pure sampling at ``options["temperature"]`` (no top-k, no top-p; EOS cannot end one early), the prompt
     after the generator's BOS when its tokenizer starts encodings with one; ``options["batch_size"]`` prompts (with
-    their samples) per decoding loop (``query.decode`` for a transformers model; llama.cpp's own logits, a prompt
-    at a time, for a ``.gguf`` run through llama.cpp). The ``j``-th continuation of the ``i``-th prompt is drawn
+    their samples) per decoding loop (``query.decode`` for a transformers model; llama.cpp's own logits, many rows
+    side by side, for a ``.gguf`` run through llama.cpp). The ``j``-th continuation of the ``i``-th prompt is drawn
     from its own stream of uniforms (``options["seed"]``, ``i``, ``j``; or, with ``options["streams"]``, the
     prompt's own ``(seed, index)`` there, e.g. prompts of several books in one loop) by the one sampler
     (``sampling.inverse_cdf``), so it does not depend on the batch size, on the other prompts or on the engine

@@ -81,16 +81,21 @@ class LoadedModel:
 
     @property
     def precision(self) -> str:
-        """The quantization, or else the dtype, the model was loaded with (a GGUF file's own for llamacpp, the
-        server's for openai)."""
-        if self.config.backend != "transformers":
-            return self.config.backend
-        return self.config.quantize or self.config.dtype
+        """The quantization, or else the dtype, the model was loaded with (:func:`precision_of`)."""
+        return precision_of(self.config)
 
     def cache_identity(self) -> dict:
         """What identifies the model's statistics in the cache: its content, its precision and its tokenizer (and
         what the backend adds, e.g. the server: ``Querier.key``)."""
         return {"model": self.identity, "precision": self.precision, "tokenizer": self.tokenizer_hash}
+
+
+def precision_of(config: ModelConfig) -> str:
+    """The quantization, or else the dtype, a model is loaded with under ``config`` (known before loading it): the
+    backend's name for llamacpp (a GGUF file's own) and openai (the server's)."""
+    if config.backend != "transformers":
+        return config.backend
+    return config.quantize or config.dtype
 
 
 def _model(lm: LoadedModel) -> object:

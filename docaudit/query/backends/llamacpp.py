@@ -21,10 +21,18 @@ import numpy as np
 from docaudit.config import ModelConfig
 from docaudit.errors import DocauditError, ModelError
 from docaudit.query.backends.base import FULL, TOKENIZER_PROBE, Backend, register_backend, stats_from_rows
+from docaudit.query.backends.llama_rows import (
+    SideBySide,
+    generation_groups,
+    sample_rows,
+    score_suffixes,
+    scoring_groups,
+)
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
+from docaudit.query.cpus import engine_threads
 from docaudit.query.lazy import inference_mode, torch
 from docaudit.query.loaded import LoadedModel, tokenizer_hash
-from docaudit.query.progress import scored
+from docaudit.query.progress import ENGINE_LOG, scored
 from docaudit.query.sources import check_identity, gguf_tokenizer, resolve_source
 from docaudit.query.stats import TokenStats, scored_spans
 from docaudit.untrusted import read_untrusted
@@ -39,13 +47,30 @@ AMX_FLAGS = frozenset({"amx_tile", "amx_int8", "amx_bf16"})
 _params_lock = threading.Lock()
 
 
+_engine_log: list = []  # the installed callback, kept alive while llama.cpp may call it
+
+
 def _llama_cpp():
     try:
         import llama_cpp
     except ImportError as e:
         raise ModelError("--backend llamacpp needs llama-cpp-python: pip install 'docaudit[llamacpp]'") from e
-    logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)  # llama.cpp's own log: errors only
+    if not _engine_log:
+        _engine_log.append(llama_cpp.llama_log_callback(_to_debug_log))
+        _engine_log_on(llama_cpp)
     return llama_cpp
+
+
+def _to_debug_log(level: int, text: bytes, user_data) -> None:
+    """llama.cpp's log lines (those at context creation included) to the ``ENGINE_LOG`` logger at DEBUG, never
+    to the terminal: llama-cpp-python's own callback reads ggml's older level numbers and prints its warnings."""
+    line = text.decode("utf-8", "replace").rstrip()
+    if line:
+        logging.getLogger(ENGINE_LOG).debug("%s", line)
+
+
+def _engine_log_on(llama_cpp) -> None:
+    llama_cpp.llama_log_set(_engine_log[0], ctypes.c_void_p(0))
 
 
 @contextmanager
@@ -57,9 +82,7 @@ def _llama_log_off(llama_cpp):
     try:
         yield
     finally:
-        from llama_cpp import _logger
-
-        llama_cpp.llama_log_set(_logger.llama_log_callback, ctypes.c_void_p(0))
+        _engine_log_on(llama_cpp)
 
 
 def cpu_has_amx(cpuinfo: Path = CPUINFO) -> bool:
@@ -113,10 +136,13 @@ class GGUFModel:
         """A llama.cpp context over the file keeping the logits of all ``n_ctx`` positions, on torch's threads,
         with its K/V cache in ``kv_cache`` precision (llama.cpp's own default is f16, whose rounding of keys and
         values moves log-probabilities by about 2e-3 nats on a trained model; f32 keeps them within 1e-4 of the
-        transformers backend). Its weights are repacked for this CPU only where ``repack`` allows it."""
+        transformers backend). Its weights are repacked for this CPU only where ``repack`` allows it. It runs one
+        thread per CPU this process may use that other work leaves idle (``cpus.engine_threads``: affinity, cgroup
+        quota, less the load average; no more than torch's threads), since llama.cpp's threads spin while they wait
+        and lose most of their speed beyond."""
         llama_cpp = _llama_cpp()
         kv = KV_TYPES[self.kv_cache]
-        threads = torch.get_num_threads()
+        threads = engine_threads(torch.get_num_threads())
         with llama_params(llama_cpp, self.repack):
             return llama_cpp.Llama(
                 model_path=str(self.path),
@@ -178,7 +204,9 @@ class LlamaCppBackend(Backend):
         self.chunk_rows = max(1, LOGIT_ELEMENTS_PER_CHUNK // self.vocab_size)
         self.work = WorkBuffers(torch.device("cpu"))
         self.positions = context + 1
+        self.threads = engine_threads(torch.get_num_threads())
         self._end_ids: list[int] | None = None
+        self._rows: SideBySide | None = None
 
     def identity(self) -> dict:
         """The backend, its K/V precision and, where off, the weights' repacking: statistics computed with other
@@ -206,13 +234,6 @@ class LlamaCppBackend(Backend):
         decoded from an empty cache: what a caller reduces itself (``extract``'s p_z)."""
         return np.array(self._decode(window)[rows])
 
-    def _step(self, token: int, position: int) -> np.ndarray:
-        """The float32 logits after ``token`` decoded at ``position`` onto the cache (a view of llama.cpp's buffer)."""
-        llm = self.llm
-        llm._batch.set_batch(batch=[token], n_past=position, logits_all=True)
-        llm._ctx.decode(llm._batch)
-        return np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(1, self.vocab_size))[0]
-
     def end_ids(self) -> list[int]:
         """The ids that end a generation for llama.cpp (its end-of-generation tokens: EOS, end of turn, ...)."""
         if self._end_ids is None:
@@ -221,28 +242,50 @@ class LlamaCppBackend(Backend):
             self._end_ids = [i for i in range(self.vocab_size) if llama_cpp.llama_vocab_is_eog(vocab, i)]
         return self._end_ids
 
+    def _side_by_side(self, cells: int, seqs: int) -> SideBySide:
+        """The backend's context of sequences side by side (``llama_rows``) with room for at least ``cells`` tokens
+        of ``seqs`` sequences: kept, and made again larger only when a larger call comes."""
+        held = self._rows
+        if held is None or held.cells < cells or held.seqs < seqs:
+            llama_cpp = _llama_cpp()
+            cells = max(cells, held.cells if held else 0)
+            seqs = min(max(seqs, held.seqs if held else 0), llama_cpp.llama_max_parallel_sequences())
+            kv = getattr(llama_cpp, KV_TYPES[self.kv_cache])
+            self._rows = held = None
+            self._rows = held = SideBySide(llama_cpp, self.llm, cells, seqs, kv, self.threads)
+        return held
+
     @inference_mode
     def sample(self, prompts: list[list[int]], repeats: int, uniforms: np.ndarray, temperature: float) -> np.ndarray:
         """``repeats`` continuations of each prompt, row ``i * repeats + j`` the ``j``-th of prompt ``i``, token
         ``t`` drawn at ``uniforms[row, t]`` by docaudit's sampler (``sampling.inverse_cdf``: pure sampling at
         ``temperature``, end-of-generation ids excluded) from llama.cpp's logits: an int64 array [rows, uniforms'
-        columns], as ``decode.Decoder.sample`` gives for a transformers model. A prompt is decoded once; each of its
-        samples then runs a token at a time on the prompt's K/V cache, its own positions dropped before the next."""
-        from docaudit.query.sampling import inverse_cdf
-
-        rows, n_tokens = uniforms.shape
-        out = np.empty((rows, n_tokens), dtype=np.int64)
+        columns], as ``decode.Decoder.sample`` gives for a transformers model. Up to ``llama_rows.ROWS`` rows side
+        by side per decoding loop: each prompt decoded once for its samples, then one token of every row per
+        decode call, logits of the rows' last positions only. A row's tokens depend on its uniforms and logits
+        alone, not on the rows beside it."""
+        n_tokens = uniforms.shape[1]
+        out = np.empty(uniforms.shape, dtype=np.int64)
         banned = torch.tensor(self.end_ids(), dtype=torch.long)
         u = torch.as_tensor(uniforms, dtype=torch.float64)
-        for i, prompt in enumerate(prompts):
-            last = torch.from_numpy(self._decode(list(prompt))[-1].copy())
-            for row in range(i * repeats, (i + 1) * repeats):
-                self.llm._ctx.kv_cache_seq_rm(-1, len(prompt), -1)
-                logits = last.clone()[None]
-                for t in range(n_tokens):
-                    out[row, t] = token = int(inverse_cdf(logits, u[row, t : t + 1], temperature, banned)[0])
-                    if t + 1 < n_tokens:
-                        logits = torch.from_numpy(self._step(token, len(prompt) + t))[None]
+        for group in generation_groups(prompts, repeats):
+            chosen = [list(prompts[i]) for i in group]
+            rows = slice(group.start * repeats, group.stop * repeats)
+            cells = sum(len(p) for p in chosen) + len(chosen) * repeats * n_tokens
+            engine = self._side_by_side(cells, len(chosen) * repeats)
+            out[rows] = sample_rows(engine, chosen, repeats, u[rows], temperature, banned)
+        return out
+
+    @inference_mode
+    def suffix_logprob(self, sequences: list[tuple[list[int], int]], bos: int | None) -> np.ndarray:
+        """Per ``(ids, n)`` with ``0 < n < len(ids)`` (a BOS included where the tokenizer uses one), the sum of the
+        log-probabilities of the last ``n`` ids: several sequences side by side per decode call, logits of the
+        positions that predict a suffix only (``llama_rows.score_suffixes``)."""
+        out = np.empty(len(sequences))
+        for group in scoring_groups([ids for ids, _ in sequences]):
+            chosen = [sequences[i] for i in group]
+            engine = self._side_by_side(sum(len(ids) for ids, _ in chosen), len(chosen))
+            out[group] = score_suffixes(engine, chosen)
         return out
 
     @inference_mode
