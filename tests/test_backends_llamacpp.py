@@ -254,6 +254,31 @@ def test_rows_side_by_side_sample_what_each_prompt_samples_alone(llama_pair, mon
     assert continuations(hf, prompts, 3, 10, {"temperature": 1.0, "batch_size": 2, "streams": streams}) == together
 
 
+def test_books_are_decoded_apart_through_llama_cpp(llama_pair, monkeypatch):
+    """On quantized weights llama.cpp's logits depend on the shape of the batch a row is decoded in, so through
+    llama.cpp a decoding loop never holds two books' prompts and each book's loops are cut from its own first
+    prompt: its suffixes are those it gets alone, whatever books run beside it. transformers shares loops."""
+    from docaudit.query.backends.llamacpp import LlamaCppBackend
+    from docaudit.query.generate import continuations, loops
+
+    keys = [(7, 0), (7, 1), (7, 2), (9, 0), (9, 1), (5, 0)]
+    assert loops(keys, 2, apart=True) == [(0, 2), (2, 3), (3, 5), (5, 6)]
+    assert loops(keys, 2, apart=False) == [(0, 2), (2, 4), (4, 6)]
+    assert loops(keys[3:], 2, apart=True) == [(0, 2), (2, 3)]  # book 9 alone: the same loops as beside book 7
+    hf, cpp, _ = llama_pair
+    seen = []
+    sample = LlamaCppBackend.sample
+
+    def spy(self, batch, *args):
+        seen.append(len(batch))
+        return sample(self, batch, *args)
+
+    monkeypatch.setattr(LlamaCppBackend, "sample", spy)
+    prompts = _book_prompts(hf, 6, 14)
+    options = {"temperature": 1.0, "batch_size": 2, "streams": keys}
+    assert continuations(cpp, prompts, 2, 4, options) is not None and seen == [2, 1, 2, 1]
+
+
 def test_suffixes_scored_side_by_side_match_whole_windows(llama_pair, monkeypatch):
     """Suffix log-probabilities from the logits of the suffix's positions, several sequences per decode call (and
     one per call), against each sequence scored as one whole window (``Backend.suffix_logprob``, every position's

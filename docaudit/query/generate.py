@@ -270,8 +270,8 @@ def continuations(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
     out = []
     keys = options.get("streams") or [(options["seed"], i) for i in range(len(rows))]
     step = max(1, options["batch_size"])
-    for start in range(0, len(rows), step):
-        batch = rows[start : start + step]
+    for start, end in loops(keys, step, apart=lm.config.backend == "llamacpp"):
+        batch = rows[start:end]
         uniforms = np.stack(
             [
                 stream(keys[start + i][0], "continuations", keys[start + i][1], j).random(n_tokens)
@@ -282,6 +282,19 @@ def continuations(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tok
         sampled = sample(batch, samples, uniforms, float(options["temperature"])).tolist()
         out += [sampled[i * samples : (i + 1) * samples] for i in range(len(batch))]
     return out
+
+
+def loops(keys: list[tuple[int, int]], step: int, apart: bool) -> list[tuple[int, int]]:
+    """The ``[start, end)`` prompts of each decoding loop: ``step`` at most; with ``apart``, never two streams' seeds
+    (two books) in one loop. llama.cpp's quantized kernels round a row's logits by the shape of the batch it is
+    decoded in, so there a book's suffixes are the same alone or beside other books only when its prompts are
+    decoded apart from theirs, in loops cut from its own first prompt."""
+    cuts, start = [], 0
+    for i in range(1, len(keys) + 1):
+        if i == len(keys) or i - start == step or (apart and keys[i][0] != keys[start][0]):
+            cuts.append((start, i))
+            start = i
+    return cuts
 
 
 def continuation_texts(lm: LoadedModel, prompts: list[list[int]], samples: int, n_tokens: int, options: dict) -> list:
