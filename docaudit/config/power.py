@@ -31,8 +31,9 @@ POWER = (
         EMBEDDED,
         (("generator", "target"),),
         "on this model trained further, it found 14 of 20 books seen once in that training (95% 46–88%) and flagged 1 "
-        "of 20 never-seen books, at 10 passages of 8+8+16 tokens; a book seen once in pretraining leaves far less "
-        "(not measured)",
+        "of 20 never-seen books, at 10 passages of 8+8+16 tokens laid out by the former rule (other settings than "
+        "audit's 16 passages of 32+32+32 tokens, which were not measured); a book seen once in pretraining leaves far "
+        "less (not measured)",
         "the embedded Gemma-3-270M trained further for one epoch on 300-word excerpts of 20 PG-19 books (each seen "
         "once, AdamW at 2e-4), the target as its own generator, 10 passages of 8+8+16 tokens, 3 suffixes, a library "
         "of 20 never-trained texts; a book seen once among a pretraining run's trillions of tokens leaves far less",
@@ -43,7 +44,8 @@ POWER = (
         EMBEDDED,
         (("generator", "base"),),
         "on this model trained further, with the untrained model as generator, it found 19 of 20 books seen once in "
-        "that training (95% 75–100%) and flagged 1 of 20 never-seen books, at 10 passages of 8+8+16 tokens",
+        "that training (95% 75–100%) and flagged 1 of 20 never-seen books, at 10 passages of 8+8+16 tokens laid out by "
+        "the former rule (other settings than audit's, which were not measured)",
         "the embedded Gemma-3-270M trained further for one epoch on 300-word excerpts of 20 PG-19 books (each seen "
         "once, AdamW at 2e-4), the untrained Gemma as generator, 10 passages of 8+8+16 tokens, 3 suffixes, a library "
         "of 20 never-trained texts",
