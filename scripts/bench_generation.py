@@ -23,12 +23,14 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import types
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench.common import timed  # noqa: E402
 
 
 def old_module(rev: str, path: str, name: str) -> types.ModuleType:
@@ -38,12 +40,6 @@ def old_module(rev: str, path: str, name: str) -> types.ModuleType:
     module = sys.modules[name] = types.ModuleType(name)
     exec(compile(source.stdout, f"{rev}:{path}", "exec"), module.__dict__)
     return module
-
-
-def timed(fn, *args):
-    cpu, wall = time.process_time(), time.perf_counter()
-    out = fn(*args)
-    return out, time.process_time() - cpu, time.perf_counter() - wall
 
 
 def main(argv=None) -> int:

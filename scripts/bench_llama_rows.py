@@ -24,7 +24,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 import types
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench.common import cpu_name  # noqa: E402
+from bench.common import cpu_name, timed  # noqa: E402
 
 
 def old_backend_class(rev: str):
@@ -69,12 +68,6 @@ def one_row_at_a_time(old):
         for name, value in saved.items():
             setattr(LlamaCppBackend, name, value)
         del LlamaCppBackend._step
-
-
-def timed(fn, *args):
-    cpu, wall = time.process_time(), time.perf_counter()
-    out = fn(*args)
-    return out, time.process_time() - cpu, time.perf_counter() - wall
 
 
 def main(argv=None) -> int:

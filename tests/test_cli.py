@@ -108,7 +108,7 @@ def test_train_then_predict(sets, tiny_gpt2, tiny_llama, tmp_path):
     assert 1 / 5 <= rows[5]["p_value"] <= 1 and rows[5]["reason_codes"][-1] == "too_few_nonmembers"
     assert rows[5]["verdict"] == "inconclusive" and "too few known non-members" in rows[5]["reason"]
     text = run("predict", "--classifier", out, "--model", tiny_gpt2, new, book).output
-    assert "next step: give at least the number named of known non-members (docaudit train --nonmembers" in text
+    assert "next step: give at least the number named of known non-members (docaudit train --members DIR" in text
     assert "next step: this document trained the classifier itself" in text
     # the card's own model is the default for --model
     assert run("predict", "--classifier", out, book).exit_code == 0

@@ -6,6 +6,7 @@ import os
 import platform
 import resource
 import sys
+import time
 from pathlib import Path
 
 # the shared corpus of books beside the repository, or $DOCAUDIT_CORPUS (as the tests)
@@ -105,3 +106,10 @@ def tiny_llama(
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def timed(fn, *args):
+    """``fn(*args)``, the CPU seconds and the wall seconds it took."""
+    cpu, wall = time.process_time(), time.perf_counter()
+    out = fn(*args)
+    return out, time.process_time() - cpu, time.perf_counter() - wall
