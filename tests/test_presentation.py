@@ -24,7 +24,7 @@ def test_help_lists_commands_in_the_order_of_the_work_with_whole_sentences():
     listed = out.split("Commands:\n", 1)[1].splitlines()
     names = [line.split()[0] for line in listed if line.startswith("  ") and not line.startswith("   ")]
     assert names == [
-        "train", "predict", "evaluate", "report", "map", "controls", "probe", "extract", "sequence", "score",
+        "audit", "train", "predict", "evaluate", "report", "map", "controls", "probe", "extract", "sequence", "score",
         "dataset-test",
         "data", "traps", "lab", "config", "cache",
     ]  # fmt: skip
