@@ -17,7 +17,7 @@ from docaudit.cli.options import (
     overwrite_option,
     strict_option,
 )
-from docaudit.cli.preflight import dry_run, dry_run_option
+from docaudit.cli.preflight import dry_run_option, preflight
 from docaudit.config import ExtractConfig, ModelConfig
 from docaudit.run import DocumentSpec
 
@@ -82,11 +82,8 @@ def extract(books, library, raw, normalize_chars, out, overwrite, strict, fmt, *
         out,
         overwrite,
     )
-    if dry_run():
-        [estimate] = api.estimate(request)
-        _print_plan(estimate.cost)
+    if preflight(request, lambda estimate: _print_plan(estimate.cost)):
         return
-    api.check(request)
     result = api.extract_books(request)
     warn_skipped(result.body["skipped"])
     if fmt == "table":

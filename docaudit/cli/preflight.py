@@ -4,6 +4,7 @@ would take, and an estimate of its time."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -38,16 +39,16 @@ def dry_run() -> bool:
     return click.get_current_context().meta.get(DRY_RUN_KEY, False)
 
 
-def preflight(request) -> bool:
+def preflight(request, printed: Callable[[Estimate], None] | None = None) -> bool:
     """The checks of ``request`` (``api.check``); with ``--dry-run``, what the run would take printed instead
-    (``api.estimate``), returning True (the command stops there); with progress shown, a start line on stderr with
-    the estimate of the whole command."""
+    (``api.estimate``, by ``printed``, default :func:`echo_dry_run`), returning True (the command stops there); with
+    progress shown, a start line on stderr with the estimate of the whole command."""
     from docaudit import api
 
     if dry_run():
         for estimate in api.estimate(request):
             echo_warnings(estimate)
-            echo_dry_run(estimate)
+            (printed or echo_dry_run)(estimate)
         return True
     estimates = api.check(request)
     for estimate in estimates[:1]:  # one per report method: the same words

@@ -18,7 +18,7 @@ from docaudit.cli.options import (
     seed_option,
     strict_option,
 )
-from docaudit.cli.preflight import dry_run, dry_run_option
+from docaudit.cli.preflight import dry_run_option, preflight
 from docaudit.config import ModelConfig, ProbeConfig
 from docaudit.run import DocumentSpec
 
@@ -122,11 +122,8 @@ def probe(books, library, paraphrases, paraphraser, raw, normalize_chars, out, o
         out,
         overwrite,
     )
-    if dry_run():
-        [estimate] = api.estimate(request)
-        _print_plan(estimate.cost)
+    if preflight(request, lambda estimate: _print_plan(estimate.cost)):
         return
-    api.check(request)
     result = api.probe(request)
     warn_skipped(result.probe["skipped"])
     if fmt == "table":
