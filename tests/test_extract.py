@@ -264,6 +264,31 @@ def test_llamacpp_gives_the_p_z_of_transformers_on_the_same_weights(tmp_path, ti
     assert ours.greedy[0] == 0.0 and np.isfinite(ours.sampled[10])
 
 
+def test_llamacpp_side_by_side_gives_each_example_its_own_logits(tmp_path, tiny_llama, monkeypatch):
+    """Examples decoded side by side, in groups of 3 and of 1 (a group ends mid-run), give every suffix row the
+    logits of that example decoded alone with every position's logits computed (float32 GGUF)."""
+    pytest.importorskip("llama_cpp")
+    from test_gguf import write_gguf
+
+    from docaudit.query.backends import llama_rows
+    from docaudit.query.models import opened_backend
+
+    cpp = load_model(ModelConfig(model=str(write_gguf(tiny_llama, tmp_path / "tiny.gguf")), backend="llamacpp"))
+    ids = _book(load_model(ModelConfig(model=str(tiny_llama), device="cpu")))
+    windows = [[1] + ids[s : s + PREFIX + SUFFIX].tolist() for s in range(0, 70, 10)]
+    backend = opened_backend(cpp, len(windows[0]))
+    alone = [backend.logits(w, slice(len(w) - SUFFIX - 1, len(w) - 1)) for w in windows]
+    for rows in (3 * SUFFIX, SUFFIX):
+        monkeypatch.setattr(llama_rows, "SUFFIX_ROWS", rows)
+        seen = []
+        for group, logits in backend.suffix_logits(windows, SUFFIX):
+            assert len(group) == rows // SUFFIX or group.stop == len(windows)
+            seen += list(group)
+            for j, i in enumerate(group):
+                np.testing.assert_allclose(logits[j], alone[i], atol=1e-4)
+        assert seen == list(range(len(windows)))
+
+
 def test_a_second_run_reads_the_cache_and_a_damaged_entry_is_a_miss(texts, tiny_gpt2, tmp_path, monkeypatch):
     import docaudit.query.extraction as extraction
     from docaudit import api

@@ -13,8 +13,9 @@ one is not an argmax.
 A transformers model runs here: the examples' trunk ``batch_size`` at a time, the LM head only on the positions that
 predict a suffix token, and each row reduced to what p_z needs (the target's logit, the top-k values, the count
 tied with the k-th and the largest), so no [positions, vocabulary] probability table is kept. A ``.gguf`` through
-llama.cpp runs one example at a time, its suffix-predicting rows reduced the same way. A server is refused: it gives
-at most the top-n log-probabilities of a position, not the k-th largest logit and the kept set's sum."""
+llama.cpp runs several examples side by side per call, the LM head on their suffix-predicting rows alone, reduced
+the same way. A server is refused: it gives at most the top-n log-probabilities of a position, not the k-th
+largest logit and the kept set's sum."""
 
 from __future__ import annotations
 
@@ -198,19 +199,19 @@ def _examples(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, width: int) 
 
 @inference_mode
 def _llamacpp_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix: int, settings) -> Pz:
-    """:func:`pz` through llama.cpp in process: one example at a time (its backend decodes one sequence), the
-    logits of the suffix-predicting rows reduced as for transformers."""
+    """:func:`pz` through llama.cpp in process: several examples side by side per decode call, the logits of their
+    suffix-predicting rows alone, reduced as for transformers."""
     from docaudit.query.models import opened_backend
 
     top_k, temperature, _ = settings
     tokens = _examples(lm, ids, starts, prefix + suffix)
     backend = opened_backend(lm, tokens.shape[1])
-    rows = slice(tokens.shape[1] - suffix - 1, tokens.shape[1] - 1)
+    targets = torch.from_numpy(tokens[:, -suffix:])
     out = Pz.empty(len(starts))
-    for i, window in enumerate(tokens):
-        z = torch.from_numpy(backend.logits(window.tolist(), rows))
-        greedy, sampled = position_logp(z, torch.from_numpy(window[rows.start + 1 :]), top_k, temperature)
-        out.greedy[i], out.sampled[i] = float(greedy.sum()), float(sampled.sum())
+    for group, logits in backend.suffix_logits([window.tolist() for window in tokens], suffix):
+        for j, i in enumerate(group):
+            greedy, sampled = position_logp(torch.from_numpy(logits[j]), targets[i], top_k, temperature)
+            out.greedy[i], out.sampled[i] = float(greedy.sum()), float(sampled.sum())
     return out
 
 

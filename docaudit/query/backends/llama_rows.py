@@ -18,6 +18,7 @@ from docaudit.query.lazy import torch
 
 ROWS = 48  # generation rows (prompts x samples) per decoding loop
 SCORED_TOKENS = 2048  # tokens of the sequences whose suffixes one decode call scores
+SUFFIX_ROWS = 256  # logit rows one call returns whole (extract's p_z): 268 MB of float32 at a 262,144-token vocabulary
 UBATCH = 512  # tokens llama.cpp computes at once within a call
 
 
@@ -118,3 +119,21 @@ def score_suffixes(engine: SideBySide, sequences: list[tuple[list[int], int]]) -
     z = torch.from_numpy(engine.decode(tokens))
     picked = z.gather(1, torch.as_tensor(targets)[:, None])[:, 0] - torch.logsumexp(z, dim=1)
     return np.bincount(owner, weights=picked.double().numpy(), minlength=len(sequences))
+
+
+def suffix_groups(n_windows: int, suffix: int) -> list[range]:
+    """Consecutive windows whose ``suffix`` logit rows each fill a call of at most ``SUFFIX_ROWS`` rows (one window
+    at least); a function of the count alone, so a window's batch is the same whenever its book is run."""
+    step = max(1, min(ROWS, SUFFIX_ROWS // max(1, suffix)))
+    return [range(i, min(i + step, n_windows)) for i in range(0, n_windows, step)]
+
+
+def suffix_logits(engine: SideBySide, windows: list[list[int]], suffix: int) -> np.ndarray:
+    """The float32 logits [windows, suffix, vocabulary] of the ``suffix`` positions of each window that predict its
+    last ``suffix`` ids, the windows decoded side by side (a copy)."""
+    engine.clear()
+    tokens = []
+    for s, ids in enumerate(windows):
+        first = len(ids) - suffix - 1
+        tokens += [(token, k, (s,), first <= k < len(ids) - 1) for k, token in enumerate(ids)]
+    return np.array(engine.decode(tokens)).reshape(len(windows), suffix, engine.vocab)

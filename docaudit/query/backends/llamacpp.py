@@ -27,6 +27,8 @@ from docaudit.query.backends.llama_rows import (
     sample_rows,
     score_suffixes,
     scoring_groups,
+    suffix_groups,
+    suffix_logits,
 )
 from docaudit.query.backends.reduce import WorkBuffers, position_stats_
 from docaudit.query.cpus import engine_threads
@@ -231,8 +233,19 @@ class LlamaCppBackend(Backend):
 
     def logits(self, window: list[int], rows: slice) -> np.ndarray:
         """A copy of the float32 logits of ``rows`` of ``window`` (ids as the model reads them, BOS included),
-        decoded from an empty cache: what a caller reduces itself (``extract``'s p_z)."""
+        decoded from an empty cache, every position's logits computed."""
         return np.array(self._decode(window)[rows])
+
+    @inference_mode
+    def suffix_logits(self, windows: list[list[int]], suffix: int):
+        """For consecutive groups of ``windows`` (ids as the model reads them, BOS included), the group's indices
+        and the float32 logits [group, suffix, vocabulary] of the positions of each window that predict its last
+        ``suffix`` ids: what a caller reduces itself (``extract``'s p_z). A group's windows go side by side in one
+        call (``llama_rows.suffix_groups``), the LM head run on those positions alone."""
+        for group in suffix_groups(len(windows), suffix):
+            chosen = [windows[i] for i in group]
+            engine = self._side_by_side(sum(len(w) for w in chosen), len(chosen))
+            yield group, suffix_logits(engine, chosen, suffix)
 
     def end_ids(self) -> list[int]:
         """The ids that end a generation for llama.cpp (its end-of-generation tokens: EOS, end of turn, ...)."""
