@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from docaudit.api.common import Result, envelope_of, local_inputs, recorded
-from docaudit.config import ExtractConfig, ModelConfig
+from docaudit.config import EXTRACT_NULL, ExtractConfig, ModelConfig
 from docaudit.query.loaded import LoadedModel
 from docaudit.run import DocumentSpec, RunContext
 
@@ -19,7 +19,9 @@ from docaudit.run import DocumentSpec, RunContext
 @dataclass(frozen=True)
 class ExtractRequest:
     """Extract from each of ``books`` in ``model`` (default the embedded Gemma), run in this process; ``library``:
-    never-seen texts put through the same way, the baseline of every book's figures. With ``out``,
+    never-seen texts put through the same way, the baseline of every book's figures; without it, the figures stored
+    at ``stored_library`` (for the embedded model: ``config.EXTRACT_NULL``) where they were computed with this
+    model and these settings. With ``out``,
     ``extract.json``, ``extract.csv``, ``extract.png`` and ``extract.html`` written there (a new or empty folder,
     or an earlier extract output with ``overwrite``)."""
 
@@ -31,6 +33,7 @@ class ExtractRequest:
     run: RunContext = field(default_factory=RunContext)
     out: Path | None = None
     overwrite: bool = False
+    stored_library: Path | None = EXTRACT_NULL
 
     def inputs(self) -> list:
         """Every local input: what the output folder must not be or contain."""
@@ -73,6 +76,7 @@ def extract_books(request: ExtractRequest) -> ExtractResult:
     """p_z of every example of every book and library text, the books' figures beside the library's
     (``audit.extraction.extract_audit``)."""
     from docaudit.audit.extraction import extract_audit
+    from docaudit.audit.extraction_library import stored_baseline
     from docaudit.corpus.documents import load_documents
     from docaudit.outputs import prepare_output
     from docaudit.provenance import document_records, model_record
@@ -91,8 +95,9 @@ def extract_books(request: ExtractRequest) -> ExtractResult:
     library = [] if r.library is None else load_documents(r.library, *read)
     lm = r.model if isinstance(r.model, LoadedModel) else load_model(r.model)
     began = time.monotonic()
+    stored, about = (None, {"source": "--null-library"}) if library else stored_baseline(r.stored_library, lm, r.config)
     with rates.clock() as spent:
-        found = extract_audit(docs, library, lm, r.config)
+        found = extract_audit(docs, library, lm, r.config, stored)
     texts = found["books"] + found["library"]
     if all(t.ran == t.summary["examples"] for t in texts):  # a rate only from a run that read nothing cached
         ran = sum(t.ran for t in texts) * (r.config.example_tokens + 1)
@@ -104,6 +109,7 @@ def extract_books(request: ExtractRequest) -> ExtractResult:
         "settings": settings,
         "books": books,
         "library": [library_record(t) for t in found["library"]],
+        "baseline": about,
         "skipped": reading.skips.as_json(),
         "inputs": document_records(docs, "judged")
         + document_records([t.document for t in found["library"]], "library"),

@@ -138,16 +138,18 @@ def _finite(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
-def baseline(book: TextExtraction, library: list[TextExtraction]) -> dict | None:
-    """The library's extractable shares beside the book's: their median and largest, and how many of them reach the
-    book's share (ties included); None without a library."""
+def baseline(book: TextExtraction, library: list[dict], source: str) -> dict | None:
+    """The never-seen texts' extractable shares (``library``: each text's figures) beside the book's: their median
+    and largest, and how many of them reach the book's share (ties included), with where they come from
+    (``source``); None without a library."""
     if not library:
         return None
-    shares = np.array([t.summary["extractable_share"] for t in library])
-    greedy = np.array([t.summary["greedy_share"] for t in library])
+    shares = np.array([t["extractable_share"] for t in library])
+    greedy = np.array([t["greedy_share"] for t in library])
     mine = book.summary["extractable_share"]
     return {
         "texts": len(library),
+        "source": source,
         "median_share": float(np.median(shares)),
         "max_share": float(shares.max()),
         "median_greedy_share": float(np.median(greedy)),
@@ -157,8 +159,11 @@ def baseline(book: TextExtraction, library: list[TextExtraction]) -> dict | None
     }
 
 
-def extract_audit(books: list[Document], library: list[Document], lm: LoadedModel, config: ExtractConfig) -> dict:
-    """Every book's and library text's extraction, each book beside the library. Every text is tokenized and
+def extract_audit(
+    books: list[Document], library: list[Document], lm: LoadedModel, config: ExtractConfig, stored: dict | None = None
+) -> dict:
+    """Every book's and library text's extraction, each book beside the library; without library texts, beside
+    ``stored`` (a stored library's ``texts`` figures and its ``source``) when given. Every text is tokenized and
     checked (size, at least one example) before the model runs."""
     check_fits(lm, config.prefix_tokens, config.suffix_tokens)
     texts = [(d, "judged", tokenize(d, lm, config)) for d in books]
@@ -166,4 +171,8 @@ def extract_audit(books: list[Document], library: list[Document], lm: LoadedMode
     done = [extract_text(d, role, lm, config, tokens) for d, role, tokens in texts]
     judged = [t for t in done if t.role == "judged"]
     nulls = [t for t in done if t.role == "library"]
-    return {"books": judged, "library": nulls, "baselines": [baseline(b, nulls) for b in judged]}
+    figures, source = [t.summary for t in nulls], "--null-library"
+    if not nulls and stored is not None:  # a stored text that is a judged book is not its own baseline
+        judged_sha = {t.document.sha256 for t in judged}
+        figures, source = [t for t in stored["texts"] if t["sha256"] not in judged_sha], stored["source"]
+    return {"books": judged, "library": nulls, "baselines": [baseline(b, figures, source) for b in judged]}

@@ -20,6 +20,10 @@ DEFAULT_CLASSIFIER = PACKAGE_DIR / "_shipped" / "models" / "gemma3-270m-pg"
 CONTROLS_NULL = PACKAGE_DIR / "_shipped" / "models" / "gemma3-270m-controls-null" / "library.json"
 
 
+# extraction figures of never-seen texts through the embedded Gemma (scripts/extract_library.py)
+EXTRACT_NULL = PACKAGE_DIR / "_shipped" / "models" / "gemma3-270m-extract-null" / "library.json"
+
+
 MANIFESTS_DIR = PACKAGE_DIR / "_shipped" / "data_manifests"
 
 
@@ -78,6 +82,7 @@ READ_LIMITS = {
     "extraction entry": 16 << 20,  # `extract`'s log p_z of 256 examples (a few KB)
     "paraphrases": 32 << 20,  # a user's DE-COP paraphrases (JSON lines; also PARAPHRASE_MAX_LINES, _LINE_BYTES)
     "controls library": 64 << 20,  # a stored null library of `controls`: per-passage contrasts of a few dozen texts
+    "extraction library": 64 << 20,  # a stored library of `extract`: a few hundred bytes of figures per text
     "cpu list": 16 << 20,  # /proc/cpuinfo: a few hundred KB on the largest machines
     "crash dump": 1 << 22,  # the fault-handler dump of a crashed command (every thread's stack: a few KB)
 }

@@ -85,8 +85,9 @@ def headline(book: dict, settings: dict) -> str:
     base = book["baseline"]
     if base is None:
         return line + " (no never-seen texts given: --null-library, so no baseline)"
+    which = "never-seen texts of the stored library" if base.get("source") == "stored" else "never-seen texts"
     return line + (
-        f" (never-seen texts: median {_percent(base['median_share'])}, max {_percent(base['max_share'])}; "
+        f" ({which}: median {_percent(base['median_share'])}, max {_percent(base['max_share'])}; "
         f"{base['at_or_above']} of {base['texts']} at or above the book)"
     )
 
@@ -113,6 +114,11 @@ def format_extract(body: dict) -> str:
             quoted = quoted if len(quoted) <= 160 else quoted[:157] + "..."
             lines.append(f'  [{passage["char_start"]:,}-{passage["char_end"]:,}] "{quoted}"')
         lines.append("")
+    about = body.get("baseline") or {}
+    if about.get("source") == "stored":
+        lines.append(f"baseline: {about['texts']} never-seen texts stored in {about['path']} ({about['provenance']})")
+    elif about.get("why"):
+        lines.append(f"no baseline: {about['why']}")
     return "\n".join(lines).rstrip()
 
 
