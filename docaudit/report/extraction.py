@@ -116,7 +116,8 @@ def format_extract(body: dict) -> str:
         lines.append("")
     about = body.get("baseline") or {}
     if about.get("source") == "stored":
-        lines.append(f"baseline: {about['texts']} never-seen texts stored in {about['path']} ({about['provenance']})")
+        what = (about.get("provenance") or "").split(";")[0]  # its first clause: what the texts are
+        lines.append(f"baseline: {about['texts']} never-seen texts stored in {about['path']}" + (what and f": {what}"))
     elif about.get("why"):
         lines.append(f"no baseline: {about['why']}")
     return "\n".join(lines).rstrip()
