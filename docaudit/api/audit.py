@@ -177,9 +177,16 @@ def audit(
     return result
 
 
+def _power_words(name: str, r: AuditRequest) -> str:
+    """What the project measured ``name`` to find on this model, in words (or that it was not measured)."""
+    from docaudit.config.power import NOT_MEASURED, power_of
+
+    return "; ".join(p.found for p in power_of(name, model_key(r.model), TESTS[name].setting(r))) or NOT_MEASURED
+
+
 def _book(doc, found: dict[str, dict[str, Outcome]], r: AuditRequest) -> dict:
     """One book's statement, with each test's verdict, numbers, adjusted p-value and measured power."""
-    from docaudit.config.power import NOT_MEASURED, power_of
+    from docaudit.config.power import power_of
     from docaudit.inference.combine import statement
 
     outcomes, figures = {}, {}
@@ -199,7 +206,7 @@ def _book(doc, found: dict[str, dict[str, Outcome]], r: AuditRequest) -> dict:
             "p_adjusted": said.adjusted[name],
             "numbers": o.numbers,
             "power": [{"found": p.found, "measured_on": p.measured_on, "source": p.source} for p in measured],
-            "power_words": "; ".join(p.found for p in measured) or NOT_MEASURED,
+            "power_words": _power_words(name, r),
         })  # fmt: skip
     return {
         "file": doc.path,
@@ -210,7 +217,9 @@ def _book(doc, found: dict[str, dict[str, Outcome]], r: AuditRequest) -> dict:
         "p_value": None if said is None else said.p_value,
         "tests_counted": 0 if said is None else said.m,
         "tests": tests,
-        "figures": {name: {"reason": o.reason, **o.numbers} for name, o in figures.items()},
+        "figures": {
+            name: {"reason": o.reason, **o.numbers, "power_words": _power_words(name, r)} for name, o in figures.items()
+        },
     }
 
 

@@ -52,6 +52,31 @@ POWER = (
         "docs/methods.md, Paired synthetic controls, On ground truth at Gemma scale",
     ),
     Power(
+        "controls",
+        EMBEDDED,
+        (("generator", "base"),),
+        "on this model trained further at the dose-response study's learning rate, with the untrained model as "
+        "generator, each book judged alone: 6 of 10 books seen once, 9 of 10 seen twice, 10 of 10 seen five and ten "
+        "times at p ≤ 0.05, 0 of 10 never-seen books, at the default preset on 3,000-word excerpts (about 10 "
+        "passages each; audit's fast preset was not measured)",
+        "the embedded Gemma-3-270M trained further on 3,000-word excerpts of 40 books posted after September 2024 "
+        "(10 each seen 1, 2, 5 and 10 times, AdamW at 5e-5), the untrained Gemma as generator, the default preset, a "
+        "library of 30 never-trained excerpts",
+        "docs/methods.md, Extraction, On the embedded Gemma trained further",
+    ),
+    Power(
+        "extract",
+        EMBEDDED,
+        (),
+        "on this model trained further, none of 30 books seen 1, 2 or 5 times had a 50-token suffix it writes back "
+        "with probability at least 0.001, though Min-K%++ and controls told them apart; 9 of 10 seen ten times did "
+        "(60% of their tokens on average); no example of 40 never-seen books did: no extraction says nothing about "
+        "training",
+        "the embedded Gemma-3-270M trained further on 3,000-word excerpts of 40 books posted after September 2024 "
+        "(10 each seen 1, 2, 5 and 10 times, AdamW at 5e-5), extract's defaults (50/50/10, top-40, (1, 0.001))",
+        "docs/methods.md, Extraction, On the embedded Gemma trained further",
+    ),
+    Power(
         "predict",
         EMBEDDED,
         (),

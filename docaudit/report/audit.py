@@ -91,6 +91,8 @@ def format_audit(body: dict) -> str:
         extract = book.get("figures", {}).get("extract")
         if extract is not None:
             lines.append(f"  extract (figures, not in the statement): {extraction_words(extract)}")
+            if extract.get("power_words"):
+                lines.append(f"    what it finds on this model: {extract['power_words']}")
     lines.append(f"the statement: {body['combination']}")
     return "\n".join(lines)
 
