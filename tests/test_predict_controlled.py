@@ -69,7 +69,13 @@ def test_trained_members_reach_evidence(judged):
     assert card["pooled_bootstrap_95"]["auc"]["ci_low"] > 0.5, card["pooled_bootstrap_95"]
     mem = [r for r in rows if "/held_mem/" in r["file"]]
     non = [r for r in rows if "/held_non/" in r["file"]]
-    assert len(mem) == 6 and len(non) == 3 and rows[0]["smallest_p"] == 1 / 41
+    assert len(mem) == 6 and len(non) == 3
+    # each document is ranked among the known non-members of its length class, counted here from the saved tokens
+    saved = sio.loads((out / "conformal.skops").read_bytes(), trusted=trusted_types())
+    known = [int(n).bit_length() - 1 for n, y in zip(saved["tokens"], saved["labels"]) if y == 0]
+    for r in rows:
+        assert r["n_compared"] == known.count(r["n_tokens"].bit_length() - 1)
+        assert r["smallest_p"] == 1 / (r["n_compared"] + 1)
     assert sum(r["verdict"] == EVIDENCE for r in mem) >= 4, [(r["verdict"], r["p_value"], r["reason"]) for r in mem]
 
 
@@ -109,7 +115,7 @@ def test_predict_p_values_hold_their_level_for_never_trained_documents(judged):
     query, seed = QueryConfig.recorded(card["query"])
     with single_thread():
         stats = query_documents(open_querier(load_model(ModelConfig(model=str(model))), query, seed=seed), docs)
-    representation, _ = conformal_predictor(saved, 0)
+    representation, _ = conformal_predictor(saved, 0, None)
     pool = representation.transform(as_documents(stats))
     members = saved["features"][saved["labels"] == 1]
     rng = np.random.default_rng(11)
@@ -121,7 +127,7 @@ def test_predict_p_values_hold_their_level_for_never_trained_documents(judged):
             "features": np.r_[members, pool[order[:40]]],
             "labels": np.r_[np.ones(len(members)), np.zeros(40)].astype(int),
         }
-        p += conformal_p_values(data, [stats[order[40]]], [f"trial {t}"], seed=t)
+        p += conformal_p_values(data, [stats[order[40]]], [f"trial {t}"], seed=t, cap=None)[0]
     for rate in LEVELS:
         assert sum(x <= rate + 1e-12 for x in p) <= null_bound(rate), (rate, np.mean(np.array(p) <= rate + 1e-12))
 
@@ -168,7 +174,12 @@ def test_predict_p_values_recomputed_from_the_classifier_folder(judged):
         forest = clone(pipe.steps[-1][1]).fit(train, labels)
         oob = slow_oob(forest, train)[len(members) :]
         mine, others = oob[at], np.r_[oob[:at], oob[at + 1 :]]
-        assert row["p_value"] == pytest.approx((1 + sum(s >= mine for s in others)) / (len(others) + 1))
+        # ranked among the known non-members of its length class only (no token budget: within a factor of two)
+        others = others[[int(n).bit_length() == stats[i].n_tokens.bit_length() for n in saved["tokens"][y == 0]]]
+        if len(others) == 0:
+            assert row["p_value"] is None
+        else:
+            assert row["p_value"] == pytest.approx((1 + sum(s >= mine for s in others)) / (len(others) + 1))
         # the blind p-value: fold k's blind model against the non-members fold k held out, counted by hand
         count = sum(s >= blind[k][i] for k in range(len(held)) for s in held[k])
         assert row["p_value_blind"] == pytest.approx((1 + count) / (sum(map(len, held)) + 1))

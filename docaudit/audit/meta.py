@@ -30,7 +30,14 @@ from docaudit.corpus.documents import (
 )
 from docaudit.errors import DocauditError
 from docaudit.inference.conformal import cross_conformal_p
-from docaudit.inference.verdicts import BLIND_GATE_LEVEL, DEFAULT_ALPHA, Reason, run_verdicts, smallest_p
+from docaudit.inference.verdicts import (
+    BLIND_GATE_LEVEL,
+    DEFAULT_ALPHA,
+    Reason,
+    run_verdicts,
+    smallest_p,
+    too_few_of_its_length,
+)
 from docaudit.methods import beyond_blind
 from docaudit.methods.blind import BlindFeatures, evaluate_blind, fit_fold, fitted_on, fold_scores, shift_warning
 from docaudit.methods.meta import classifier as meta_classifier
@@ -323,23 +330,26 @@ def predict(
     X = meta_classifier.as_documents(stats)
     scores = pipe.predict_proba(X)[:, 1]
     trained_on = training_documents(card)
-    p_model = p_blind = [None] * len(docs)
+    p_model = p_blind = compared = [None] * len(docs)
     data = None if conformal is None else load_conformal(directory)
     if conformal is not None:
         kind = conformal["blind_kind"]
         features = BlindFeatures([d.text for d in docs], conformal["blind_max_chars"])
         try:
             if data is not None:
-                p_model = conformal_p_values(data, stats, [d.sha256 for d in docs], card["meta"]["seed"])
+                keys, cap = [d.sha256 for d in docs], query.max_tokens
+                p_model, compared = conformal_p_values(data, stats, keys, card["meta"]["seed"], cap)
             p_blind = cross_conformal_p(
                 [fold_scores(b, features, kind) for b in blind_models], conformal["blind_nonmember_scores"]
             ).tolist()
         except (ValueError, IndexError, TypeError, AttributeError, KeyError) as e:
             raise DocauditError(f"cannot score with the models in {directory}: {type(e).__name__}: {e}") from e
     p_model = [None if d.sha256 in trained_on else p for d, p in zip(docs, p_model)]
+    matched = data is not None and "tokens" in data
     reasons = [
-        inconclusive_reasons(card, conformal, s.n_tokens, pb, d.sha256 in trained_on, data is None)
-        for d, s, pb in zip(docs, stats, p_blind)
+        inconclusive_reasons(card, conformal, s.n_tokens, pb, d.sha256 in trained_on, data is None, matched)
+        + (too_few_of_its_length(m, s.n_tokens, alpha) if matched and d.sha256 not in trained_on else [])
+        for d, s, pb, m in zip(docs, stats, p_blind, compared)
     ]
     n_nonmembers = None if data is None else int((data["labels"] == 0).sum())
     verdicts = run_verdicts(p_model, reasons, n_nonmembers, alpha)
@@ -355,14 +365,17 @@ def predict(
             "n_tokens_total": total,
             **({"floored_logprobs": s.floored} if lm.config.backend == "openai" else {}),
             "n_known_nonmembers": n_nonmembers,
-            "smallest_p": None if n_nonmembers is None else smallest_p(n_nonmembers),
+            "n_compared": m,
+            "smallest_p": None
+            if (m if matched else n_nonmembers) is None
+            else smallest_p(m if matched else n_nonmembers),
             "alpha": alpha,
             "blind_gate_level": BLIND_GATE_LEVEL,
             "classifier_auc": auc,
             "classifier_auc_ci_low": lo,
             "classifier_auc_ci_high": hi,
         }
-        for d, s, score, v, pb, total in zip(docs, stats, scores, verdicts, p_blind, totals)
+        for d, s, score, v, pb, total, m in zip(docs, stats, scores, verdicts, p_blind, totals, compared)
     ]
     tokens = {str(d.path): (s.n_tokens, total) for d, s, total in zip(docs, stats, totals)}
     record = model_record(lm)
@@ -401,11 +414,13 @@ def inconclusive_reasons(
     p_blind: float | None,
     trained_on: bool = False,
     retrain: bool = False,
+    matched: bool = False,
 ) -> list[Reason]:
     """Why a document's p-value under this classifier cannot be read as evidence either way (empty: it can):
     ``conformal`` is the card's checked section (None: no fold models), ``retrain`` says the folder lacks the
-    full-conformal training features. The blind gate's level is ``BLIND_GATE_LEVEL``, not the verdict's
-    ``--alpha``."""
+    full-conformal training features, ``matched`` that its p-value ranks the document among the non-members of its
+    length class (then ``inference.verdicts.too_few_of_its_length`` replaces the token gates). The blind gate's level is
+    ``BLIND_GATE_LEVEL``, not the verdict's ``--alpha``."""
     reasons = []
     if trained_on:
         reasons.append(
@@ -449,6 +464,8 @@ def inconclusive_reasons(
                 f"{p_blind:.3g} < {BLIND_GATE_LEVEL:g}): it differs from them by its text alone",
             )
         )
+    if matched:
+        return reasons
     if n_tokens < conformal["nonmember_tokens_min"]:
         reasons.append(
             Reason(

@@ -9,7 +9,11 @@
   scores in that one fit. Under H0 ("the document is exchangeable with the known non-members") the ``n + 1``
   scores come from one fit that places the document at a uniformly random non-member position, so the document's
   rank is uniform and the p-value is valid in finite samples for any fitting procedure (Vovk et al. 2005, ch. 2;
-  Lei et al. 2018, Theorem 2.1). Smallest attainable: ``1 / (n + 1)``.
+  Lei et al. 2018, Theorem 2.1). Smallest attainable: ``1 / (n + 1)``. Given each training row's length class
+  (:func:`length_class`), the document is ranked among the non-members of its own class only (Mondrian
+  conformal, Vovk et al. 2005, ch. 4): a point's class is a function of the point, so exchangeability of all
+  ``n + 1`` scores gives exchangeability within the class, whatever the scores' dependence on length; the smallest
+  attainable p-value is then ``1 / (m + 1)`` for the ``m`` non-members of the class.
 - :func:`cross_conformal_p`: cross-conformal (Vovk 2015), each fold's model scoring the document against the
   non-members it held out. Not a valid p-value in general: its rate under H0 can exceed the level by a factor of
   about 2 plus an additive term (Barber et al. 2021; Gasparin & Ramdas 2025). docaudit uses it only where a p-value
@@ -36,6 +40,15 @@ def conformal_p(score: float, null_scores) -> float:
     return float((1.0 + (null >= score).sum()) / (len(null) + 1.0))
 
 
+def length_class(n_tokens: int, cap: int | None) -> int:
+    """The length class of a document of ``n_tokens`` queried tokens, fixed before any document is seen: ``-1``
+    for a document read to the token budget ``cap`` (every longer document is cut there, so all of them are read
+    alike), else ``floor(log2(n_tokens))`` (lengths within a factor of two)."""
+    if cap is not None and n_tokens >= cap:
+        return -1
+    return int(np.floor(np.log2(max(int(n_tokens), 1))))
+
+
 def insert_position(n_nonmembers: int, seed: int, key: str) -> int:
     """Where among the ``n_nonmembers + 1`` non-member slots the judged document goes: uniform, from ``seed`` and
     ``key`` (the document's SHA-256), so a document's p-value does not depend on the other documents of the run."""
@@ -53,7 +66,9 @@ class FullConformal(BaseEstimator):
         self.estimator = estimator
         self.seed = seed
 
-    def fit(self, X, y) -> FullConformal:
+    def fit(self, X, y, classes=None) -> FullConformal:
+        """Keep the training rows; ``classes``: each row's length class (:func:`length_class`), None to rank a
+        document among every non-member."""
         X, y = np.asarray(X, dtype=np.float64), np.asarray(y)
         if X.ndim != 2 or len(X) != len(y) or not set(np.unique(y)) <= {0, 1}:
             raise DocauditError("full conformal needs a 2-d feature matrix and one 0/1 label per row")
@@ -64,6 +79,7 @@ class FullConformal(BaseEstimator):
         order = np.r_[np.flatnonzero(y == 1), np.flatnonzero(y == 0)]
         self.X_, self.y_ = X[order], y[order]
         self.n_members_, self.n_nonmembers_ = int((y == 1).sum()), int((y == 0).sum())
+        self.classes_ = None if classes is None else np.asarray(classes)[order][self.n_members_ :]
         return self
 
     def refit_scores(self, x, key: str) -> tuple[float, np.ndarray]:
@@ -80,15 +96,22 @@ class FullConformal(BaseEstimator):
         nonmembers = np.r_[oob[self.n_members_ : at], oob[at + 1 :]]
         return float(oob[at]), nonmembers
 
-    def p_values(self, X_new, keys) -> np.ndarray:
-        """One p-value per row of ``X_new`` (``keys``: each row's SHA-256, which fixes its position)."""
+    def p_values(self, X_new, keys, classes=None) -> np.ndarray:
+        """One p-value per row of ``X_new`` (``keys``: each row's SHA-256, which fixes its position); with
+        ``classes`` (each row's length class, the training rows' given to :meth:`fit`) ranked among the
+        non-members of its class, NaN where none is (``compared_``: how many each row was ranked among)."""
         X_new = np.atleast_2d(np.asarray(X_new, dtype=np.float64))
         if X_new.shape[1:] != self.X_.shape[1:] or not np.isfinite(X_new).all():
             raise DocauditError(
                 f"full conformal: {X_new.shape[1]} features per document, the training rows have {self.X_.shape[1]}"
             )
         self.scores_ = [self.refit_scores(x, key) for x, key in zip(X_new, keys)]
-        return np.array([conformal_p(s, null) for s, null in self.scores_])
+        if classes is None or self.classes_ is None:
+            self.compared_ = [self.n_nonmembers_] * len(self.scores_)
+            return np.array([conformal_p(s, null) for s, null in self.scores_])
+        kept = [self.classes_ == c for c in classes]
+        self.compared_ = [int(k.sum()) for k in kept]
+        return np.array([conformal_p(s, null[k]) if k.any() else np.nan for (s, null), k in zip(self.scores_, kept)])
 
 
 def cross_conformal_p(book_scores, nonmember_scores, factor: int = 1) -> np.ndarray:

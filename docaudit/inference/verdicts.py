@@ -67,6 +67,8 @@ NEXT_STEPS = {
     "for probe) with a null library computed at them",
     "unreachable_in_run": "give a null library of at least the number named of never-seen texts (each long enough to "
     "hold the book's layout), or judge fewer books in one run (Benjamini-Hochberg over fewer books asks less of each)",
+    "too_few_of_its_length": "train a classifier whose known non-members include more documents of this length: "
+    "read to the same --max-tokens (docaudit train --max-tokens N), or of a length within a factor of two",
     "too_few_snippets": "give a longer book, or shorter snippets (--snippet-words) or fewer (--min-snippets) for every "
     "book",
 }
@@ -169,6 +171,23 @@ def too_few_nonmembers(n_nonmembers: int, alpha: float = DEFAULT_ALPHA) -> Reaso
         f"{smallest_p(n_nonmembers):.3g}, not below {alpha:g}, so no document can reach it; "
         f"{nonmembers_needed(alpha)} would be needed",
     )
+
+
+def too_few_of_its_length(compared: int | None, n_tokens: int, alpha: float = DEFAULT_ALPHA) -> list[Reason]:
+    """Why a document ranked among the ``compared`` known non-members of its length class alone cannot get
+    "evidence of membership" at ``alpha`` (none of its class, or too few for a p-value below ``alpha``); empty
+    where it can."""
+    if compared is None or smallest_p(compared) < alpha:
+        return []
+    return [
+        Reason(
+            "too_few_of_its_length",
+            f"{compared} known non-members were read to a length like this document's ({n_tokens} tokens queried: "
+            f"the token budget, or within a factor of two), and it is ranked among them alone; the smallest p-value "
+            f"is then 1/{compared + 1}, not below {alpha:g} ({nonmembers_needed(alpha)} of its length would be "
+            "needed)",
+        )
+    ]
 
 
 def _q_at(p: float, others: list[float], method: str) -> float:
