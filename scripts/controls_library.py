@@ -60,6 +60,22 @@ def excerpt(doc: Document, words: int) -> Document:
     return Document(doc.id, doc.path, text, sha256_text(text))
 
 
+def add_profiles(path: Path, corpus: Path, words: int) -> None:
+    """Each text of the library at ``path`` given its model-free profile (``audit.library_check``), its excerpt cut
+    again from ``corpus`` and checked against the stored SHA-256."""
+    from docaudit.audit.library_check import profile_of
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for t in data["texts"]:
+        [whole] = load_documents([corpus / t["file"]], raw=False, normalize_chars=False)
+        doc = excerpt(whole, words)
+        if doc.sha256 != t["sha256"]:
+            sys.exit(f"{t['file']}: its excerpt is not the stored text (SHA-256 differs)")
+        t["profile"] = profile_of(doc.text)
+    atomic_write_text(path, json_text(data))
+    print(f"{len(data['texts'])} profiles written to {path}", file=sys.stderr)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=CORPUS, help="folder of never-seen .txt books")
@@ -70,7 +86,13 @@ def main() -> None:
     parser.add_argument("--excerpt-words", type=int, default=8000, help="words from the middle of each text")
     parser.add_argument("--part", default="0/1", help="K/N: the texts K, K + N, ... of the fixed order")
     parser.add_argument("--merge", nargs="+", type=Path, help="parts to write together into --out")
+    parser.add_argument(
+        "--add-profiles", action="store_true", help="add each stored text's model-free profile (no model runs)"
+    )
     args = parser.parse_args()
+    if args.add_profiles:
+        add_profiles(args.out, args.corpus, args.excerpt_words)
+        return
     torch.set_num_threads(args.threads)
     config, reading, seed = ControlsConfig.preset("fast", batch_size=args.batch_size), DocumentSpec(), 0
     files = sorted(args.corpus.glob("*.txt"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from docaudit.audit.library_check import checked_profile
 from docaudit.audit.synthetic_controls import BookControls
 from docaudit.config import ControlsConfig
 from docaudit.errors import DocauditError
@@ -52,6 +53,7 @@ def text_record(book: BookControls, file: str, file_sha256: str, source_sha256: 
         "passages": book.passages,
         "tokens": book.tokens,
         "contrasts": book.deltas,
+        "profile": book.profile,
         "cpu_seconds": book.cost.get("cpu_seconds"),
     }
 
@@ -115,6 +117,7 @@ def read_library(path: Path, key: dict, block: int) -> list[BookControls]:
             )
         texts = data["texts"]
         tokens = [int(t["tokens"]) for t in texts]
+        profiles = [checked_profile(t.get("profile"), f"text {i}") for i, t in enumerate(texts)]
         sources = [str(t.get("source_sha256", t["sha256"])) for t in texts]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:
         raise DocauditError(f"cannot read the stored null library {path}: {e}") from None
@@ -124,8 +127,9 @@ def read_library(path: Path, key: dict, block: int) -> list[BookControls]:
             "models, or give --null-library DIR"
         )
     out = []
-    for t, n, source in zip(texts, tokens, sources):  # matched by the whole text it came from
+    for t, n, source, profile in zip(texts, tokens, sources, profiles):  # matched by the whole text it came from
         book = BookControls(t["file"], f"{path}#{t['file']}", source, int(t["passages"]), n, deltas=t["contrasts"])
+        book.profile = profile
         book.contrast = block_mean(t["contrasts"], block) if len(t["contrasts"]) >= 2 * block else None
         out.append(book)
     return out

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from docaudit.audit.library_check import library_check, profile_of
 from docaudit.config import PARAPHRASE_LINE_BYTES, PARAPHRASE_MAX_LINES, ProbeConfig
 from docaudit.config.rules import TOKENS_PER_WORD
 from docaudit.corpus.segments import stretch_starts
@@ -66,8 +67,9 @@ WHAT_EVIDENCE_MEANS = (
 @dataclass
 class ProbedText:
     """One text's probe: its per-passage values, their mean (``statistic``), DE-COP's share of unreadable answers,
-    the passage count it was compared at and the library texts long enough to hold its layout, its p-value, why it is
-    inconclusive, and what it cost."""
+    the passage count it was compared at and the library texts long enough to hold its layout, its p-value, its
+    model-free profile and blind p-value among the library's (``audit.library_check``), why it is inconclusive, and
+    what it cost."""
 
     id: str
     path: str
@@ -79,11 +81,14 @@ class ProbedText:
     compared_at: int | None = None
     library_texts: int | None = None
     p_value: float | None = None
+    p_value_blind: float | None = None
+    profile: list[float] | None = None
     reasons: list = field(default_factory=list)
     cost: dict = field(default_factory=dict)
 
     def as_json(self) -> dict:
         out = asdict(self)
+        out.pop("profile")
         out["reasons"] = [r.text if isinstance(r, Reason) else str(r) for r in self.reasons]
         return out
 
@@ -236,6 +241,7 @@ def probe_text(doc, writer: Writer, config: ProbeConfig, sources: dict, seed: in
     began, sent, cached = time.monotonic(), writer.sent, writer.cached
     tokens = writer.prompt_tokens, writer.generated_tokens
     out = ProbedText(doc.id, str(doc.path), doc.sha256, display_name(doc.id, doc.title, doc.author))
+    out.profile = profile_of(doc.text)
     if config.probe == "ngram":
         out.values = ngram_values(writer, ngram_passages(doc.text, doc.sha256, config, seed), config, seed)
     else:
@@ -331,7 +337,8 @@ def judge(books: list[ProbedText], library: list[ProbedText] | None, config: Pro
         rank = matched_rank(b.values, [t.values for t in usable], rng, nonmembers_needed(config.alpha))
         b.p_value, b.library_texts = rank.p_value, rank.texts
         b.compared_at = rank.passages if rank.p_value is not None else None
-        b.reasons += [r for r in (floor, _too_few_compared(b, len(usable), config)) if r is not None]
+        b.p_value_blind, differs = library_check(b.profile, [t.profile for t in usable if t.sha256 != b.sha256])
+        b.reasons += [r for r in (floor, _too_few_compared(b, len(usable), config), differs) if r is not None]
     smallest = [smallest_p(b.library_texts) if b.p_value is not None else None for b in books]
     return run_verdicts([b.p_value for b in books], [b.reasons for b in books], None, config.alpha, smallest=smallest)
 

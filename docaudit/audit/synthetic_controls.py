@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from docaudit.audit.library_check import library_check, profile_of
 from docaudit.config import ControlsConfig
 from docaudit.corpus.segments import stretch_starts
 from docaudit.errors import DocauditError
@@ -75,7 +76,8 @@ class BookControls:
     reference's own mean contrasts, its per-passage contrasts in book order (``deltas``, the statistic's, net of the
     reference when one is given) and the 95% interval of its expected contrast, its p-value with the passages and
     library texts it was ranked at (``library_texts``, the library texts long enough to hold its layout, of the
-    ``library_eligible`` other than itself), the reasons that make it inconclusive, and its cost."""
+    ``library_eligible`` other than itself), its model-free profile and blind p-value among the library's
+    (``audit.library_check``), the reasons that make it inconclusive, and its cost."""
 
     id: str
     path: str
@@ -91,6 +93,8 @@ class BookControls:
     library_texts: int | None = None
     library_eligible: int | None = None
     smallest_p: float | None = None
+    p_value_blind: float | None = None
+    profile: list[float] | None = None
     deltas: list[float] = field(default_factory=list)
     interval: tuple[float, float] | None = None
     reasons: list = field(default_factory=list)
@@ -98,6 +102,7 @@ class BookControls:
 
     def as_json(self) -> dict:
         out = asdict(self)
+        out.pop("profile")
         for key in ("contrast", "placebo"):
             block = getattr(self, key)
             out[key] = None if block is None else {"mean": block.mean, "se": block.se, "df": block.df}
@@ -267,7 +272,7 @@ def score_book(doc, written: tuple, models: dict, config: ControlsConfig) -> Boo
     passages, generated, generation_cpu = written
     began = time.process_time() - generation_cpu
     tokens = len(models["generator"].tokenizer(doc.text, add_special_tokens=False).input_ids)
-    out = BookControls(doc.id, str(doc.path), doc.sha256, len(passages), tokens)
+    out = BookControls(doc.id, str(doc.path), doc.sha256, len(passages), tokens, profile=profile_of(doc.text))
     if len(passages) < 2 * config.block:
         out.reasons.append(
             Reason(
@@ -358,6 +363,8 @@ def judge(books: list[BookControls], library: list[BookControls] | None, config:
             continue
         if library is not None:
             _rank_against(b, usable, config, seed)
+            b.p_value_blind, differs = library_check(b.profile, [u.profile for u in usable if u.sha256 != b.sha256])
+            b.reasons += [differs] if differs else []
         else:
             b.reasons.append(NO_LIBRARY)
         placebo_p = b.placebo.t_p_value(two_sided=True)

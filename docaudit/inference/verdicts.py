@@ -67,6 +67,8 @@ NEXT_STEPS = {
     "for probe) with a null library computed at them",
     "unreachable_in_run": "give a null library of at least the number named of never-seen texts (each long enough to "
     "hold the book's layout), or judge fewer books in one run (Benjamini-Hochberg over fewer books asks less of each)",
+    "library_differs": "give a null library of never-seen texts of the book's era and kind (docaudit controls BOOK "
+    "--null-library DIR, or docaudit probe BOOK --null-library DIR)",
     "too_few_of_its_length": "train a classifier whose known non-members include more documents of this length: "
     "read to the same --max-tokens (docaudit train --max-tokens N), or of a length within a factor of two",
     "too_few_snippets": "give a longer book, or shorter snippets (--snippet-words) or fewer (--min-snippets) for every "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from docaudit.inference.verdicts import EVIDENCE, INCONCLUSIVE
+from docaudit.inference.verdicts import BLIND_GATE_LEVEL, EVIDENCE, INCONCLUSIVE
 from docaudit.report.verdicts import _num, own_reasons, shared_reasons
 
 
@@ -32,6 +32,7 @@ def controls_rows(result: dict) -> list[dict]:
                 "smallest_p": book.smallest_p,
                 "library_texts": book.library_texts,
                 "library_eligible": book.library_eligible,
+                "p_value_blind": book.p_value_blind,
                 "compared_passages": book.compared_passages,
                 "contrast": None if book.contrast is None else book.contrast.mean,
                 "contrast_ci_low": low,
@@ -92,6 +93,11 @@ def format_controls(result: dict) -> str:
                 f"  ranked among {row['library_texts']} never-seen texts at {_num(row['compared_passages'])} "
                 f"passages laid out as the book's (of the library's {_num(row['library_eligible'])}, those long "
                 f"enough to hold them): smallest attainable p-value {row['smallest_p']:.3g}"
+            )
+        if row.get("p_value_blind") is not None:
+            lines.append(
+                f"  the library checked against the book by text alone: p_value_blind {row['p_value_blind']:.3g} "
+                f"(below {BLIND_GATE_LEVEL:g}: inconclusive)"
             )
         lines.append("")
     return "\n".join(lines).rstrip()

@@ -31,6 +31,7 @@ def probe_rows(result: dict) -> list[dict]:
                 "passages": len(book.values),
                 "compared_at": book.compared_at,
                 "library_texts": book.library_texts,
+                "p_value_blind": book.p_value_blind,
                 "unreadable": book.unreadable,
                 "requests": book.cost.get("requests"),
                 "cached": book.cost.get("cached"),
@@ -75,8 +76,8 @@ def format_probe(result: dict) -> str:
         lines.append(
             f"  statistic {_num(row['statistic'])}  passages {row['passages']}  compared at {compared} with "
             f"{row['library_texts'] if row['library_texts'] is not None else 'n/a'} library texts  "
-            f"p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  requests {row['requests']} "
-            f"(cached {row['cached']})"
+            f"p_value {_num(row['p_value'])}  q_value {_num(row['q_value'])}  p_value_blind "
+            f"{_num(row['p_value_blind'])}  requests {row['requests']} (cached {row['cached']})"
         )
         lines += [f"  next: {r['next_step']}" for r in row["reasons"]]
         lines.append("")
