@@ -182,21 +182,27 @@ def roman(i: int) -> str:
 
 
 def chaptered_book(
-    name: str, rng, chapter_sd: float, book_sd: float = 0.1, shifted=(), shift: float = 0.0, opening: float = 0.0
+    name: str,
+    rng,
+    chapter_sd: float,
+    book_sd: float = 0.1,
+    shifted=(),
+    shift: float = 0.0,
+    opening: float = 0.0,
+    words: int | None = None,
 ):
     """A book as a reader has it: a title and a table of contents (scored 1.5 nats more predictable than prose; the
     same words in every book, so that the text gate sees only the prose), then 8 chapters of 120-400 words under
     their headings. A token's log-probability is N(-3, 1) plus the book's level (SD ``book_sd``) plus its
     chapter's (SD ``chapter_sd``); chapters ``shifted`` (0-based) get ``shift`` more, and each chapter's first 40
-    words ``opening`` more (an opening that reads otherwise than the rest). Cut, located and given
-    heading-free bodies by the map's own ``book_pass`` with one token per word."""
+    words ``opening`` more (an opening that reads otherwise than the rest); ``words``: every chapter that long. Cut,
+    located and given heading-free bodies by the map's own ``book_pass`` with one token per word."""
     level = rng.normal(0, book_sd)
     parts = [("A BOOK OF MANY CHAPTERS\n\nCONTENTS\n\n" + "\n".join(f"CHAPTER {roman(i)}" for i in range(8)), 1.5)]
     for i in range(8):
         effect = rng.normal(0, chapter_sd) + (shift if i in shifted else 0.0)
-        parts.append(
-            (f"CHAPTER {roman(i)}\n\n" + prose(int(rng.integers(120, 401)), int(rng.integers(1 << 30))), effect)
-        )
+        length = words or int(rng.integers(120, 401))
+        parts.append((f"CHAPTER {roman(i)}\n\n" + prose(length, int(rng.integers(1 << 30))), effect))
     text = "\n\n".join(t for t, _ in parts)
     raised = [np.zeros(len(t.split())) for t, _ in parts]
     for r in raised[1:]:
@@ -308,6 +314,18 @@ def test_a_chapter_is_compared_with_windows_that_open_a_chapter_body():
                 length,
                 place,
             )
+
+
+@pytest.mark.parametrize("words", [150, 300])
+def test_every_chapter_gets_a_p_value_against_calibration_books_cut_into_chapters_of_its_length(words):
+    """Calibration books whose chapters are as long as the book's: each chapter is compared with windows that open
+    a calibration chapter body, and every one of them holds the chapter, so no chapter is left without a p-value."""
+    rng = np.random.default_rng(words)
+    spec = MapSpec(LocalizeConfig(method="loss", min_segment_words=20, min_segment_tokens=16))
+    calibration = [chaptered_book(f"c{i}", rng, 0.3, words=words) for i in range(40)]
+    for j in range(3):
+        rows = book_map(chaptered_book(f"j{j}", rng, 0.3, words=words), calibration, Decoder(), spec)
+        assert len(rows) == 9 and all(r["p_value"] is not None for r in rows[1:]), [r["reason"] for r in rows[1:]]
 
 
 @pytest.mark.slow
