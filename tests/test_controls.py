@@ -326,11 +326,11 @@ def test_a_stored_library_of_an_earlier_layout_is_refused_in_one_line(tmp_path):
     from docaudit.config import CONTROLS_NULL
 
     data = json.loads(CONTROLS_NULL.read_text())
-    data["format"] = 2
+    data["format"] = 3
     old = tmp_path / "library.json"
     old.write_text(json.dumps(data))
     with pytest.raises(
-        DocauditError, match="format 2, not 3: its passages were not laid out one per stretch"
+        DocauditError, match="format 3, not 4: its passages were not laid out one per stretch"
     ) as refused:
         read_library(old, data["key"], 2)
     assert "\n" not in str(refused.value)
@@ -371,9 +371,10 @@ def test_the_shipped_library_is_for_the_embedded_model_at_the_fast_preset():
     assert {"docaudit", "torch", "transformers"} <= set(data["provenance"]["versions"]) and data["provenance"]["date"]
     assert len(data["texts"]) >= nonmembers_needed(ControlsConfig().alpha)  # a p-value below --alpha is reachable
     fast = ControlsConfig.preset("fast")
-    # one passage per stretch of 704 tokens, up to 16: a text's count follows from its length alone
-    assert all(len(t["contrasts"]) == t["passages"] == min(16, t["tokens"] // 704) for t in data["texts"])
-    # a book of 16 passages is compared at 15 consecutive ones, which 20 texts hold (18 hold 16): p down to 1/21
+    # one passage per stretch of 704 tokens after the first 96, up to 16: a text's count follows from its length
+    rest = [(t["tokens"] - fast.passage_tokens) // fast.stretch_tokens for t in data["texts"]]
+    assert all(len(t["contrasts"]) == t["passages"] == min(16, r) for t, r in zip(data["texts"], rest))
+    # a book of 16 passages is compared at 15 consecutive ones, which 20 texts hold (17 hold 16): p down to 1/21
     from docaudit.inference.matched import compared_at
 
     counts = [t["passages"] for t in data["texts"]]

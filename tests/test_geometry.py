@@ -42,13 +42,14 @@ def test_the_alarm_sees_a_doubled_rate():
 
 
 def slow_starts(n_units, length, width, count, rng):
-    """The layout written out: whole stretches counted one by one, the offset, then one start per stretch."""
+    """The layout written out: the text's first ``length`` units left out, whole stretches of the rest counted one
+    by one, the offset after the left-out units, then one start per stretch."""
     n = 0
-    while n < count and (n + 1) * width <= n_units:
+    while n < count and length + (n + 1) * width <= n_units:
         n += 1
     if n == 0:
         return []
-    offset = int(rng.integers(0, n_units - n * width + 1))
+    offset = length + int(rng.integers(0, n_units - length - n * width + 1))
     return [offset + k * width + int(rng.integers(0, width - length + 1)) for k in range(n)]
 
 
@@ -61,7 +62,7 @@ def test_every_text_gets_the_same_layout_whatever_its_length():
         got = stretch_starts(n, length, width, count, np.random.default_rng(seed))
         assert got == slow_starts(n, length, width, count, np.random.default_rng(seed))
         assert all(a + length <= b for a, b in zip(got, got[1:])) and (not got or got[-1] + length <= n)
-        assert len(got) == min(count, n // width)
+        assert len(got) == min(count, max(0, n - length) // width) and all(a >= length for a in got)
         assert all(length <= b - a <= 2 * width - length for a, b in zip(got, got[1:]))
     with pytest.raises(ValueError):
         stretch_starts(100, 20, 10, 4, rng)

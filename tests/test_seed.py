@@ -64,8 +64,8 @@ def test_controls_cache_key_of_a_seed_is_the_one_written_before():
     from docaudit.audit.synthetic_controls import passages_key
 
     generator = SimpleNamespace(identity="gid", tokenizer_hash="th", config=SimpleNamespace(backend="transformers"))
-    key = passages_key("ab" * 32, generator, ControlsConfig(), 3)  # with the layout's stretch since matched geometry
-    assert key == "fb10d010c3a73f4128cbd486b9a0f32c959f4d2a49c0a6263d699364e7703cdc"
+    key = passages_key("ab" * 32, generator, ControlsConfig(), 3)  # with the layout after each text's first passage
+    assert key == "21bd7fd84b50529bad3d96464709ed10b6b1eab04bcc9b86c460e1a8823e1e5f"
     assert passages_key("ab" * 32, generator, ControlsConfig(), 4) != key
 
 

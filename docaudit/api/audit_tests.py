@@ -126,7 +126,7 @@ def _controls_run(request) -> tuple[dict[str, Outcome], dict]:
 
     result = synthetic_controls(request)
     numbers = ("contrast", "contrast_ci_low", "contrast_ci_high", "placebo", "passages", "library_eligible",
-               "smallest_p")  # fmt: skip
+               "smallest_p", "p_value_blind")  # fmt: skip
     found = {key(row["file"]): _outcome(row, numbers) for row in result.rows}
     body = {"null": result.controls.get("null"), "settings": result.controls.get("settings")}
     return found, {**body, "model": result.envelope.get("model")}
@@ -296,7 +296,7 @@ def _probe_run(request) -> tuple[dict[str, Outcome], dict]:
     from docaudit.api.probes import probe
 
     result = probe(request)
-    numbers = ("statistic", "passages", "compared_at", "smallest_p", "requests")
+    numbers = ("statistic", "passages", "compared_at", "smallest_p", "p_value_blind", "requests")
     found = {key(row["file"]): _outcome(row, numbers) for row in result.rows}
     body = {"null": result.probe.get("null"), "settings": result.probe.get("settings")}
     return found, {**body, "model": result.envelope.get("model")}

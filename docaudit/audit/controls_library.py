@@ -18,7 +18,8 @@ from docaudit.errors import DocauditError
 from docaudit.inference.controls import block_mean
 from docaudit.untrusted import load_untrusted_json
 
-FORMAT = 3  # 2: each text's length in generator tokens; 3: passages one per stretch of --stretch-tokens
+FORMAT = 4  # 2: each text's length in generator tokens; 3: passages one per stretch of --stretch-tokens; 4: after
+# each text's first passage length
 KIND = "controls_null"
 
 
@@ -112,8 +113,8 @@ def read_library(path: Path, key: dict, block: int) -> list[BookControls]:
         if data.get("format") != FORMAT:
             raise ValueError(
                 f"format {data.get('format')}, not {FORMAT}: its passages were not laid out one per stretch of "
-                "--stretch-tokens, so no book's passages lie as its texts' do; compute it again "
-                "(scripts/controls_library.py)"
+                "--stretch-tokens after each text's first passage length, as a book's are, so no book's passages lie "
+                "as its texts' do; compute it again (scripts/controls_library.py)"
             )
         texts = data["texts"]
         tokens = [int(t["tokens"]) for t in texts]

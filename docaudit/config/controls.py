@@ -111,6 +111,7 @@ class ControlsConfig:
         """The settings that decide the generated text, with the run's ``seed`` (with the book and the generator
         they key its cache; the same seed gives the same key as when the seed was a setting here)."""
         key = {
+            "layout": 2,  # 2: no passage in a text's first passage length (corpus.segments.stretch_starts)
             "passages": self.passages,
             "stretch_tokens": self.stretch_tokens,
             "context_tokens": self.context_tokens,

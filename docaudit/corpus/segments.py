@@ -130,13 +130,16 @@ def _joined(parts: list[Segment], text: str, min_words: int) -> list[Segment]:
 def stretch_starts(n_units: int, length: int, width: int, count: int, rng) -> list[int]:
     """Starts of up to ``count`` non-overlapping runs of ``length`` units, one at random (from the NumPy generator
     ``rng``) in each of as many consecutive stretches of ``width`` units, the first stretch at a random offset in
-    the text (fewer runs when the text holds fewer whole stretches). Every text gets the same layout, the same
-    spacing whatever its length: ``k`` consecutive runs of one text lie as ``k`` runs of any other text do, which
-    is what makes a book's passages comparable with a library text's (docs/methods.md, "Matched geometry")."""
+    the text after its first ``length`` units (fewer runs when the rest holds fewer whole stretches). Every text
+    gets the same layout, the same spacing whatever its length: ``k`` consecutive runs of one text lie as ``k``
+    runs of any other text do, which is what makes a book's passages comparable with a library text's
+    (docs/methods.md, "Matched geometry"). No run holds a text's first ``length`` units: a text's start (a word cut
+    from its sentence, read without what came before) is a place of its own, and a text that barely holds the
+    layout would otherwise always have a run there while a longer text rarely does."""
     if width < length:
         raise ValueError("a stretch must hold a run")
-    n = min(count, n_units // width)
+    n = min(count, max(0, n_units - length) // width)
     if n == 0:
         return []
-    offset = int(rng.integers(0, n_units - n * width + 1))
+    offset = length + int(rng.integers(0, n_units - length - n * width + 1))
     return [offset + k * width + int(rng.integers(0, width - length + 1)) for k in range(n)]
