@@ -97,7 +97,7 @@ def format_controls(result: dict) -> str:
         if row.get("p_value_blind") is not None:
             lines.append(
                 f"  the library checked against the book by text alone: p_value_blind {row['p_value_blind']:.3g} "
-                f"(below {BLIND_GATE_LEVEL:g}: inconclusive)"
+                f"(below {BLIND_GATE_LEVEL:g} would make the book inconclusive)"
             )
         lines.append("")
     return "\n".join(lines).rstrip()
