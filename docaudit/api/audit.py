@@ -177,16 +177,22 @@ def audit(
     return result
 
 
-def _power_words(name: str, r: AuditRequest) -> str:
-    """What the project measured ``name`` to find on this model, in words (or that it was not measured)."""
-    from docaudit.config.power import NOT_MEASURED, power_of
+def _measured(name: str, r: AuditRequest) -> list:
+    """What the project measured ``name`` to find on this model (``config.power``)."""
+    from docaudit.config.power import power_of
 
-    return "; ".join(p.found for p in power_of(name, model_key(r.model), TESTS[name].setting(r))) or NOT_MEASURED
+    return power_of(name, model_key(r.model), TESTS[name].setting(r))
+
+
+def _power_words(measured: list) -> str:
+    """The measurements in words, or that none was made on this model."""
+    from docaudit.config.power import NOT_MEASURED
+
+    return "; ".join(p.found for p in measured) or NOT_MEASURED
 
 
 def _book(doc, found: dict[str, dict[str, Outcome]], r: AuditRequest) -> dict:
     """One book's statement, with each test's verdict, numbers, adjusted p-value and measured power."""
-    from docaudit.config.power import power_of
     from docaudit.inference.combine import statement
 
     outcomes, figures = {}, {}
@@ -197,7 +203,7 @@ def _book(doc, found: dict[str, dict[str, Outcome]], r: AuditRequest) -> dict:
     said = statement({n: o.p_value for n, o in outcomes.items()}, r.config.alpha) if outcomes else None
     tests = []
     for name, o in outcomes.items():
-        measured = power_of(name, model_key(r.model), TESTS[name].setting(r))
+        measured = _measured(name, r)
         tests.append({
             "test": name,
             "verdict": o.verdict,
@@ -206,7 +212,7 @@ def _book(doc, found: dict[str, dict[str, Outcome]], r: AuditRequest) -> dict:
             "p_adjusted": said.adjusted[name],
             "numbers": o.numbers,
             "power": [{"found": p.found, "measured_on": p.measured_on, "source": p.source} for p in measured],
-            "power_words": _power_words(name, r),
+            "power_words": _power_words(measured),
         })  # fmt: skip
     return {
         "file": doc.path,
@@ -218,7 +224,8 @@ def _book(doc, found: dict[str, dict[str, Outcome]], r: AuditRequest) -> dict:
         "tests_counted": 0 if said is None else said.m,
         "tests": tests,
         "figures": {
-            name: {"reason": o.reason, **o.numbers, "power_words": _power_words(name, r)} for name, o in figures.items()
+            name: {"reason": o.reason, **o.numbers, "power_words": _power_words(_measured(name, r))}
+            for name, o in figures.items()
         },
     }
 

@@ -366,9 +366,7 @@ def predict(
             **({"floored_logprobs": s.floored} if lm.config.backend == "openai" else {}),
             "n_known_nonmembers": n_nonmembers,
             "n_compared": m,
-            "smallest_p": None
-            if (m if matched else n_nonmembers) is None
-            else smallest_p(m if matched else n_nonmembers),
+            "smallest_p": None if (ranked := m if matched else n_nonmembers) is None else smallest_p(ranked),
             "alpha": alpha,
             "blind_gate_level": BLIND_GATE_LEVEL,
             "classifier_auc": auc,
