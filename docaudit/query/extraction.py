@@ -14,8 +14,11 @@ A transformers model runs here: the examples' trunk ``batch_size`` at a time, th
 predict a suffix token, and each row reduced to what p_z needs (the target's logit, the top-k values, the count
 tied with the k-th and the largest), so no [positions, vocabulary] probability table is kept. A ``.gguf`` through
 llama.cpp runs several examples side by side per call, the LM head on their suffix-predicting rows alone, reduced
-the same way. A server is refused: it gives at most the top-n log-probabilities of a position, not the k-th
-largest logit and the kept set's sum."""
+the same way. A server that echoes its prompt's log-probabilities (``--backend openai``, ``/completions`` with
+``echo``) is asked for the top k + 1 of every position, one request per example: p_z from them is the same
+reduction (log-probabilities are logits less one constant per position, so the kept set and its renormalization
+are unchanged), the one beyond the k-th showing a tie with it; a server listing fewer is refused in one line naming
+the count needed."""
 
 from __future__ import annotations
 
@@ -51,21 +54,24 @@ def example_starts(n_tokens: int, example_tokens: int, stride: int) -> np.ndarra
     return np.arange(0, max(0, n_tokens - example_tokens + 1), stride, dtype=np.int64)
 
 
+CONTINUATION = "docaudit extract --mode continuation"
+
+
 def require_logits(lm) -> None:
-    """Refuse, in one line, a model whose logits over the whole vocabulary cannot be read here (p_z needs the
-    k largest logits of every suffix position): a server (prompt log-probabilities or chat alike), or a backend
-    other than transformers and llama.cpp."""
+    """Refuse, in one line, a model whose logits (or prompt log-probabilities) cannot be read here: a server that
+    gives no prompt log-probabilities (its extraction is by continuation), or a backend other than transformers,
+    llama.cpp and an OpenAI-compatible server."""
     config = getattr(lm, "config", lm)
-    if config.backend == "openai":
+    mode = getattr(getattr(lm, "model", None), "mode", config.api_logprobs if config.backend == "openai" else None)
+    if config.backend == "openai" and mode == "logit_bias":
         raise ModelError(
-            "extract needs the model's logits over the whole vocabulary at every suffix position; a server gives at "
-            "most the top-n log-probabilities of its own tokens, so greedy and top-k p_z cannot be computed exactly: "
-            "run the model in this process (--model with a local folder, hub id or .gguf; a model that only chats: "
-            "docaudit probe)"
+            "p_z needs the prompt's log-probabilities (/completions with echo), which this server does not give: "
+            f"ask what it writes instead ({CONTINUATION})"
         )
-    if config.backend not in ("transformers", "llamacpp"):
+    if config.backend not in ("transformers", "llamacpp", "openai"):
         raise ModelError(
-            f"extract runs a model in this process (--backend transformers or llamacpp), not {config.backend}"
+            f"extract runs a model in this process (--backend transformers or llamacpp) or asks a server (--backend "
+            f"openai), not {config.backend}"
         )
 
 
@@ -182,6 +188,8 @@ def pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix
     check_fits(lm, prefix, suffix)
     if lm.config.backend == "llamacpp":
         return _llamacpp_pz(lm, ids, starts, prefix, suffix, settings)
+    if lm.config.backend == "openai":
+        return _served_pz(lm, ids, starts, prefix, suffix, settings)
     if not isinstance(lm.model, torch.nn.Module):
         raise ModelError("extract needs a torch model run in this process (--backend transformers)")
     return _trunk_pz(lm, ids, starts, prefix, suffix, settings)
@@ -211,6 +219,35 @@ def _llamacpp_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: i
     for group, logits in backend.suffix_logits([window.tolist() for window in tokens], suffix):
         for j, i in enumerate(group):
             greedy, sampled = position_logp(torch.from_numpy(logits[j]), targets[i], top_k, temperature)
+            out.greedy[i], out.sampled[i] = float(greedy.sum()), float(sampled.sum())
+    return out
+
+
+@inference_mode
+def _served_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix: int, settings) -> Pz:
+    """:func:`pz` from a server's echoed prompt log-probabilities: one request per example for the top k + 1 of
+    each position (``OpenAIBackend.prompt_top``), reduced as the logits are."""
+    from docaudit.query.models import opened_backend
+
+    top_k, temperature, _ = settings
+    backend = opened_backend(lm, prefix + suffix + 1)
+    out = Pz.empty(len(starts))
+    target = torch.zeros(suffix, dtype=torch.int64)  # the true token is column 0 of each row
+    with backend.client.bounded():
+        for i, start in enumerate(starts):
+            try:
+                rows, counts = backend.prompt_top(ids[start:], prefix + suffix, suffix, top_k + 1)
+            except DocauditError as e:
+                if i == 0 and "logprobs" in str(e):
+                    raise DocauditError(f"{e} (top-k p_z with --top-k {top_k} asks for the top {top_k + 1})") from e
+                raise
+            if counts.min() < top_k + 1:
+                raise DocauditError(
+                    f"the server at {backend.client.base} lists {counts.min()} log-probabilities at a position; top-k "
+                    f"p_z with --top-k {top_k} needs the top {top_k + 1} (the k-th and one beyond it, for ties): give "
+                    f"--top-k {max(1, counts.min() - 1)} or less (greedy p_z needs --top-k 1)"
+                )
+            greedy, sampled = position_logp(torch.from_numpy(rows), target, top_k, temperature)
             out.greedy[i], out.sampled[i] = float(greedy.sum()), float(sampled.sum())
     return out
 
