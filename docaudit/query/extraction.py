@@ -37,8 +37,8 @@ from docaudit.query.stats import bos_per_window
 
 @dataclass
 class Pz:
-    """Per example, the natural log of p_z under greedy decoding and under top-k sampling (−inf where p_z is 0),
-    float64."""
+    """Per example, the natural log of p_z under greedy decoding and under top-k sampling (−inf where p_z is 0, NaN
+    where a server could not be asked for the example's exact tokens), float64."""
 
     greedy: np.ndarray
     sampled: np.ndarray
@@ -141,19 +141,26 @@ def _cached(path, digest: str, n: int) -> Pz | None:
         data = load_untrusted_json(path, "extraction entry")
         if data.get("format") != CACHE_FORMAT or data.get("key") != digest:
             return None
-        values = [np.array([-np.inf if v is None else float(v) for v in data[k]]) for k in ("greedy", "sampled")]
+        values = [np.array([_read(v) for v in data[k]]) for k in ("greedy", "sampled")]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
-    if any(len(v) != n or np.isnan(v).any() or (v > 1e-6).any() for v in values):
+    if any(len(v) != n or (v > 1e-6).any() for v in values) or not np.array_equal(*map(np.isnan, values)):
         return None
     return Pz(*values)
+
+
+def _read(value) -> float:
+    """A stored log p_z: null is −inf (p_z = 0), ``"unknown"`` NaN (an example a server could not be asked)."""
+    if value == "unknown":
+        return np.nan
+    return -np.inf if value is None else float(value)
 
 
 def _store(path, digest: str, values: Pz) -> None:
     from docaudit.io import atomic_write_text
 
     def listed(v: np.ndarray) -> list:
-        return [float(x) if np.isfinite(x) else None for x in v]
+        return [float(x) if np.isfinite(x) else "unknown" if np.isnan(x) else None for x in v]
 
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"format": CACHE_FORMAT, "key": digest, "greedy": listed(values.greedy), "sampled": listed(values.sampled)}
@@ -226,7 +233,9 @@ def _llamacpp_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: i
 @inference_mode
 def _served_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix: int, settings) -> Pz:
     """:func:`pz` from a server's echoed prompt log-probabilities: one request per example for the top k + 1 of
-    each position (``OpenAIBackend.prompt_top``), reduced as the logits are."""
+    each position (``OpenAIBackend.prompt_top``), reduced as the logits are. An example whose text does not
+    tokenize back to its tokens cannot be asked for exactly them: its p_z is NaN (unknown), never 0."""
+    from docaudit.query.backends.base import Unaskable
     from docaudit.query.models import opened_backend
 
     top_k, temperature, _ = settings
@@ -237,6 +246,9 @@ def _served_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int
         for i, start in enumerate(starts):
             try:
                 rows, counts = backend.prompt_top(ids[start:], prefix + suffix, suffix, top_k + 1)
+            except Unaskable:  # its text tokenizes otherwise: left out, its p_z unknown (NaN), counted by the audit
+                out.greedy[i] = out.sampled[i] = np.nan
+                continue
             except DocauditError as e:
                 if i == 0 and "logprobs" in str(e):
                     raise DocauditError(f"{e} (top-k p_z with --top-k {top_k} asks for the top {top_k + 1})") from e
