@@ -101,7 +101,9 @@ def _doc(name: str, text: str) -> Document:
 
 def test_a_model_that_gives_the_book_back_has_every_passage_quoted_where_it_is():
     book = _doc("book", corpus_text("members", corpus_ids("members", 1)[0], n_chars=40_000))
-    library = [_doc(f"n{i}", corpus_text("nonmembers", b, n_chars=40_000)) for i, b in enumerate(corpus_ids("nonmembers", 3))]
+    library = [
+        _doc(f"n{i}", corpus_text("nonmembers", b, n_chars=40_000)) for i, b in enumerate(corpus_ids("nonmembers", 3))
+    ]
     config = ContinuationConfig(prompts=6, stretch_words=600, prompt_words=30, continuation_words=40, samples=2)
     found = continuation_audit([book], library, Oracle(book.text), config, 1.0, 0)
     [mine] = found["books"]

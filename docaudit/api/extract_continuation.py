@@ -80,13 +80,14 @@ def continuation_result(r: ContinuationRequest) -> tuple[list[dict], dict, list[
         "skipped": reading.skips.as_json(),
         "inputs": document_records(docs, "judged")
         + document_records([t.document for t in found["library"]], "library"),
-        "model": {"identity": writer.identity, "endpoint": writer.endpoint},
         "writer": {
+            "identity": writer.identity,
+            "endpoint": writer.endpoint,
             "requests": writer.sent,
             "cached": writer.cached,
             "tokens_sent": writer.prompt_tokens,
             "tokens_received": writer.generated_tokens,
-        },  # fmt: skip
+        },
     }
     rows = passage_rows(found["books"] + found["library"])
     output = envelope_of("extract", body, r.run)
