@@ -37,7 +37,7 @@ SETTINGS = (
     "mode",
 )
 CONTINUATION = tuple(ContinuationConfig.__dataclass_fields__)
-MODEL = ("model", "device", "dtype", "backend", "api_base", "api_model", "api_key_env", "api_tokenizer")
+MODEL = ("model", "device", "dtype", "backend", "kv_cache", "api_base", "api_model", "api_key_env", "api_tokenizer")
 MODEL += ("api_logprobs", "api_timeout", "api_retries", "api_document_timeout", "max_requests")
 
 
