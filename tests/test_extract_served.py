@@ -110,6 +110,9 @@ def test_extract_through_the_server_gives_the_local_figures(distinct, api_key, t
     for name in ("greedy_examples", "discoverable_examples", "greedy_share", "extractable_share", "max_pz_greedy"):
         assert mine[name] == theirs[name], name
     assert mine["greedy_examples"] > 0  # the planted greedy continuation, written back by the server's model too
+    plan = run("extract", book, "--raw", *model, "--dry-run")
+    estimated = plan.stdout.split(" examples (")[0].rsplit(" ", 1)[1]  # estimated from the text's size
+    assert f"one request per example to the server: about {estimated} requests" in plan.stdout, plan.output
     printed = run("extract", book, "--raw", *model)
     assert printed.exit_code == 0 and "examples" in printed.stdout
 

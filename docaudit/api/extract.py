@@ -168,4 +168,5 @@ def planned(request: ExtractRequest) -> dict:
         "steps": [(s.name, s.amount, s.seconds) for s in plan.steps],
         "rate": "measured on this machine" if "query" in plan.rates.measured else "documented: none measured here yet",
         "tokens_per_s": plan.rates.tokens_per_s,
+        "server_requests": plan.windows if model.backend == "openai" else None,  # one echo request per example
     }

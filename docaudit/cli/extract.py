@@ -54,6 +54,8 @@ def _print_plan(cost: dict) -> None:
     )
     for name, amount, seconds in cost["steps"]:
         click.echo(f"  {name}: {amount}, " + ("time unknown" if seconds is None else f"about {seconds:,.0f} s"))
+    if cost.get("server_requests") is not None:
+        click.echo(f"  one request per example to the server: about {cost['server_requests']:,} requests")
     total = "unknown" if cost["seconds"] is None else f"about {cost['seconds']:,.0f} s"
     click.echo(f"  in all {total} (at {cost['tokens_per_s'] or 0:,.0f} tokens per second, {cost['rate']})")
     click.echo("  nothing was loaded or written")
