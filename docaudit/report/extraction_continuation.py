@@ -62,7 +62,12 @@ def format_continuation(body: dict) -> str:
             lines.append(f'  [{passage["continuation_start"]:,}-{passage["char_end"]:,}] "{quoted}"')
         lines.append("")
     writer = body["writer"]
-    lines.append(f"{writer['requests']:,} requests sent, {writer['cached']:,} answers read from the cache")
+    sent = (
+        "written by the model run here"
+        if writer["endpoint"] == "in-process"
+        else f"{writer['requests']:,} requests sent"
+    )
+    lines.append(f"{sent}, {writer['cached']:,} answers read from the cache")
     return "\n".join(lines).rstrip()
 
 
