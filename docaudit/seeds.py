@@ -43,6 +43,7 @@ STREAMS: dict[str, Stream] = {
     "continuations": Stream((35,), "prompt i, sample j", "the uniform of each token of continuation j of prompt i"),
     "served_seeds": Stream((61,), "prompt i, sample j", "the seed a server samples continuation j of prompt i with"),
     "probe_passages": Stream((51,), "text sha256[:12]", "the passages probe asks about in a text"),
+    "extract_continuation": Stream((62,), "text sha256[:12]", "the passages extract continues in a text"),
     "probe_null": Stream(
         (52,), "book sha256[:12]", "the first passages of the windows a probed book and its library texts are ranked at"
     ),

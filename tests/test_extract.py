@@ -224,7 +224,11 @@ def test_extract_refuses_bad_input_in_one_line(texts, tiny_gpt2, tmp_path):
         ([book, *model, "--stride", "-3"], BAD_INPUT, "--stride -3"),
         ([book, *model, "--prefix-tokens", "300"], BAD_INPUT, "longer than the model's 256 positions"),
         ([book, *model, "--max-tokens", "100"], BAD_INPUT, "more than --max-tokens 100"),
-        ([book, "--backend", "openai", "--model", "http://127.0.0.1:9/v1#m"], MODEL_UNAVAILABLE, "top-n"),
+        (
+            [book, "--backend", "openai", "--model", "http://127.0.0.1:9/v1#m", "--api-logprobs", "logit_bias"],
+            MODEL_UNAVAILABLE,
+            "--mode continuation",
+        ),
     ]
     for args, status, words in cases:
         result = CliRunner().invoke(main, ["extract", *args])

@@ -389,7 +389,10 @@ register_test(
 
 def _extract_blocked(r: AuditRequest) -> str | None:
     if target_kind(r) in ("chat", "server"):
-        return "needs the model's logits in this process (weights, a .gguf or the embedded model); a server gives none"
+        return (
+            "runs in the audit on a model here only (weights, a .gguf or the embedded model); a server: docaudit "
+            "extract --backend openai (prompt log-probabilities) or --mode continuation (a model that only writes)"
+        )
     return None
 
 

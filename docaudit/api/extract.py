@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from docaudit.api.common import Result, envelope_of, local_inputs, recorded
-from docaudit.config import EXTRACT_NULL, ExtractConfig, ModelConfig
+from docaudit.config import EXTRACT_NULL, ContinuationConfig, ExtractConfig, ModelConfig
 from docaudit.query.loaded import LoadedModel
 from docaudit.run import DocumentSpec, RunContext
 
@@ -23,7 +23,9 @@ class ExtractRequest:
     at ``stored_library`` (for the embedded model: ``config.EXTRACT_NULL``) where they were computed with this
     model and these settings. With ``out``,
     ``extract.json``, ``extract.csv``, ``extract.png`` and ``extract.html`` written there (a new or empty folder,
-    or an earlier extract output with ``overwrite``)."""
+    or an earlier extract output with ``overwrite``). With ``config.mode`` ``continuation``, the model (a server the
+    user names, or one run here) continues passages of each text as ``continuation`` lays them out, and what it
+    writes is compared with the real continuations (``extract.json`` and ``extract.csv`` only)."""
 
     books: Sequence[object]
     model: ModelConfig | LoadedModel = field(default_factory=ModelConfig)
@@ -34,6 +36,7 @@ class ExtractRequest:
     out: Path | None = None
     overwrite: bool = False
     stored_library: Path | None = EXTRACT_NULL
+    continuation: ContinuationConfig = field(default_factory=ContinuationConfig)
 
     def inputs(self) -> list:
         """Every local input: what the output folder must not be or contain."""
@@ -62,11 +65,12 @@ class BookExtraction:
 
 @dataclass
 class ExtractResult(Result):
-    """``extract``: ``books`` (one :class:`BookExtraction` each), its JSON output with the envelope and ``rows``,
-    one per example of every text (books and library)."""
+    """``extract``: ``books`` (one :class:`BookExtraction` each; by continuation, each book's record), its JSON
+    output with the envelope and ``rows``, one per example (by continuation, per passage) of every text (books and
+    library)."""
 
     schema: ClassVar[str] = "extract"
-    books: list[BookExtraction]
+    books: list[BookExtraction] | list[dict]
     body: dict
     rows: list[dict]
     envelope: dict
@@ -86,6 +90,11 @@ def extract_books(request: ExtractRequest) -> ExtractResult:
     from docaudit.report.extraction import book_record, example_rows, library_record, write_extract
 
     r = request
+    if r.config.mode == "continuation":
+        from docaudit.api.extract_continuation import ContinuationRequest, continuation_result
+
+        books, output, rows = continuation_result(_continuation(r, ContinuationRequest))
+        return ExtractResult(books, output, rows, output)
     require_logits(r.model)
     if r.out is not None:
         prepare_output(r.out, "extract", r.overwrite, r.inputs())
@@ -122,6 +131,11 @@ def extract_books(request: ExtractRequest) -> ExtractResult:
     return ExtractResult([_book(b) for b in books], output, rows, output)
 
 
+def _continuation(request: ExtractRequest, kind: type):
+    """The parts of ``request`` that extraction by continuation reads, as ``kind``."""
+    return kind(**{name: getattr(request, name) for name in kind.__dataclass_fields__})
+
+
 def _book(record: dict) -> BookExtraction:
     return BookExtraction(**{name: record[name] for name in BookExtraction.__dataclass_fields__})
 
@@ -134,6 +148,10 @@ def planned(request: ExtractRequest) -> dict:
     from docaudit.query.extraction import require_logits
 
     r = request
+    if r.config.mode == "continuation":
+        from docaudit.api.extract_continuation import ContinuationRequest, continuation_plan
+
+        return continuation_plan(_continuation(r, ContinuationRequest))
     model = r.model.config if isinstance(r.model, LoadedModel) else r.model
     require_logits(model)
     reading = recorded(r.reading)
@@ -150,4 +168,5 @@ def planned(request: ExtractRequest) -> dict:
         "steps": [(s.name, s.amount, s.seconds) for s in plan.steps],
         "rate": "measured on this machine" if "query" in plan.rates.measured else "documented: none measured here yet",
         "tokens_per_s": plan.rates.tokens_per_s,
+        "server_requests": plan.windows if model.backend == "openai" else None,  # one echo request per example
     }

@@ -107,7 +107,9 @@ def summarize(text: TextExtraction, config: ExtractConfig) -> None:
     cover = covered(text.starts, found, config.prefix_tokens, config.suffix_tokens, text.n_tokens)
     cover_greedy = covered(text.starts, greedy, config.prefix_tokens, config.suffix_tokens, text.n_tokens)
     spans = sorted(runs(cover), key=lambda r: (r[0] - r[1], r[0]))
-    best = int(np.argmax(text.pz.sampled)) if len(text.starts) else None
+    unknown = np.isnan(text.pz.sampled)  # examples a server could not be asked: neither covered nor 0
+    sampled, greedy_pz = np.where(unknown, -np.inf, text.pz.sampled), np.where(unknown, -np.inf, text.pz.greedy)
+    best = int(np.argmax(sampled)) if len(text.starts) else None
     longest = spans[0] if spans else None
     text.summary = {
         "tokens": text.n_tokens,
@@ -118,9 +120,10 @@ def summarize(text: TextExtraction, config: ExtractConfig) -> None:
         "greedy_share": float(cover_greedy.mean()),
         "longest_run_tokens": 0 if longest is None else longest[1] - longest[0],
         "longest_run": None if longest is None else _span(text, *longest),
-        "max_log_pz": _finite(text.pz.sampled[best]) if best is not None else None,
-        "max_pz": float(np.exp(text.pz.sampled[best])) if best is not None else 0.0,
-        "max_pz_greedy": float(np.exp(text.pz.greedy.max())) if len(text.starts) else 0.0,
+        "max_log_pz": _finite(sampled[best]) if best is not None else None,
+        "max_pz": float(np.exp(sampled[best])) if best is not None else 0.0,
+        "max_pz_greedy": float(np.exp(greedy_pz.max())) if len(text.starts) else 0.0,
+        "unknown_examples": int(unknown.sum()),
         "seconds": text.seconds,
     }
     text.passages = [_span(text, lo, hi) for lo, hi in spans[: config.passages]]

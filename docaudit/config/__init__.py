@@ -41,7 +41,7 @@ from docaudit.config.base import (
     setting,
 )
 from docaudit.config.controls import CONTROLS_PRESETS, ControlsConfig
-from docaudit.config.extract import ExtractConfig
+from docaudit.config.extract import ContinuationConfig, ExtractConfig
 from docaudit.config.inputs import (
     GROUP_SEPARATOR,
     HUB_PROBE_SECONDS,
@@ -61,6 +61,7 @@ from docaudit.config.seed import MAX_SEED, SEED, SEED_HELP
 
 __all__ = [
     "ExtractConfig",
+    "ContinuationConfig",
     "ControlsConfig",
     "ENDPOINTS",
     "PROBES",

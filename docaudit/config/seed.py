@@ -15,6 +15,7 @@ SEED_HELP = {
     "detector": ("Seed of the augmentations (PAC, neighbours).", "method"),
     "controls": ("Seed of the passage choice and the generation.", "method"),
     "probe": ("Seed of the passage choice, the sampling and the null's passage subsets.", "method"),
+    "extract": ("--mode continuation: seed of the passage choice and the sampling.", "method"),
     "traps": ("Seed of the trap generation and placement.", "traps"),
 }
 

@@ -14,8 +14,11 @@ A transformers model runs here: the examples' trunk ``batch_size`` at a time, th
 predict a suffix token, and each row reduced to what p_z needs (the target's logit, the top-k values, the count
 tied with the k-th and the largest), so no [positions, vocabulary] probability table is kept. A ``.gguf`` through
 llama.cpp runs several examples side by side per call, the LM head on their suffix-predicting rows alone, reduced
-the same way. A server is refused: it gives at most the top-n log-probabilities of a position, not the k-th
-largest logit and the kept set's sum."""
+the same way. A server that echoes its prompt's log-probabilities (``--backend openai``, ``/completions`` with
+``echo``) is asked for the top k + 1 of every position, one request per example: p_z from them is the same
+reduction (log-probabilities are logits less one constant per position, so the kept set and its renormalization
+are unchanged), the one beyond the k-th showing a tie with it; a server listing fewer is refused in one line naming
+the count needed."""
 
 from __future__ import annotations
 
@@ -34,8 +37,8 @@ from docaudit.query.stats import bos_per_window
 
 @dataclass
 class Pz:
-    """Per example, the natural log of p_z under greedy decoding and under top-k sampling (−inf where p_z is 0),
-    float64."""
+    """Per example, the natural log of p_z under greedy decoding and under top-k sampling (−inf where p_z is 0, NaN
+    where a server could not be asked for the example's exact tokens), float64."""
 
     greedy: np.ndarray
     sampled: np.ndarray
@@ -51,21 +54,24 @@ def example_starts(n_tokens: int, example_tokens: int, stride: int) -> np.ndarra
     return np.arange(0, max(0, n_tokens - example_tokens + 1), stride, dtype=np.int64)
 
 
+CONTINUATION = "docaudit extract --mode continuation"
+
+
 def require_logits(lm) -> None:
-    """Refuse, in one line, a model whose logits over the whole vocabulary cannot be read here (p_z needs the
-    k largest logits of every suffix position): a server (prompt log-probabilities or chat alike), or a backend
-    other than transformers and llama.cpp."""
+    """Refuse, in one line, a model whose logits (or prompt log-probabilities) cannot be read here: a server that
+    gives no prompt log-probabilities (its extraction is by continuation), or a backend other than transformers,
+    llama.cpp and an OpenAI-compatible server."""
     config = getattr(lm, "config", lm)
-    if config.backend == "openai":
+    mode = getattr(getattr(lm, "model", None), "mode", config.api_logprobs if config.backend == "openai" else None)
+    if config.backend == "openai" and mode == "logit_bias":
         raise ModelError(
-            "extract needs the model's logits over the whole vocabulary at every suffix position; a server gives at "
-            "most the top-n log-probabilities of its own tokens, so greedy and top-k p_z cannot be computed exactly: "
-            "run the model in this process (--model with a local folder, hub id or .gguf; a model that only chats: "
-            "docaudit probe)"
+            "p_z needs the prompt's log-probabilities (/completions with echo), which this server does not give: "
+            f"ask what it writes instead ({CONTINUATION})"
         )
-    if config.backend not in ("transformers", "llamacpp"):
+    if config.backend not in ("transformers", "llamacpp", "openai"):
         raise ModelError(
-            f"extract runs a model in this process (--backend transformers or llamacpp), not {config.backend}"
+            f"extract runs a model in this process (--backend transformers or llamacpp) or asks a server (--backend "
+            f"openai), not {config.backend}"
         )
 
 
@@ -135,19 +141,26 @@ def _cached(path, digest: str, n: int) -> Pz | None:
         data = load_untrusted_json(path, "extraction entry")
         if data.get("format") != CACHE_FORMAT or data.get("key") != digest:
             return None
-        values = [np.array([-np.inf if v is None else float(v) for v in data[k]]) for k in ("greedy", "sampled")]
+        values = [np.array([_read(v) for v in data[k]]) for k in ("greedy", "sampled")]
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
-    if any(len(v) != n or np.isnan(v).any() or (v > 1e-6).any() for v in values):
+    if any(len(v) != n or (v > 1e-6).any() for v in values) or not np.array_equal(*map(np.isnan, values)):
         return None
     return Pz(*values)
+
+
+def _read(value) -> float:
+    """A stored log p_z: null is −inf (p_z = 0), ``"unknown"`` NaN (an example a server could not be asked)."""
+    if value == "unknown":
+        return np.nan
+    return -np.inf if value is None else float(value)
 
 
 def _store(path, digest: str, values: Pz) -> None:
     from docaudit.io import atomic_write_text
 
     def listed(v: np.ndarray) -> list:
-        return [float(x) if np.isfinite(x) else None for x in v]
+        return [float(x) if np.isfinite(x) else "unknown" if np.isnan(x) else None for x in v]
 
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"format": CACHE_FORMAT, "key": digest, "greedy": listed(values.greedy), "sampled": listed(values.sampled)}
@@ -182,6 +195,8 @@ def pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix
     check_fits(lm, prefix, suffix)
     if lm.config.backend == "llamacpp":
         return _llamacpp_pz(lm, ids, starts, prefix, suffix, settings)
+    if lm.config.backend == "openai":
+        return _served_pz(lm, ids, starts, prefix, suffix, settings)
     if not isinstance(lm.model, torch.nn.Module):
         raise ModelError("extract needs a torch model run in this process (--backend transformers)")
     return _trunk_pz(lm, ids, starts, prefix, suffix, settings)
@@ -211,6 +226,40 @@ def _llamacpp_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: i
     for group, logits in backend.suffix_logits([window.tolist() for window in tokens], suffix):
         for j, i in enumerate(group):
             greedy, sampled = position_logp(torch.from_numpy(logits[j]), targets[i], top_k, temperature)
+            out.greedy[i], out.sampled[i] = float(greedy.sum()), float(sampled.sum())
+    return out
+
+
+@inference_mode
+def _served_pz(lm: LoadedModel, ids: np.ndarray, starts: np.ndarray, prefix: int, suffix: int, settings) -> Pz:
+    """:func:`pz` from a server's echoed prompt log-probabilities: one request per example for the top k + 1 of
+    each position (``OpenAIBackend.prompt_top``), reduced as the logits are. An example whose text does not
+    tokenize back to its tokens cannot be asked for exactly them: its p_z is NaN (unknown), never 0."""
+    from docaudit.query.backends.base import Unaskable
+    from docaudit.query.models import opened_backend
+
+    top_k, temperature, _ = settings
+    backend = opened_backend(lm, prefix + suffix + 1)
+    out = Pz.empty(len(starts))
+    target = torch.zeros(suffix, dtype=torch.int64)  # the true token is column 0 of each row
+    with backend.client.bounded():
+        for i, start in enumerate(starts):
+            try:
+                rows, counts = backend.prompt_top(ids[start:], prefix + suffix, suffix, top_k + 1)
+            except Unaskable:  # its text tokenizes otherwise: left out, its p_z unknown (NaN), counted by the audit
+                out.greedy[i] = out.sampled[i] = np.nan
+                continue
+            except DocauditError as e:
+                if i == 0 and "logprobs" in str(e):
+                    raise DocauditError(f"{e} (top-k p_z with --top-k {top_k} asks for the top {top_k + 1})") from e
+                raise
+            if counts.min() < top_k + 1:
+                raise DocauditError(
+                    f"the server at {backend.client.base} lists {counts.min()} log-probabilities at a position; top-k "
+                    f"p_z with --top-k {top_k} needs the top {top_k + 1} (the k-th and one beyond it, for ties): give "
+                    f"--top-k {max(1, counts.min() - 1)} or less (greedy p_z needs --top-k 1)"
+                )
+            greedy, sampled = position_logp(torch.from_numpy(rows), target, top_k, temperature)
             out.greedy[i], out.sampled[i] = float(greedy.sum()), float(sampled.sum())
     return out
 

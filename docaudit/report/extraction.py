@@ -24,7 +24,8 @@ def _log(value: float) -> float | None:
 
 def example_rows(text: TextExtraction, settings: dict) -> list[dict]:
     """One row per example of a text: where its suffix lies (tokens and characters), log p_z greedy and sampled
-    (null and ``*_zero`` true where p_z is 0) and whether it is discoverable and greedy-extractable."""
+    (null and ``*_zero`` true where p_z is 0; null and ``unknown`` true where a server could not be asked for the
+    example's exact tokens) and whether it is discoverable and greedy-extractable."""
     prefix, suffix = settings["prefix_tokens"], settings["suffix_tokens"]
     found = discoverable(text.pz.sampled, settings["n"], settings["p"])
     rows = []
@@ -41,10 +42,11 @@ def example_rows(text: TextExtraction, settings: dict) -> list[dict]:
                 "suffix_char_start": int(text.offsets[lo, 0]),
                 "suffix_char_end": int(text.offsets[hi - 1, 1]),
                 "log_pz_greedy": _log(greedy),
-                "greedy_zero": not np.isfinite(greedy),
+                "greedy_zero": bool(np.isneginf(greedy)),
                 "log_pz": _log(sampled),
-                "pz_zero": not np.isfinite(sampled),
-                "pz": float(np.exp(sampled)),
+                "pz_zero": bool(np.isneginf(sampled)),
+                "pz": None if np.isnan(sampled) else float(np.exp(sampled)),
+                "unknown": bool(np.isnan(sampled)),
                 "discoverable": bool(found[i]),
                 "greedy_extractable": bool(np.isfinite(greedy)),
             }
@@ -108,7 +110,9 @@ def format_extract(body: dict) -> str:
             f"  longest extractable run {book['longest_run_tokens']} tokens"
             + ("" if run is None else f" (characters {run['char_start']:,}-{run['char_end']:,})")
             + f"; largest p_z {book['max_pz']:.3g} (greedy {book['max_pz_greedy']:.3g}); {book['examples']:,} examples"
-        )
+            + (f" ({book['unknown_examples']:,} left out: their text does not tokenize back to their tokens, so the "
+               "server could not be asked for them)" if book.get("unknown_examples") else "")
+        )  # fmt: skip
         for passage in book["passages"][:3]:
             quoted = " ".join(passage["text"].split())
             quoted = quoted if len(quoted) <= 160 else quoted[:157] + "..."
@@ -129,7 +133,8 @@ def along(text: TextExtraction, settings: dict) -> tuple[np.ndarray, np.ndarray]
     rows = np.array([int(text.offsets[s + settings["prefix_tokens"], 0]) for s in text.starts], dtype=np.int64)
     bins = np.array_split(np.arange(len(rows)), min(PLOT_BINS, len(rows)))
     x = np.array([rows[b[0]] for b in bins])
-    y = np.array([text.pz.sampled[b].max() for b in bins]) / np.log(10)
+    known = np.where(np.isnan(text.pz.sampled), -np.inf, text.pz.sampled)  # an unknown p_z is not drawn
+    y = np.array([known[b].max() for b in bins]) / np.log(10)
     return x, y
 
 

@@ -231,9 +231,40 @@ class OpenAIBackend(Backend):
     def _echo(self, ids: np.ndarray, start: int, first: int, end: int) -> np.ndarray:
         """(log p, log p_max) of tokens ``first..end-1`` from one echo request over ``ids[start:end]``."""
         text, start, stop = self._text(ids, start, end)
-        window = ids[start:stop]
+        values, tops = self.echoed(text, ids[start:stop], 1)
+        out = np.empty((end - first, 2), dtype=np.float32)
+        for row, j in enumerate(range(first - start, end - start)):
+            if tops[j] is None:
+                url = f"{self.client.base}/completions"
+                raise DocauditError(f"the server at {url} returned no log-probability for prompt token {j}")
+            best = max(tops[j].values())
+            out[row] = values[j], max(best, values[j])
+        return out
+
+    def prompt_top(self, ids: np.ndarray, width: int, suffix: int, top_n: int) -> tuple[np.ndarray, np.ndarray]:
+        """For the last ``suffix`` of the ``width`` tokens ``ids[:width]`` (sent as text, the BOS the server's own),
+        what the server returns of each position from one echo request with ``logprobs=top_n``: a row of the
+        log-probabilities it lists (the true token's added when it is not among them, −inf after), float32
+        [suffix, top_n + 1], and the count it listed per position; the true token is column 0."""
+        text, _, stop = self._text(ids, 0, width)
+        values, tops = self.echoed(text, ids[:stop], top_n)
+        rows = np.full((suffix, top_n + 1), -np.inf, dtype=np.float32)
+        counts = np.empty(suffix, dtype=np.int64)
+        for row, j in enumerate(range(width - suffix, width)):
+            listed = sorted(tops[j].values(), reverse=True)
+            if values[j] in listed:
+                listed.remove(values[j])  # the true token is listed: kept once, in column 0
+            listed = listed[:top_n]
+            rows[row, 0], rows[row, 1 : len(listed) + 1] = values[j], listed
+            counts[row] = len(tops[j])
+        return rows, counts
+
+    def echoed(self, text: str, window: np.ndarray, top_n: int) -> tuple[list[float], list[dict]]:
+        """One echo request for ``text`` (the tokens ``window``) with ``logprobs=top_n``: each prompt token's
+        log-probability and its top list (token text to log-probability), checked: the echo is the window's tokens,
+        and every value a log-probability."""
         url = f"{self.client.base}/completions"
-        lp = self.client.complete(text, echo=True, logprobs=1).get("logprobs") or {}
+        lp = self.client.complete(text, echo=True, logprobs=top_n).get("logprobs") or {}
         tokens, values, tops = lp.get("tokens") or [], lp.get("token_logprobs") or [], lp.get("top_logprobs") or []
         offsets = lp.get("text_offset") or []
         for name, value in (("tokens", tokens), ("token_logprobs", values), ("top_logprobs", tops)):
@@ -264,14 +295,13 @@ class OpenAIBackend(Backend):
                     f"the server echoed token {tokens[j]!r} where the window has {mine!r}: its tokenization differs "
                     "from the local tokenizer's (--api-tokenizer)"
                 )
-        out = np.empty((end - first, 2), dtype=np.float32)
-        for row, j in enumerate(range(first - start, end - start)):
+        checked, listed = [None] * n, [None] * n
+        for j in range(1, n):  # the first token has no log-probability (nothing before it)
             if values[j] is None or not isinstance(tops[j], dict) or not tops[j]:
                 raise DocauditError(f"the server at {url} returned no log-probability for prompt token {j}")
-            value = logprob(values[j], url, f"prompt token {j}")
-            best = max(logprob(v, url, f"a top token at prompt token {j}") for v in tops[j].values())
-            out[row] = value, max(best, value)
-        return out
+            checked[j] = logprob(values[j], url, f"prompt token {j}")
+            listed[j] = {str(k): logprob(v, url, f"a top token at prompt token {j}") for k, v in tops[j].items()}
+        return checked, listed
 
     def _search(self, ids: np.ndarray, start: int, first: int, end: int) -> np.ndarray:
         """(log p, log p_max) of tokens ``first..end-1``, each from its own top-n request and bias search."""
