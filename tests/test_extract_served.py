@@ -235,3 +235,63 @@ def test_a_malformed_answer_to_a_continuation_is_one_line(mode, words, tiny_gpt2
         done = run("extract", book, "--raw", *FAST, "--api-base", hostile.base, "--api-model", "tiny",
                    "--api-retries", "0")  # fmt: skip
     assert_clean_error(done, words)
+
+
+def _short_texts(tmp_path, folder: str, n: int, words: int = 1200) -> list:
+    """The first ``n`` corpus texts of ``folder``, each cut to about ``words`` words of its middle."""
+    out = []
+    for path in sorted((CORPUS / folder).glob("*.txt"))[:n]:
+        text = path.read_text("utf-8").split()
+        mine = tmp_path / folder / path.name
+        mine.parent.mkdir(exist_ok=True)
+        mine.write_text(" ".join(text[len(text) // 2 : len(text) // 2 + words]), "utf-8")
+        out.append(mine)
+    return out
+
+
+def test_audit_extracts_by_continuation_from_a_chat_only_server(chat_only, api_key, tmp_path):  # noqa: F811
+    """The audit of a model that only chats gives extract's continuation figures, the same as the command alone
+    (then every answer is read from the cache), beside the statement and not counted; the case file quotes them."""
+    from test_schemas import validate
+
+    [book], library = _short_texts(tmp_path, "members", 1), _short_texts(tmp_path, "nonmembers", 3)
+    target = ["--api-base", chat_only, "--api-model", "tiny", "--api-key-env", KEY_ENV]
+    nulls = [a for p in library for a in ("--null-library", p)]
+    audited = run("audit", book, "--chat-only", *nulls, *target, "--out", tmp_path / "case", "--format", "json")
+    assert audited.exit_code == 0, audited.output
+    out = json.loads(audited.stdout)
+    validate(out, "audit")
+    [said] = out["books"]
+    assert [t["test"] for t in said["tests"]] == ["probe"]
+    figures = said["figures"]["extract"]
+    assert figures["mode"] == "continuation" and figures["power_words"] == "not measured for this model"
+    alone = run("extract", book, *nulls, *target, "--mode", "continuation", "--format", "json")
+    assert alone.exit_code == 0, alone.output
+    body = json.loads(alone.stdout)
+    assert body["writer"]["requests"] == 0 and body["writer"]["cached"] > 0  # the audit asked exactly these
+    [theirs] = body["books"]
+    for name in ("long_matches", "long_match_share", "longest_match_words", "mean_recall", "baseline"):
+        assert figures[name] == theirs[name], name
+    assert figures["passages_continued"] == theirs["passages"] >= 2
+    assert figures["baseline"]["texts"] == 3
+    html = (tmp_path / "case" / "audit.html").read_text("utf-8")
+    assert f"continuing {theirs['passages']} passages of the book" in html
+
+
+def test_audit_extracts_p_z_through_a_server_with_prompt_log_probabilities(distinct, api_key, tmp_path):  # noqa: F811
+    """A server echoing its prompt's log-probabilities gives the audit extract's p_z figures, as the command alone."""
+    local = load_model(ModelConfig(model=str(distinct["hf"]), device="cpu"))
+    book = tmp_path / "book.txt"
+    book.write_text(local.tokenizer.decode(_book(local).tolist()), "utf-8")
+    model = ["--backend", "openai", "--model", f"{distinct['base']}#tiny", "--api-tokenizer", distinct["hf"]]
+    model += ["--api-key-env", KEY_ENV, "--raw"]
+    nulls = [a for p in _short_texts(tmp_path, "nonmembers", 2, 400) for a in ("--null-library", p)]
+    audited = run("audit", book, *model, *nulls, "--extract-tokens", "400", "--format", "json")
+    assert audited.exit_code == 0, audited.output
+    figures = json.loads(audited.stdout)["books"][0]["figures"]["extract"]
+    alone = run("extract", book, *model, *nulls, "--first-tokens", "400", "--format", "json")
+    theirs = json.loads(alone.stdout)["books"][0]
+    assert figures["mode"] == "pz" and figures["first_tokens"] == theirs["tokens"]
+    for name in ("extractable_share", "greedy_share", "longest_run_tokens", "max_pz", "baseline"):
+        assert figures[name] == theirs[name], name
+    assert figures["greedy_share"] > 0  # the planted greedy continuation, written back through the server

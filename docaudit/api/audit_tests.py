@@ -283,13 +283,18 @@ def _probe_request(r: AuditRequest):
     from docaudit.api.probes import ProbeRequest
     from docaudit.config import ProbeConfig
 
+    _require_server(r)
+    return ProbeRequest(list(r.books), r.model, list(r.library), ProbeConfig(alpha=r.config.alpha),
+                        reading=r.reading, run=r.run)  # fmt: skip
+
+
+def _require_server(r: AuditRequest) -> None:
+    """Refuse a chat target given without its server."""
     model = r.model
     if target_kind(r) == "chat" and not (model.api_base or (model.model or "").startswith(("http://", "https://"))):
         from docaudit.errors import DocauditError
 
         raise DocauditError("--chat-only needs the server: --api-base URL --api-model NAME (or --model URL#NAME)")
-    return ProbeRequest(list(r.books), model, list(r.library), ProbeConfig(alpha=r.config.alpha), reading=r.reading,
-                        run=r.run)  # fmt: skip
 
 
 def _probe_run(request) -> tuple[dict[str, Outcome], dict]:
@@ -387,21 +392,21 @@ register_test(
 # ---- extract: how much of the book the model writes back (figures beside the statement, not counted) -------------
 
 
-def _extract_blocked(r: AuditRequest) -> str | None:
-    if target_kind(r) in ("chat", "server"):
-        return (
-            "runs in the audit on a model here only (weights, a .gguf or the embedded model); a server: docaudit "
-            "extract --backend openai (prompt log-probabilities) or --mode continuation (a model that only writes)"
-        )
-    return None
+def _extract_mode(r: AuditRequest) -> str:
+    """``pz`` where the target gives log-probabilities (a model here, or a server echoing its prompt's), else
+    ``continuation`` (a model that only writes, or a server searched with ``logit_bias``)."""
+    if target_kind(r) == "chat" or (target_kind(r) == "server" and r.model.api_logprobs == "logit_bias"):
+        return "continuation"
+    return "pz"
 
 
 def _extract_request(r: AuditRequest):
     from docaudit.api.extract import ExtractRequest
     from docaudit.config import ExtractConfig
 
+    _require_server(r)
     library = None if r.library is None else list(r.library)
-    config = ExtractConfig(first_tokens=r.config.extract_tokens)
+    config = ExtractConfig(first_tokens=r.config.extract_tokens, mode=_extract_mode(r))
     return ExtractRequest(list(r.books), r.model, library, config, r.reading, r.run)
 
 
@@ -412,14 +417,24 @@ def _extract_seconds(request) -> float | None:
 
 
 def _extract_run(request) -> tuple[dict[str, Outcome], dict]:
-    """Per book the extractable shares beside the never-seen texts' (descriptive: no p-value, no verdict of its
-    own), and up to three of its passages."""
+    """Per book what the model writes back beside the never-seen texts' (descriptive: no p-value, no verdict of its
+    own): the extractable shares (p_z), or the passages continued with a long verbatim run (by continuation), and up
+    to three of its passages."""
     from docaudit.api.extract import extract_books
 
     result = extract_books(request)
     found = {}
+    if request.config.mode == "continuation":
+        for b in result.books:
+            numbers = {"mode": "continuation", "long_match_words": request.continuation.long_match_words}
+            numbers |= {k: b[k] for k in CONTINUATION_FIGURES} | {"passages_continued": b["passages"]}
+            numbers |= {"baseline": b["baseline"], "passages": b["quoted"][:3]}
+            found[key(b["file"])] = Outcome(INCONCLUSIVE, None, None, numbers)
+        body = {"settings": request.config.used(), "continuation": result.body["continuation"]}
+        return found, {**body, "model": result.envelope.get("model")}
     for b in result.books:
         numbers = {
+            "mode": "pz",
             "first_tokens": b.tokens,
             "n": request.config.n,
             "p": request.config.p,
@@ -434,14 +449,19 @@ def _extract_run(request) -> tuple[dict[str, Outcome], dict]:
     return found, {"settings": request.config.used(), "model": result.envelope.get("model")}
 
 
+CONTINUATION_FIGURES = ("long_matches", "long_match_share", "longest_match_words", "mean_recall")
+
+
 register_test(
     AuditTest(
         "extract",
-        "how much of the book's opening the model writes back verbatim (Cooper et al. 2025), beside never-seen texts",
-        _extract_blocked,
+        "how much of the book's opening the model writes back verbatim (Cooper et al. 2025; by continuation where the "
+        "model only writes, Ahmed et al. 2026), beside never-seen texts",
+        lambda r: None,
         _extract_request,
         _extract_seconds,
         _extract_run,
+        lambda r: {"mode": _extract_mode(r)},
         counted=False,
     )
 )

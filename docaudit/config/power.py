@@ -67,7 +67,7 @@ POWER = (
     Power(
         "extract",
         EMBEDDED,
-        (),
+        (("mode", "pz"),),
         "on this model trained further, none of 30 books seen 1, 2 or 5 times had a 50-token suffix it writes back "
         "with probability at least 0.001, though Min-K%++ and controls told them apart; 9 of 10 seen ten times did "
         "(60% of their tokens on average); no example of 40 never-seen books did: no extraction says nothing about "

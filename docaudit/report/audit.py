@@ -55,15 +55,24 @@ def numbers_text(numbers: dict) -> str:
 
 
 def extraction_words(figures: dict) -> str:
-    """What the model writes back of the book's opening, beside the never-seen texts put through the same way."""
+    """What the model writes back of the book, beside the never-seen texts put through the same way: its p_z
+    figures over the book's opening, or (a model that only writes) its continuations of the book's passages."""
     if figures.get("reason"):
         return figures["reason"]
-    tries = "in one try" if figures["n"] == 1 else f"in {figures['n']} tries"
-    said = (
-        f"{100 * figures['extractable_share']:.1f}% of the first {figures['first_tokens']:,} tokens lie in a suffix "
-        f"the model writes verbatim {tries} with probability at least {figures['p']:g} (greedy: "
-        f"{100 * figures['greedy_share']:.1f}%), longest run {figures['longest_run_tokens']} tokens"
-    )
+    if figures.get("mode") == "continuation":
+        said = (
+            f"continuing {figures['passages_continued']} passages of the book, the model wrote back a common run of "
+            f"at least {figures['long_match_words']} words in {figures['long_matches']} "
+            f"({100 * figures['long_match_share']:.1f}%), longest {figures['longest_match_words']} words, "
+            f"mean word recall {100 * figures['mean_recall']:.1f}%"
+        )
+    else:
+        tries = "in one try" if figures["n"] == 1 else f"in {figures['n']} tries"
+        said = (
+            f"{100 * figures['extractable_share']:.1f}% of the first {figures['first_tokens']:,} tokens lie in a "
+            f"suffix the model writes verbatim {tries} with probability at least {figures['p']:g} (greedy: "
+            f"{100 * figures['greedy_share']:.1f}%), longest run {figures['longest_run_tokens']} tokens"
+        )
     base = figures.get("baseline")
     if base is None:
         return said + "; no never-seen texts to compare with (--null-library DIR)"
@@ -71,6 +80,15 @@ def extraction_words(figures: dict) -> str:
         f"{said}; never-seen texts: median {100 * base['median_share']:.1f}%, max {100 * base['max_share']:.1f}%, "
         f"{base['at_or_above']} of {base['texts']} at or above the book"
     )
+
+
+def quoted_passages(figures: dict) -> list[dict]:
+    """The passages shown under the extraction figures: where each lies in the book, and its text."""
+    if figures.get("mode") == "continuation":
+        return [{"where": f"characters {q['continuation_start']:,}–{q['char_end']:,}", "text": q["match"]}
+                for q in figures.get("passages") or []]  # fmt: skip
+    return [{"where": f"tokens {q['token_start']:,}–{q['token_end']:,}", "text": q["text"]}
+            for q in figures.get("passages") or []]  # fmt: skip
 
 
 def format_audit(body: dict) -> str:
@@ -106,7 +124,11 @@ def page_values(envelope: dict) -> dict:
         plain = PLAIN[book["verdict"]].format(alpha=envelope["alpha"]) + f" Tests run: {ran}."
         plain += f" Not run: {skipped} (see the plan for why)." if skipped else ""
         extract = book.get("figures", {}).get("extract")
-        written = None if extract is None else {"words": extraction_words(extract), **extract}
+        written = (
+            None
+            if extract is None
+            else {**extract, "words": extraction_words(extract), "quoted": quoted_passages(extract)}
+        )
         books.append({**book, "plain": plain, "css": book["verdict"].split()[0], "extract": written})
     segments = [
         row
