@@ -1,5 +1,5 @@
-"""scripts/check_architecture.py: the checkout has no import circle, no module over 500 lines and no function over 8
-parameters outside the command line; and the checker finds each kind of offence in small packages made here."""
+"""scripts/checks/check_architecture.py: the checkout has no import circle, no module over 500 lines and no function
+over 8 parameters outside the command line; and the checker finds each kind of offence in small packages made here."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "check_architecture.py"
+SCRIPT = ROOT / "scripts" / "checks" / "check_architecture.py"
 
 
 def _load_checker():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_querier.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "benchmarks" / "bench_querier.py"
 
 
 def test_bench_tiny_json(tmp_path):
@@ -171,7 +171,7 @@ def test_bench_gpu_tiny_on_cpu(tmp_path):
 
 def test_bench_gpu_peak_table():
     sys.path.insert(0, str(SCRIPT.parent))
-    from bench_gpu import peak_tflops
+    from benchmarks.bench_gpu import peak_tflops
 
     assert peak_tflops("NVIDIA H100 80GB HBM3", None) == 989.0
     assert peak_tflops("NVIDIA H100 PCIe", None) == 756.0

@@ -196,7 +196,7 @@ def _null_simulation():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "null_beyond_blind.py"
+    path = Path(__file__).resolve().parents[1] / "scripts" / "nulls" / "null_beyond_blind.py"
     spec = importlib.util.spec_from_file_location("null_beyond_blind", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -230,7 +230,7 @@ def test_null_rate_of_adds_evidence_is_at_most_nominal():
 
 
 def test_null_simulation_script_runs_both_nulls():
-    """scripts/null_beyond_blind.py (its rates, with a real blind classifier refit on every fold, are in
+    """scripts/nulls/null_beyond_blind.py (its rates, with a real blind classifier refit on every fold, are in
     docs/methods.md): a noise model and a model that follows an era the texts do not show."""
     module = _null_simulation()
     for era in (0.0, 1.0):

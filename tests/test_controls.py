@@ -282,7 +282,7 @@ def test_the_generator_may_be_the_target_only_where_a_library_calibrates(shelf, 
 
 
 def stored(shelf, models, config, path):
-    """The shelf's library texts put through as ``scripts/controls_library.py`` does, stored at ``path``."""
+    """The shelf's library texts put through as ``scripts/artifacts/controls_library.py`` does, stored at ``path``."""
     from docaudit.audit.controls_library import library_document, null_key, text_record
     from docaudit.audit.synthetic_controls import examine_book
     from docaudit.corpus.documents import load_documents

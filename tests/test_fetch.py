@@ -29,7 +29,9 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _load_script():
-    spec = importlib.util.spec_from_file_location("fetch_gutenberg", REPO / "scripts" / "fetch_gutenberg.py")
+    spec = importlib.util.spec_from_file_location(
+        "fetch_gutenberg", REPO / "scripts" / "artifacts" / "fetch_gutenberg.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -61,7 +61,7 @@ def test_shipped_manifests_are_rebuilt_by_the_script(tmp_path, name, extra):
     proc = subprocess.run(
         [
             sys.executable,
-            str(REPO / "scripts" / "build_manifest.py"),
+            str(REPO / "scripts" / "artifacts" / "build_manifest.py"),
             "--catalog",
             str(CORPUS / "catalog.csv"),
             "--cutoff",

@@ -190,7 +190,7 @@ def test_build_manifest_writes_only_new_files_or_earlier_manifests(precious, tmp
     from conftest import CORPUS
 
     def build(out, *extra):
-        script = Path(__file__).resolve().parents[1] / "scripts" / "build_manifest.py"
+        script = Path(__file__).resolve().parents[1] / "scripts" / "artifacts" / "build_manifest.py"
         return subprocess.run(
             [
                 sys.executable,

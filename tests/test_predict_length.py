@@ -1,5 +1,5 @@
 """``predict`` ranks a document among the known non-members of its length class: a null where features drift with
-the tokens queried (scripts/null_predict_length.py, small) that the former rule, every known non-member, fails
+the tokens queried (scripts/nulls/null_predict_length.py, small) that the former rule, every known non-member, fails
 and the length classes pass; and the classes themselves."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
-from null_predict_length import trial  # noqa: E402
+from nulls.null_predict_length import trial  # noqa: E402
 
 from docaudit.inference.conformal import length_class  # noqa: E402
 from docaudit.inference.verdicts import too_few_of_its_length  # noqa: E402

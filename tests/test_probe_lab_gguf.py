@@ -1,5 +1,5 @@
-"""``scripts/bench_probe_served.py`` serves a trained Gemma through llama.cpp: its GGUF export must be the same model
-as the Hugging Face weights it came from (slow: the embedded Gemma's conversion, about a minute)."""
+"""``scripts/benchmarks/bench_probe_served.py`` serves a trained Gemma through llama.cpp: its GGUF export must be the
+same model as the Hugging Face weights it came from (slow: the embedded Gemma's conversion, about a minute)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("llama_cpp")
 pytest.importorskip("gguf")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_probe_served.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "benchmarks" / "bench_probe_served.py"
 TEXT = "It was the best of times, it was the worst of times, it was the age of wisdom, it was the age of foolishness"
 
 

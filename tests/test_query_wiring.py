@@ -43,7 +43,9 @@ def test_each_backend_option_is_a_model_field_of_that_backend_alone():
 
 
 def test_the_loader_and_the_registry_import_no_backend():
-    spec = importlib.util.spec_from_file_location("check_architecture", ROOT / "scripts" / "check_architecture.py")
+    spec = importlib.util.spec_from_file_location(
+        "check_architecture", ROOT / "scripts" / "checks" / "check_architecture.py"
+    )
     checker = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(checker)
     graph = checker.import_graph(ROOT / "docaudit")

@@ -107,7 +107,7 @@ def test_page_renders_in_a_browser(page, tmp_path):
     out, _ = page
     png = tmp_path / "page.png"
     done = subprocess.run(
-        ["bash", REPO / "scripts" / "screenshot_report.sh", out / "report.html", png, "1280,1600"],
+        ["bash", REPO / "scripts" / "artifacts" / "screenshot_report.sh", out / "report.html", png, "1280,1600"],
         capture_output=True,
         text=True,
         timeout=120,

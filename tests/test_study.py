@@ -14,7 +14,7 @@ import pytest
 from conftest import CORPUS
 from sklearn.metrics import roc_auc_score
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "study_dose_response.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "studies" / "study_dose_response.py"
 EXPOSURES, TOKENS = (1, 10), (24, 96)  # two of the tiny scale's four exposures and three lengths: 6 cells, not 15
 
 pytestmark = pytest.mark.slow
@@ -135,7 +135,7 @@ def test_training_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     import torch
 
     sys.path.insert(0, str(SCRIPT.parent))
-    from study.train import TrainPlan, continue_pretraining
+    from studies.train import TrainPlan, continue_pretraining
 
     from docaudit.config import TargetConfig
     from docaudit.lab.target import build_model

@@ -159,7 +159,7 @@ def test_the_fetcher_refuses_a_nested_gzip_bomb_in_bounded_memory(tmp_path):
     write_manifest([ManifestRow("2719", "member", path="members/2719.txt")], manifest)
     with bomb_server(gzip(gzip_of_zeros(2 * GIB_BOMB)), "gzip, gzip") as url:
         result = run_limited(
-            FETCHER.format(script=str(REPO / "scripts" / "fetch_gutenberg.py")),
+            FETCHER.format(script=str(REPO / "scripts" / "artifacts" / "fetch_gutenberg.py")),
             *("--manifest", manifest, "--out", tmp_path / "out", "--mirror", url, "--no-progress", "--retries", 0),
         )
     assert result.returncode == 1, (result.returncode, result.stdout[-500:], result.stderr[-2000:])

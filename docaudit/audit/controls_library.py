@@ -1,6 +1,6 @@
 """A null library for ``controls`` computed once and stored: the per-passage contrasts of never-seen texts, keyed by
-the models and the settings that decide them, with where they came from (``scripts/controls_library.py`` writes
-the one shipped for the embedded Gemma, ``config.CONTROLS_NULL``).
+the models and the settings that decide them, with where they came from (``scripts/artifacts/controls_library.py``
+writes the one shipped for the embedded Gemma, ``config.CONTROLS_NULL``).
 
 A stored library stands in for ``--null-library DIR`` only where it was computed exactly as the run would compute
 it: the same generator and target (content, precision, tokenizer), no reference model, the same passage settings
@@ -98,7 +98,7 @@ def refuse_other_precision(path: Path, models: dict, min_library: int) -> None:
             raise DocauditError(
                 f"the stored null library {path} holds contrasts of a {have} {role}, not of this run's ({wanted}): "
                 f"give --null-library DIR, a folder of at least {min_library} texts the model cannot have seen "
-                "(e.g. books first published after its training data; scripts/controls_library.py stores a "
+                "(e.g. books first published after its training data; scripts/artifacts/controls_library.py stores a "
                 "library of them for reuse), or --reference MODEL"
             )
 
@@ -114,7 +114,7 @@ def read_library(path: Path, key: dict, block: int) -> list[BookControls]:
             raise ValueError(
                 f"format {data.get('format')}, not {FORMAT}: its passages were not laid out one per stretch of "
                 "--stretch-tokens after each text's first passage length, as a book's are, so no book's passages lie "
-                "as its texts' do; compute it again (scripts/controls_library.py)"
+                "as its texts' do; compute it again (scripts/artifacts/controls_library.py)"
             )
         texts = data["texts"]
         tokens = [int(t["tokens"]) for t in texts]

@@ -22,7 +22,7 @@ docs/methods.md, "Which chapters: the map along a book").
    assumption: the judged segment is a whole chapter, a window a chapter's opening without its ending).
    Benjamini–Hochberg over the segments of the book.
    No theorem gives its guarantee here (each segment has its own calibration windows, and a book's segments share
-   its level); its false discovery rate was measured with that dependence (``scripts/null_map.py``,
+   its level); its false discovery rate was measured with that dependence (``scripts/nulls/null_map.py``,
    docs/methods.md): below 2.5% where 5% was allowed.
 5. Verdicts per segment in the one vocabulary (``inference/verdicts.py``); "inconclusive" with the reason for a
    segment too short to judge, one that holds several headings (a table of contents), the front matter, or one for

@@ -16,11 +16,12 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 DEFAULT_CLASSIFIER = PACKAGE_DIR / "_shipped" / "models" / "gemma3-270m-pg"
 
 
-# per-passage contrasts of never-seen texts, the embedded Gemma generator and target (scripts/controls_library.py)
+# per-passage contrasts of never-seen texts, the embedded Gemma generator and target
+# (scripts/artifacts/controls_library.py)
 CONTROLS_NULL = PACKAGE_DIR / "_shipped" / "models" / "gemma3-270m-controls-null" / "library.json"
 
 
-# extraction figures of never-seen texts through the embedded Gemma (scripts/extract_library.py)
+# extraction figures of never-seen texts through the embedded Gemma (scripts/artifacts/extract_library.py)
 EXTRACT_NULL = PACKAGE_DIR / "_shipped" / "models" / "gemma3-270m-extract-null" / "library.json"
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 from docaudit.errors import DocauditError
 
 # Scored tokens per second of the querier on the embedded Gemma-3-270M on a 2-core CPU, every statistic: the rate
-# a ``--dry-run`` estimate states until a real run has measured this machine's. 163 by ``scripts/bench_commands.py
-# --issue-sizes`` (one long document, load average 1.8; docs/benchmarks.md, "Estimates against actual runs"); an
-# earlier idle machine measured 366 ("transformers querier vs the raw forward"): the lower is kept, so that a first
-# estimate errs long. llama.cpp: "llama.cpp K/V cache precision". A served model (--backend openai) has none.
+# a ``--dry-run`` estimate states until a real run has measured this machine's. 163 by
+# ``scripts/benchmarks/bench_commands.py --issue-sizes`` (one long document, load average 1.8; docs/benchmarks.md,
+# "Estimates against actual runs"); an earlier idle machine measured 366 ("transformers querier vs the raw forward"):
+# the lower is kept, so that a first estimate errs long. llama.cpp: "llama.cpp K/V cache precision". A served model
+# (--backend openai) has none.
 QUERY_TOKENS_PER_SECOND = {"transformers": 163.0, "llamacpp": 321.0}
 # Seconds to load the embedded model once converted (docs/benchmarks.md, "Estimates against actual runs": 5.1 and
 # 5.8 s; 10.5 s earlier); the first use of a GGUF file converts it once, which takes longer and is never kept as
@@ -29,8 +30,9 @@ TREE_SECONDS = 0.0017
 # Seconds per token of a command's model passes of its work beside them, the passes, loading and the
 # meta-classifier's forests (tokenizing, a detector's copies and scoring, blind baselines, bootstraps, outputs), by
 # command (or variant, ``audit.costs.Shape.variant``), for a machine that measured none: the embedded Gemma's, as
-# ``scripts/bench_commands.py --issue-sizes --scale 0.5`` measured them (docs/benchmarks.md, "At the issue's sizes");
-# ``controls`` (per generated and scored token) as ``scripts/bench_rest.py`` measured it on one book at --preset fast.
+# ``scripts/benchmarks/bench_commands.py --issue-sizes --scale 0.5`` measured them (docs/benchmarks.md, "At the issue's
+# sizes"); ``controls`` (per generated and scored token) as ``scripts/benchmarks/bench_rest.py`` measured it on one book
+# at --preset fast.
 OTHER_SECONDS_PER_TOKEN = {
     "score": 1.8e-5,
     "sequence": 2.5e-4,
@@ -45,8 +47,8 @@ CONTROLS_GENERATED_PER_SECOND = {"transformers": 44.0}
 CONTROLS_SCORED_PER_SECOND = {"transformers": 114.0}
 # ``extract``'s tokens per second (examples of 100 tokens and a BOS, every one run through the model) for a machine
 # that measured none: the embedded Gemma's, float32, one torch thread on the shared 2-core CPU at load average
-# 10-12, 84 tokens per second (docs/benchmarks.md, "Extraction"; ``scripts/bench_extract.py``); llama.cpp's not
-# measured here: the same, so that a first estimate errs long.
+# 10-12, 84 tokens per second (docs/benchmarks.md, "Extraction"; ``scripts/benchmarks/bench_extract.py``); llama.cpp's
+# not measured here: the same, so that a first estimate errs long.
 EXTRACT_TOKENS_PER_SECOND = {"transformers": 84.0, "llamacpp": 84.0}
 # A measurement in the cache older than this many days is not used (the machine or its load may have changed).
 RATE_MAX_AGE_DAYS = 30

@@ -4,7 +4,7 @@ Columns (all required in the header, in any order; see ``data_manifests/README.m
 ``id, source, group, label, title, author, language, pg_posted, pub_year, sha256, n_bytes, path``.
 ``id`` and ``label`` (``member`` | ``nonmember``) must be filled in; ids are unique; ``sha256`` is empty or 64 hex
 digits; ``pub_year`` and ``n_bytes`` are empty or integers; ``path`` is relative to the corpus root (or to the
-download folder of ``scripts/fetch_gutenberg.py``).
+download folder of ``scripts/artifacts/fetch_gutenberg.py``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Simulated never-seen texts for the null simulations of the one-book tests: per-passage values of texts whose
 values correlate along the text, read at the passages a layout places (``corpus.segments.stretch_starts``), so the
 rules of ``controls`` and ``probe`` can be checked where the truth is known, with no model
-(``scripts/null_geometry.py``, ``tests/test_geometry.py``).
+(``scripts/nulls/null_geometry.py``, ``tests/test_geometry.py``).
 
 A text of ``n`` units (tokens or words) has its own level (the spread between texts a member's shift must beat),
 a latent value along it of one of the ``KINDS`` below, and independent noise per passage; a passage's value is

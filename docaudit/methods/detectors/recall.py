@@ -73,7 +73,7 @@ def score_recall(v: View, c: DetectorConfig) -> float:
     docaudit checks that the joined text's last tokens are the text's own (token alignment at the join) and that
     prefix + text fit one window, refusing the text otherwise (``recall_problem``; ``sequence`` skips such texts
     by name), where the authors' code drops prefix shots to fit. The separator's effect, measured by
-    scripts/recall_separator.py on the tests' lab target (10 member and 9 non-member 10-word excerpts, one
+    scripts/checks/recall_separator.py on the tests' lab target (10 member and 9 non-member 10-word excerpts, one
     non-member prefix): AUC 0.811 with the blank line, 0.933 without (19 texts, so the difference is within
     noise), scores 3.6% apart on average (at most 7.4%), rank correlation 0.80 (docs/methods.md, "ReCaLL")."""
     n = len(v.logp) + 1

@@ -1,0 +1,2 @@
+"""Helpers of scripts/studies/study_dose_response.py: the exposure-grouped continued pretraining and the per-cell
+evaluation."""

@@ -1,2 +1,0 @@
-"""Helpers of scripts/study_dose_response.py: the exposure-grouped continued pretraining and the per-cell
-evaluation."""
