@@ -5,6 +5,7 @@ measured once; the documents must come out identical and in the same order. Prin
     python scripts/benchmarks/bench_reading.py [DIR ...]   (default: ../shared/corpus/members and nonmembers)
 """
 
+import argparse
 import json
 import sys
 import time
@@ -26,7 +27,9 @@ def timed(paths, jobs: int):
 
 def main() -> None:
     corpus = ROOT.parent / "shared" / "corpus"
-    paths = sys.argv[1:] or [str(corpus / "members"), str(corpus / "nonmembers")]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("dirs", nargs="*", default=[str(corpus / "members"), str(corpus / "nonmembers")])
+    paths = parser.parse_args().dirs
     timed(paths, 1)  # warm the file cache
     serial, a = timed(paths, 1)
     parallel, b = timed(paths, READ_JOBS)
