@@ -79,10 +79,9 @@ class ExtractResult(Result):
 def extract_books(request: ExtractRequest) -> ExtractResult:
     """p_z of every example of every book and library text, the books' figures beside the library's
     (``audit.extraction.extract_audit``)."""
+    from docaudit.api.extract_continuation import ContinuationRequest, read_texts
     from docaudit.audit.extraction import extract_audit
     from docaudit.audit.extraction_library import stored_baseline
-    from docaudit.corpus.documents import load_documents
-    from docaudit.outputs import prepare_output
     from docaudit.provenance import document_records, model_record
     from docaudit.query import rates
     from docaudit.query.extraction import require_logits
@@ -91,17 +90,12 @@ def extract_books(request: ExtractRequest) -> ExtractResult:
 
     r = request
     if r.config.mode == "continuation":
-        from docaudit.api.extract_continuation import ContinuationRequest, continuation_result
+        from docaudit.api.extract_continuation import continuation_result
 
         books, output, rows = continuation_result(_continuation(r, ContinuationRequest))
         return ExtractResult(books, output, rows, output)
     require_logits(r.model)
-    if r.out is not None:
-        prepare_output(r.out, "extract", r.overwrite, r.inputs())
-    reading = recorded(r.reading)
-    read = (reading.raw, r.run.progress, reading.skips, reading.normalize_chars)
-    docs = load_documents(r.books, *read)
-    library = [] if r.library is None else load_documents(r.library, *read)
+    reading, docs, library = read_texts(_continuation(r, ContinuationRequest))
     lm = r.model if isinstance(r.model, LoadedModel) else load_model(r.model)
     began = time.monotonic()
     stored, about = (None, {"source": "--null-library"}) if library else stored_baseline(r.stored_library, lm, r.config)

@@ -47,22 +47,29 @@ def _probe_request(r: ContinuationRequest) -> ProbeRequest:
                         run=r.run)  # fmt: skip
 
 
-def continuation_result(r: ContinuationRequest) -> tuple[list[dict], dict, list[dict]]:
-    """The books' records, the JSON output with its envelope and the rows (one per passage) of an
-    extract request in continuation mode; with ``out``, ``extract.json`` and ``extract.csv`` written."""
-    from docaudit.audit.extraction_continuation import continuation_audit
+def read_texts(r: ContinuationRequest) -> tuple[DocumentSpec, list, list]:
+    """An extract request's output folder checked (``r.out``) and its texts read (either mode): the reading as recorded, the books
+    and the library texts (none without ``r.library``)."""
     from docaudit.corpus.documents import load_documents
     from docaudit.outputs import prepare_output
-    from docaudit.provenance import document_records
-    from docaudit.query.rates import generation_key, record_generation
-    from docaudit.report.extraction_continuation import passage_rows, text_record, write_continuation
 
     if r.out is not None:
         prepare_output(r.out, "extract", r.overwrite, r.inputs())
     reading = recorded(r.reading)
     read = (reading.raw, r.run.progress, reading.skips, reading.normalize_chars)
     docs = load_documents(r.books, *read)
-    library = [] if r.library is None else load_documents(r.library, *read)
+    return reading, docs, [] if r.library is None else load_documents(r.library, *read)
+
+
+def continuation_result(r: ContinuationRequest) -> tuple[list[dict], dict, list[dict]]:
+    """The books' records, the JSON output with its envelope and the rows (one per passage) of an
+    extract request in continuation mode; with ``out``, ``extract.json`` and ``extract.csv`` written."""
+    from docaudit.audit.extraction_continuation import continuation_audit
+    from docaudit.provenance import document_records
+    from docaudit.query.rates import generation_key, record_generation
+    from docaudit.report.extraction_continuation import passage_rows, text_record, write_continuation
+
+    reading, docs, library = read_texts(r)
     writer = _writer(r.model, r.continuation.endpoint)
     began = time.monotonic()
     found = continuation_audit(docs, library, writer, r.continuation, r.config.temperature, r.run.seed)
