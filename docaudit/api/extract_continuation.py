@@ -48,8 +48,8 @@ def _probe_request(r: ContinuationRequest) -> ProbeRequest:
 
 
 def read_texts(r: ContinuationRequest) -> tuple[DocumentSpec, list, list]:
-    """An extract request's output folder checked (``r.out``) and its texts read (either mode): the reading as recorded, the books
-    and the library texts (none without ``r.library``)."""
+    """An extract request's output folder checked (``r.out``) and its texts read (either mode): the reading as
+    recorded, the books and the library texts (none without ``r.library``)."""
     from docaudit.corpus.documents import load_documents
     from docaudit.outputs import prepare_output
 
