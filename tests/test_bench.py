@@ -170,7 +170,7 @@ def test_bench_gpu_tiny_on_cpu(tmp_path):
 
 
 def test_bench_gpu_peak_table():
-    sys.path.insert(0, str(SCRIPT.parent))
+    sys.path.insert(0, str(SCRIPT.parents[1]))
     from benchmarks.bench_gpu import peak_tflops
 
     assert peak_tflops("NVIDIA H100 80GB HBM3", None) == 989.0

@@ -134,7 +134,7 @@ def test_training_resumes_from_its_checkpoint(tmp_path, monkeypatch):
     uninterrupted run."""
     import torch
 
-    sys.path.insert(0, str(SCRIPT.parent))
+    sys.path.insert(0, str(SCRIPT.parents[1]))
     from studies.train import TrainPlan, continue_pretraining
 
     from docaudit.config import TargetConfig
