@@ -2,7 +2,8 @@
 ARGS``) with the weights laid out as docaudit's llama.cpp backend lays them out (``--llama-repack auto``: not
 repacked on a CPU with AMX, where llama.cpp's AMX path crashes on a quantized file). With ``--chat-only`` first,
 the same server without its completions routes: it serves ``/v1/chat/completions`` alone, as a chat-only API
-does."""
+does. With ``--no-echo`` first, a server that ignores ``echo`` (it never returns its prompt's log-probabilities),
+as many hosted completions APIs do."""
 
 import runpy
 import sys
@@ -14,7 +15,20 @@ from docaudit.query.backends.llamacpp import llama_params, repack_weights
 COMPLETIONS = ("/v1/completions", "/v1/engines/copilot-codex/completions")
 
 
+def without_echo() -> None:
+    """Every completion written as if ``echo`` were false."""
+    create = llama_cpp.Llama.create_completion
+
+    def create_completion(self, *args, **kwargs):
+        return create(self, *args, **{**kwargs, "echo": False})
+
+    llama_cpp.Llama.create_completion = create_completion
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--no-echo"]:
+        del sys.argv[1]
+        without_echo()
     if sys.argv[1:2] == ["--chat-only"]:
         import llama_cpp.server.app
 

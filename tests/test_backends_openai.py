@@ -33,11 +33,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _serve(gguf, n_ctx: int = 256, chat_only: bool = False):
+def _serve(gguf, n_ctx: int = 256, chat_only: bool = False, no_echo: bool = False):
     """llama-cpp-python's server on a free local port serving ``gguf`` as ``tiny`` (``n_ctx`` positions), with an
-    API key; ``chat_only``: without its completions routes (``llama_server.py --chat-only``)."""
+    API key; ``chat_only``: without its completions routes (``llama_server.py --chat-only``); ``no_echo``: ignoring
+    ``echo`` (``llama_server.py --no-echo``)."""
     port = _free_port()
-    command = [sys.executable, str(Path(__file__).parent / "llama_server.py"), *(["--chat-only"] if chat_only else [])]
+    command = [sys.executable, str(Path(__file__).parent / "llama_server.py"), *(["--no-echo"] if no_echo else [])]
+    command += ["--chat-only"] if chat_only else []
     command += ["--model", str(gguf)]
     command += ["--host", "127.0.0.1"]
     command += ["--port", str(port), "--logits_all", "true", "--n_ctx", str(n_ctx), "--model_alias", "tiny"]

@@ -295,3 +295,51 @@ def test_audit_extracts_p_z_through_a_server_with_prompt_log_probabilities(disti
     for name in ("extractable_share", "greedy_share", "longest_run_tokens", "max_pz", "baseline"):
         assert figures[name] == theirs[name], name
     assert figures["greedy_share"] > 0  # the planted greedy continuation, written back through the server
+
+
+@pytest.fixture(scope="module")
+def no_echo(tmp_path_factory):
+    """The tiny Llama served by a llama-cpp-python server that ignores ``echo``, as many hosted completions APIs do."""
+    directory = tmp_path_factory.mktemp("noecho")
+    hf = make_model(directory / "hf", "llama")
+    process, base = _serve(write_gguf(hf, directory / "tiny.gguf"), 1024, no_echo=True)
+    yield {"base": base, "hf": hf}
+    process.terminate()
+    process.wait(10)
+
+
+def test_a_server_found_to_give_no_prompt_log_probabilities(no_echo, api_key, tmp_path, monkeypatch):  # noqa: F811
+    """Asked whether it echoes (``--api-logprobs auto``), the server is found not to: ``extract`` is refused in one line
+    naming the continuation mode, and ``audit``, planned for p_z, gives the continuation's figures instead, the same
+    as ``extract --mode continuation`` alone (every answer then from the cache), without stopping the other tests."""
+    from test_audit import audit_api, fake_test
+
+    from docaudit.api.audit import audit, plan_audit
+    from docaudit.api.audit_request import AuditRequest
+    from docaudit.api.audit_tests import TESTS
+    from docaudit.errors import MODEL_UNAVAILABLE
+
+    [book], library = _short_texts(tmp_path, "members", 1), _short_texts(tmp_path, "nonmembers", 2)
+    target = ["--backend", "openai", "--model", f"{no_echo['base']}#tiny", "--api-tokenizer", no_echo["hf"]]
+    target += ["--api-key-env", KEY_ENV]
+    refused = run("extract", book, *target)
+    assert_clean_error(refused, "--mode continuation")
+    assert refused.exit_code == MODEL_UNAVAILABLE
+    monkeypatch.setattr(audit_api, "TESTS", {"first": fake_test("first", {book: 0.02}), "extract": TESTS["extract"]})
+    model = served(no_echo["base"], no_echo["hf"])
+    request = AuditRequest([book], model, library=library)
+    [planned] = [t for t in plan_audit(request).tests if t.name == "extract"]
+    assert planned.runs and planned.request.config.mode == "pz"
+    [said] = audit(request).body["books"]
+    assert said["p_value"] == pytest.approx(0.02)
+    figures = said["figures"]["extract"]
+    assert figures["mode"] == "continuation" and figures["baseline"]["texts"] == 2
+    nulls = [a for p in library for a in ("--null-library", p)]
+    alone = run("extract", book, *nulls, *target, "--mode", "continuation", "--format", "json")
+    assert alone.exit_code == 0, alone.output
+    body = json.loads(alone.stdout)
+    assert body["writer"]["requests"] == 0 and body["writer"]["cached"] > 0
+    [theirs] = body["books"]
+    for name in ("long_matches", "long_match_share", "longest_match_words", "mean_recall", "baseline"):
+        assert figures[name] == theirs[name], name
+    assert figures["passages_continued"] == theirs["passages"] >= 2

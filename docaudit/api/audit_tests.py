@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from docaudit.api.audit_request import AuditRequest
@@ -418,11 +418,16 @@ def _extract_seconds(request) -> float | None:
 
 def _extract_run(request) -> tuple[dict[str, Outcome], dict]:
     """Per book what the model writes back beside the never-seen texts' (descriptive: no p-value, no verdict of its
-    own): the extractable shares (p_z), or the passages continued with a long verbatim run (by continuation), and up
-    to three of its passages."""
+    own): the extractable shares (p_z), or the passages continued with a long verbatim run (by continuation, also
+    where a server turns out to give no prompt log-probabilities), and up to three of its passages."""
     from docaudit.api.extract import extract_books
+    from docaudit.query.extraction import NoPromptLogprobs
 
-    result = extract_books(request)
+    try:
+        result = extract_books(request)
+    except NoPromptLogprobs:  # a server found to give no prompt log-probabilities: what it writes back instead
+        request = replace(request, config=replace(request.config, mode="continuation"))
+        result = extract_books(request)
     found = {}
     if request.config.mode == "continuation":
         for b in result.books:

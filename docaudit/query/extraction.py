@@ -57,6 +57,10 @@ def example_starts(n_tokens: int, example_tokens: int, stride: int) -> np.ndarra
 CONTINUATION = "docaudit extract --mode continuation"
 
 
+class NoPromptLogprobs(ModelError):
+    """A server that gives no prompt log-probabilities: p_z cannot be asked of it, what it writes can."""
+
+
 def require_logits(lm) -> None:
     """Refuse, in one line, a model whose logits (or prompt log-probabilities) cannot be read here: a server that
     gives no prompt log-probabilities (its extraction is by continuation), or a backend other than transformers,
@@ -64,7 +68,7 @@ def require_logits(lm) -> None:
     config = getattr(lm, "config", lm)
     mode = getattr(getattr(lm, "model", None), "mode", config.api_logprobs if config.backend == "openai" else None)
     if config.backend == "openai" and mode == "logit_bias":
-        raise ModelError(
+        raise NoPromptLogprobs(
             "p_z needs the prompt's log-probabilities (/completions with echo), which this server does not give: "
             f"ask what it writes instead ({CONTINUATION})"
         )
