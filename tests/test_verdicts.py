@@ -248,3 +248,20 @@ def test_training_next_steps_name_their_bound():
     training = [step for step in NEXT_STEPS.values() if "docaudit train --members" in step]
     assert len(training) >= 3
     assert all("--max-tokens 512" in step and "--dry-run" in step for step in training)
+
+
+def test_the_printed_training_step_runs_as_written(tmp_path, monkeypatch):
+    """The training step a verdict prints, its folders given, is a command that runs: its dry run, nothing written."""
+    from conftest import CORPUS
+    from test_cli import run
+
+    from docaudit.inference.verdicts import TRAIN_STEP
+
+    command = TRAIN_STEP.split(";")[0].split()
+    assert command[:2] == ["docaudit", "train"]
+    folders = iter([CORPUS / "members", CORPUS / "nonmembers"])
+    args = [str(next(folders)) if a == "DIR" else a for a in command[2:]]
+    monkeypatch.chdir(tmp_path)
+    done = run("train", *args, "--dry-run")
+    assert done.exit_code == 0, done.output
+    assert "nothing was loaded or written" in done.stdout and not any(tmp_path.iterdir())

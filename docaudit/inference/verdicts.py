@@ -25,7 +25,9 @@ BLIND_GATE_LEVEL = 0.05
 CONTROLS_STEP = "(docaudit controls BOOK; with a model other than the embedded one, add --null-library DIR)"
 # training as a next step, bounded: an excerpt of 512 tokens per document keeps training on a corpus of whole books
 # to minutes on a small CPU instead of days (docs/benchmarks.md); its --dry-run gives the time on the machine
-TRAIN_STEP = "docaudit train --members DIR --nonmembers DIR --max-tokens 512; its --dry-run says how long"
+TRAIN_STEP = (
+    "docaudit train --members DIR --nonmembers DIR --max-tokens 512 --out models/mine; its --dry-run says how long"
+)
 # why a verdict is "inconclusive": a code for machines and the one-line next step printed for people
 NEXT_STEPS = {
     "classifier_at_chance": f"train a classifier on your own known members and non-members ({TRAIN_STEP}) where "
