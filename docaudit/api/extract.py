@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from docaudit.api.common import Result, envelope_of, local_inputs, recorded
+from docaudit.api.common import Result, envelope_of, local_inputs
 from docaudit.config import EXTRACT_NULL, ContinuationConfig, ExtractConfig, ModelConfig
 from docaudit.query.loaded import LoadedModel
 from docaudit.run import DocumentSpec, RunContext
@@ -137,20 +137,16 @@ def _book(record: dict) -> BookExtraction:
 def planned(request: ExtractRequest) -> dict:
     """What ``request`` would take, nothing loaded (``--dry-run``): its texts read, tokens estimated from their
     sizes, the examples and the time (``audit.costs.extract_plan``)."""
+    from docaudit.api.extract_continuation import ContinuationRequest, continuation_plan, planned_texts
     from docaudit.audit.costs import extract_plan
-    from docaudit.corpus.documents import load_documents
     from docaudit.query.extraction import require_logits
 
     r = request
     if r.config.mode == "continuation":
-        from docaudit.api.extract_continuation import ContinuationRequest, continuation_plan
-
         return continuation_plan(_continuation(r, ContinuationRequest))
     model = r.model.config if isinstance(r.model, LoadedModel) else r.model
     require_logits(model)
-    reading = recorded(r.reading)
-    read = (reading.raw, False, reading.skips, reading.normalize_chars)
-    docs = load_documents(r.books, *read) + ([] if r.library is None else load_documents(r.library, *read))
+    docs = planned_texts(_continuation(r, ContinuationRequest))
     plan = extract_plan([len(d.text.encode("utf-8")) for d in docs], r.config.example_tokens, r.config.stride, model,
                         r.config.first_tokens)  # fmt: skip
     return {

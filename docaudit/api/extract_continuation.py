@@ -50,15 +50,25 @@ def _probe_request(r: ContinuationRequest) -> ProbeRequest:
 def read_texts(r: ContinuationRequest) -> tuple[DocumentSpec, list, list]:
     """An extract request's output folder checked (``r.out``) and its texts read (either mode): the reading as
     recorded, the books and the library texts (none without ``r.library``)."""
-    from docaudit.corpus.documents import load_documents
     from docaudit.outputs import prepare_output
 
     if r.out is not None:
         prepare_output(r.out, "extract", r.overwrite, r.inputs())
+    return _texts(r, r.run.progress)
+
+
+def planned_texts(r: ContinuationRequest) -> list:
+    """An extract request's books and library texts read without progress, nothing written (``--dry-run``)."""
+    _, docs, library = _texts(r, False)
+    return docs + library
+
+
+def _texts(r: ContinuationRequest, progress: bool) -> tuple[DocumentSpec, list, list]:
+    from docaudit.corpus.documents import load_documents
+
     reading = recorded(r.reading)
-    read = (reading.raw, r.run.progress, reading.skips, reading.normalize_chars)
-    docs = load_documents(r.books, *read)
-    return reading, docs, [] if r.library is None else load_documents(r.library, *read)
+    read = (reading.raw, progress, reading.skips, reading.normalize_chars)
+    return reading, load_documents(r.books, *read), [] if r.library is None else load_documents(r.library, *read)
 
 
 def continuation_result(r: ContinuationRequest) -> tuple[list[dict], dict, list[dict]]:
@@ -107,10 +117,6 @@ def continuation_plan(r: ContinuationRequest) -> dict:
     """What continuing ``r``'s texts would send and take, nothing sent (``--dry-run``): ``probe``'s plan for the
     same prompts."""
     from docaudit.api.probes import planned
-    from docaudit.corpus.documents import load_documents
 
-    reading = recorded(r.reading)
-    read = (reading.raw, False, reading.skips, reading.normalize_chars)
-    docs = load_documents(r.books, *read) + ([] if r.library is None else load_documents(r.library, *read))
     model = r.model if isinstance(r.model, ModelConfig) else r.model.config
-    return planned(replace(_probe_request(r), model=model), [d.text for d in docs])
+    return planned(replace(_probe_request(r), model=model), [d.text for d in planned_texts(r)])
